@@ -1,0 +1,1 @@
+"""lovia: an agent runtime whose spine is durable state."""

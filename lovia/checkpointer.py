@@ -1,0 +1,285 @@
+"""The Checkpointer protocol and its data: ``RunHead``, ``RunSnapshot``, ``CheckpointOptions``.
+
+A checkpoint keeps the run in flight: its own entries as append-only batches plus one small
+mutable head. ``run_id`` is the global key and an idempotency key: re-issuing a call with the same
+``run_id`` resumes an interrupted run or replays a completed one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from .exceptions import UserError
+from .messages import Usage
+from .transcript import TranscriptEntry, entry_from_dict, entry_to_dict
+
+__all__ = [
+    "CheckpointOptions",
+    "Checkpointer",
+    "IfRunExists",
+    "Lease",
+    "LeasingCheckpointer",
+    "RunHead",
+    "RunSnapshot",
+    "RunStatus",
+]
+
+RunStatus = Literal["running", "interrupted", "completed", "failed"]
+IfRunExists = Literal["resume", "restart", "fail", "resume_only"]
+_STATUSES = ("running", "interrupted", "completed", "failed")
+_POLICIES = ("resume", "restart", "fail", "resume_only")
+
+
+@dataclass(slots=True)
+class RunHead:
+    """The small mutable part of a snapshot, overwritten on every save."""
+
+    agent_name: str
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    status: RunStatus = "running"
+    output: Any = None
+    """JSON-safe final output (completed runs only)."""
+    error: dict[str, Any] | None = None
+    """``{"type", "message"}`` of the error that stopped the run."""
+    last_input_tokens: int | None = None
+    context_state: dict[str, Any] = field(default_factory=dict)
+    """The context policy's carried state."""
+    pending_handoff: str | None = None
+    """Name of a handoff target that fired but was not applied yet."""
+    started_at: float = field(default_factory=time.time)
+    """When the run first started (a resumed run keeps it)."""
+    updated_at: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return {
+            "agent_name": self.agent_name,
+            "usage": self.usage.to_dict(),
+            "turns": self.turns,
+            "status": self.status,
+            "output": self.output,
+            "error": self.error,
+            "last_input_tokens": self.last_input_tokens,
+            "context_state": self.context_state,
+            "pending_handoff": self.pending_handoff,
+            "started_at": self.started_at,
+            "updated_at": self.updated_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunHead:
+        """Inverse of :meth:`to_dict`; unknown keys are ignored, a bad shape is a ``ValueError``."""
+        if not isinstance(data, dict) or not isinstance(data.get("agent_name"), str):
+            raise ValueError("run head needs a string 'agent_name'")
+        status = data.get("status", "running")
+        if status not in _STATUSES:
+            raise ValueError(f"unknown run status {status!r}")
+        turns = data.get("turns", 0)
+        if not isinstance(turns, int):
+            raise ValueError("run head 'turns' must be an integer")
+        now = time.time()
+        return cls(
+            agent_name=data["agent_name"],
+            usage=Usage.from_dict(data.get("usage")),
+            turns=turns,
+            status=status,
+            output=data.get("output"),
+            error=data.get("error"),
+            last_input_tokens=data.get("last_input_tokens"),
+            context_state=dict(data.get("context_state") or {}),
+            pending_handoff=data.get("pending_handoff"),
+            started_at=float(data.get("started_at", data.get("updated_at", now))),
+            updated_at=float(data.get("updated_at", now)),
+        )
+
+    def to_json(self) -> str:
+        """Compact JSON text."""
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunHead:
+        """Parse :meth:`to_json` output."""
+        return cls.from_dict(json.loads(text))
+
+
+_HEAD_FIELDS = (
+    "agent_name",
+    "usage",
+    "turns",
+    "status",
+    "output",
+    "error",
+    "last_input_tokens",
+    "context_state",
+    "pending_handoff",
+    "started_at",
+    "updated_at",
+)
+
+
+@dataclass(slots=True)
+class RunSnapshot:
+    """A run's own entries plus its head fields, flattened."""
+
+    run_id: str
+    entries: list[TranscriptEntry]
+    agent_name: str
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    status: RunStatus = "running"
+    output: Any = None
+    error: dict[str, Any] | None = None
+    last_input_tokens: int | None = None
+    context_state: dict[str, Any] = field(default_factory=dict)
+    pending_handoff: str | None = None
+    started_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+
+    @property
+    def head(self) -> RunHead:
+        """The head fields as a :class:`RunHead`."""
+        return RunHead(**{name: getattr(self, name) for name in _HEAD_FIELDS})
+
+    @classmethod
+    def from_parts(cls, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead) -> RunSnapshot:
+        """Assemble a snapshot from its stored parts."""
+        return cls(run_id=run_id, entries=list(entries), **{name: getattr(head, name) for name in _HEAD_FIELDS})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return {"run_id": self.run_id, "entries": [entry_to_dict(e) for e in self.entries], **self.head.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSnapshot:
+        """Inverse of :meth:`to_dict`."""
+        head = RunHead.from_dict(data)
+        entries = [entry_from_dict(e, strict=False) for e in data.get("entries", [])]
+        return cls.from_parts(str(data["run_id"]), entries, head)
+
+    def to_json(self) -> str:
+        """Compact JSON text."""
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunSnapshot:
+        """Parse :meth:`to_json` output."""
+        return cls.from_dict(json.loads(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Proof that one worker drives a run: fenced writes carry it and fail once it is stale."""
+
+    run_id: str
+    owner: str
+    token: int
+    """Fencing token: strictly increases each time the run changes hands."""
+    expires_at: float
+
+
+@runtime_checkable
+class Checkpointer(Protocol):
+    """Where the run in flight is kept, keyed by the global ``run_id``."""
+
+    async def append(self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead) -> None:
+        """Append a batch of new entries (possibly empty) and overwrite the head, atomically."""
+        ...
+
+    async def load(self, run_id: str) -> RunSnapshot | None:
+        """The stored snapshot, or ``None``."""
+        ...
+
+    async def delete(self, run_id: str) -> None:
+        """Forget the run (no error when absent)."""
+        ...
+
+
+@runtime_checkable
+class LeasingCheckpointer(Checkpointer, Protocol):
+    """A checkpointer that can lease runs to one worker at a time and fence stale writers."""
+
+    async def acquire_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease:
+        """Claim the run; raise :class:`~lovia.exceptions.RunBusy` while another live lease holds it."""
+        ...
+
+    async def renew_lease(self, lease: Lease, *, ttl: float) -> Lease:
+        """Extend the lease; raise :class:`~lovia.exceptions.LeaseLostError` if it was taken over."""
+        ...
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Give the run up (no error when already lost)."""
+        ...
+
+    async def append_fenced(self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease) -> None:
+        """``append`` that refuses (``LeaseLostError``) unless ``lease`` is still the current one."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointOptions:
+    """How a run uses a checkpointer: ``CheckpointOptions(cp, run_id, ...)``.
+
+    Args:
+        checkpointer: the store.
+        run_id: the global idempotency key of the run.
+        if_run_exists: ``"resume"`` (default), ``"restart"``, ``"fail"`` or ``"resume_only"``.
+        delete_on_success: delete the snapshot once the run is in the session.
+        resume_from: a :class:`RunSnapshot` obtained elsewhere to rehydrate.
+        lease_ttl: seconds; when set, the run is leased to this worker (needs a leasing store).
+    """
+
+    checkpointer: Checkpointer | None = None
+    run_id: str | None = None
+    if_run_exists: IfRunExists = "resume"
+    delete_on_success: bool = False
+    resume_from: RunSnapshot | None = None
+    lease_ttl: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.if_run_exists not in _POLICIES:
+            raise UserError(
+                f"unknown if_run_exists policy {self.if_run_exists!r}",
+                hint=f"use one of {', '.join(repr(p) for p in _POLICIES)}",
+            )
+        if self.resume_from is not None and not isinstance(self.resume_from, RunSnapshot):
+            raise UserError("resume_from must be a RunSnapshot", hint="load one with checkpointer.load(run_id)")
+        if self.run_id is not None and (not isinstance(self.run_id, str) or not self.run_id):
+            raise UserError("run_id must be a non-empty string", hint="generate one, e.g. uuid4().hex")
+        if self.resume_from is None and (self.checkpointer is None or not self.run_id):
+            raise UserError(
+                "CheckpointOptions needs a checkpointer and a run_id (or resume_from=)",
+                hint="CheckpointOptions(SQLiteCheckpointer('runs.db'), 'my-run-id')",
+            )
+        if self.resume_from is not None and self.run_id is not None and self.run_id != self.resume_from.run_id:
+            raise UserError(
+                f"run_id {self.run_id!r} does not match resume_from.run_id {self.resume_from.run_id!r}",
+                hint="omit run_id or pass the snapshot's own id",
+            )
+        if self.delete_on_success and self.checkpointer is None:
+            raise UserError("delete_on_success needs a checkpointer", hint="pass the checkpointer the snapshot lives in")
+        if self.checkpointer is not None and not isinstance(self.checkpointer, Checkpointer):
+            raise UserError(
+                f"{type(self.checkpointer).__name__} is not a Checkpointer",
+                hint="it needs async append(run_id, entries, head), load(run_id) and delete(run_id)",
+            )
+        if self.lease_ttl is not None:
+            if not isinstance(self.lease_ttl, (int, float)) or self.lease_ttl <= 0:
+                raise UserError("lease_ttl must be a positive number of seconds", hint="e.g. lease_ttl=30")
+            if not isinstance(self.checkpointer, LeasingCheckpointer):
+                raise UserError(
+                    f"{type(self.checkpointer).__name__} does not support run leases",
+                    hint="use SQLiteCheckpointer or PostgresCheckpointer, or drop lease_ttl",
+                )
+
+    @property
+    def effective_run_id(self) -> str:
+        """``run_id``, or the id of ``resume_from``."""
+        if self.run_id:
+            return self.run_id
+        assert self.resume_from is not None
+        return self.resume_from.run_id

@@ -1,0 +1,123 @@
+"""The provider seam: one streaming method, typed deltas, and the sampling settings.
+
+Internal contract: a provider turns a view of the transcript into a stream of
+:data:`~lovia.transcript.ModelDelta`. It never sees the run loop and never raises vendor or
+driver exceptions raw: failures become :class:`~lovia.exceptions.ProviderError` or
+:class:`~lovia.exceptions.ContextOverflowError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..transcript import ModelDelta, TranscriptEntry
+
+__all__ = [
+    "ContextWindowDiscovery",
+    "ContextWindowProvider",
+    "ModelSettings",
+    "Provider",
+    "TokenEstimator",
+    "ToolDefinition",
+    "VisionCapable",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """Sampling knobs; ``None`` means "not sent".
+
+    ``provider_options`` is keyed by vendor (``"openai"``/``"openai-chat"``,
+    ``"anthropic"``/``"claude"``) and merged verbatim into the request payload; a ``None``
+    value deletes a field the adapter would otherwise send.
+    """
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: list[str] | None = None
+    parallel_tool_calls: bool | None = None
+    provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def options_for(self, *vendor_keys: str) -> dict[str, Any]:
+        """The merged ``provider_options`` for these vendor keys (later keys win)."""
+        merged: dict[str, Any] = {}
+        for key in vendor_keys:
+            merged.update(self.provider_options.get(key) or {})
+        return merged
+
+
+class ToolDefinition(Protocol):
+    """What a provider needs to advertise a tool."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def parameters(self) -> dict[str, Any]: ...
+
+    @property
+    def strict(self) -> bool: ...
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model endpoint.
+
+    ``response_format`` (only sent when ``supports_json_schema``) is
+    ``{"name": str, "schema": dict, "strict": bool}``.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def supports_json_schema(self) -> bool: ...
+
+    def stream(
+        self,
+        entries: Sequence[TranscriptEntry],
+        *,
+        tools: Sequence[ToolDefinition] | None = None,
+        response_format: dict[str, Any] | None = None,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[ModelDelta]:
+        """Stream one model response."""
+        ...
+
+
+@runtime_checkable
+class ContextWindowProvider(Protocol):
+    """A provider that knows its context window."""
+
+    def context_window(self) -> int | None: ...
+
+
+@runtime_checkable
+class ContextWindowDiscovery(Protocol):
+    """A provider that can ask its endpoint for the context window."""
+
+    async def discover_context_window(self) -> int | None: ...
+
+
+@runtime_checkable
+class TokenEstimator(Protocol):
+    """A provider that can count tokens exactly."""
+
+    def estimate_tokens(self, entries: Sequence[TranscriptEntry]) -> int: ...
+
+
+@runtime_checkable
+class VisionCapable(Protocol):
+    """A provider that states whether it accepts images."""
+
+    @property
+    def supports_vision(self) -> bool: ...

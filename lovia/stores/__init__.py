@@ -1,0 +1,1 @@
+"""Bundled session and checkpoint stores."""

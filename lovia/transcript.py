@@ -1,0 +1,433 @@
+"""The transcript: five entry kinds, their JSON form, and the provider delta types.
+
+A run records everything as a list of entries. The list is the single source of truth: chat
+:class:`~lovia.messages.Message` objects are a lossy projection of it, sessions store it per run,
+checkpoints store it for the run in flight. Invariants:
+
+* an assistant turn contributes ``reasoning?``, ``assistant_text?``, ``tool_call*`` in that order;
+* results follow in completion order and pair with their call strictly by ``call_id``;
+* before a partial run is finalized, calls without results are dropped
+  (:func:`drop_dangling_tool_calls`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+from .messages import ContentPart, FilePart, ImagePart, Message, TextPart, ToolCall, Usage
+
+__all__ = [
+    "AssistantTextEntry",
+    "EntryCompletedDelta",
+    "FinishDelta",
+    "InputEntry",
+    "ModelDelta",
+    "ReasoningDelta",
+    "ReasoningEntry",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolCallEntry",
+    "ToolResultEntry",
+    "TranscriptEntry",
+    "UsageDelta",
+    "assistant_to_entries",
+    "drop_dangling_tool_calls",
+    "entries_from_json",
+    "entries_to_json",
+    "entries_to_messages",
+    "entry_from_dict",
+    "entry_to_dict",
+    "input_to_entries",
+    "leading_system_count",
+    "messages_to_entries",
+    "safe_window",
+    "split_system",
+    "to_json_safe",
+]
+
+
+# --------------------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True, slots=True)
+class InputEntry:
+    """Caller input, the system head, mailbox injections and repair prompts."""
+
+    role: Literal["system", "user"]
+    content: str | list[ContentPart]
+    type: Literal["input"] = "input"
+
+    @property
+    def text(self) -> str:
+        """The entry's text (text parts joined)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantTextEntry:
+    """Text the model answered with; ``id`` only when the provider assigns one."""
+
+    content: str
+    id: str | None = None
+    type: Literal["assistant_text"] = "assistant_text"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningEntry:
+    """Model thinking; ``metadata`` holds provider-private replay data (signatures...)."""
+
+    content: str
+    id: str | None = None
+    provider: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    type: Literal["reasoning"] = "reasoning"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEntry:
+    """A tool call requested by the model; ``arguments`` is raw JSON text."""
+
+    call_id: str
+    name: str
+    arguments: str
+    type: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultEntry:
+    """The result of one call: ``output`` is what the model sees, ``raw`` the Python value."""
+
+    call_id: str
+    output: str
+    raw: Any = None
+    is_error: bool = False
+    parts: list[ContentPart] | None = None
+    type: Literal["tool_result"] = "tool_result"
+
+
+TranscriptEntry = Union[InputEntry, AssistantTextEntry, ReasoningEntry, ToolCallEntry, ToolResultEntry]
+
+
+# --------------------------------------------------------------------------- provider deltas
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A fragment of assistant text from a provider stream."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A fragment of reasoning from a provider stream."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A fragment of tool call ``index``; id and name arrive once, arguments in pieces."""
+
+    index: int
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UsageDelta:
+    """Token usage reported for the call."""
+
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class FinishDelta:
+    """The stream ended; ``reason`` is the vendor's finish reason."""
+
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EntryCompletedDelta:
+    """An authoritative finished entry that replaces the one rebuilt from deltas."""
+
+    entry: TranscriptEntry
+
+
+ModelDelta = Union[TextDelta, ReasoningDelta, ToolCallDelta, UsageDelta, FinishDelta, EntryCompletedDelta]
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def to_json_safe(value: Any) -> Any:
+    """Convert ``value`` to JSON-safe data; what cannot be converted (or NaN/inf) becomes ``None``."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): to_json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_json_safe(v) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return to_json_safe(dump(mode="json"))
+        except Exception:
+            return None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json_safe(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return None
+
+
+def _part_to_dict(part: ContentPart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImagePart):
+        return {"type": "image", "url": part.url, "data": part.data, "mime_type": part.mime_type, "detail": part.detail}
+    return {"type": "file", "url": part.url, "data": part.data, "mime_type": part.mime_type, "filename": part.filename}
+
+
+def _part_from_dict(data: Mapping[str, Any]) -> ContentPart:
+    kind = data.get("type")
+    if kind == "text":
+        return TextPart(str(data["text"]))
+    if kind == "image":
+        return ImagePart(url=data.get("url"), data=data.get("data"), mime_type=data.get("mime_type"), detail=data.get("detail") or "auto")
+    if kind == "file":
+        return FilePart(url=data.get("url"), data=data.get("data"), mime_type=data.get("mime_type"), filename=data.get("filename"))
+    raise ValueError(f"unknown content part type {kind!r}")
+
+
+def entry_to_dict(entry: TranscriptEntry) -> dict[str, Any]:
+    """The JSON-safe dict form of an entry, tagged with ``"type"``."""
+    if isinstance(entry, InputEntry):
+        content: Any = entry.content if isinstance(entry.content, str) else [_part_to_dict(p) for p in entry.content]
+        return {"type": "input", "role": entry.role, "content": content}
+    if isinstance(entry, AssistantTextEntry):
+        return {"type": "assistant_text", "content": entry.content, "id": entry.id}
+    if isinstance(entry, ReasoningEntry):
+        return {"type": "reasoning", "content": entry.content, "id": entry.id, "provider": entry.provider, "metadata": to_json_safe(entry.metadata)}
+    if isinstance(entry, ToolCallEntry):
+        return {"type": "tool_call", "call_id": entry.call_id, "name": entry.name, "arguments": entry.arguments}
+    if isinstance(entry, ToolResultEntry):
+        out: dict[str, Any] = {
+            "type": "tool_result",
+            "call_id": entry.call_id,
+            "output": entry.output,
+            "is_error": entry.is_error,
+            "raw": to_json_safe(entry.raw),
+        }
+        if entry.parts:
+            out["parts"] = [_part_to_dict(p) for p in entry.parts]
+        return out
+    raise TypeError(f"not a transcript entry: {type(entry).__name__}")
+
+
+_FIELDS: dict[str, frozenset[str]] = {
+    "input": frozenset({"type", "role", "content"}),
+    "assistant_text": frozenset({"type", "content", "id"}),
+    "reasoning": frozenset({"type", "content", "id", "provider", "metadata"}),
+    "tool_call": frozenset({"type", "call_id", "name", "arguments"}),
+    "tool_result": frozenset({"type", "call_id", "output", "raw", "is_error", "parts"}),
+}
+
+
+def entry_from_dict(data: Mapping[str, Any], *, strict: bool = True) -> TranscriptEntry:
+    """Rebuild an entry from :func:`entry_to_dict` output.
+
+    An unknown ``type`` is always a ``ValueError``. With ``strict=True`` (the default) unknown
+    fields are errors too; stores read with ``strict=False`` so that entries written by a newer
+    lovia still load (their extra fields are ignored).
+    """
+    kind = data.get("type")
+    allowed = _FIELDS.get(kind) if isinstance(kind, str) else None
+    if allowed is None:
+        raise ValueError(f"unknown transcript entry type {kind!r}")
+    if strict:
+        extra = set(data) - allowed
+        if extra:
+            raise ValueError(f"unknown field(s) {sorted(extra)} in {kind!r} entry")
+    try:
+        if kind == "input":
+            content = data["content"]
+            if not isinstance(content, str):
+                content = [_part_from_dict(p) for p in content]
+            return InputEntry(role=data["role"], content=content)
+        if kind == "assistant_text":
+            return AssistantTextEntry(content=data["content"], id=data.get("id"))
+        if kind == "reasoning":
+            return ReasoningEntry(content=data["content"], id=data.get("id"), provider=data.get("provider"), metadata=dict(data.get("metadata") or {}))
+        if kind == "tool_call":
+            return ToolCallEntry(call_id=data["call_id"], name=data["name"], arguments=data["arguments"])
+        parts = data.get("parts")
+        return ToolResultEntry(
+            call_id=data["call_id"],
+            output=data["output"],
+            raw=data.get("raw"),
+            is_error=bool(data.get("is_error", False)),
+            parts=[_part_from_dict(p) for p in parts] if parts else None,
+        )
+    except KeyError as exc:
+        raise ValueError(f"{kind!r} entry is missing field {exc.args[0]!r}") from None
+
+
+def entries_to_json(entries: Iterable[TranscriptEntry]) -> str:
+    """Serialize entries as one compact JSON array."""
+    return json.dumps([entry_to_dict(e) for e in entries], separators=(",", ":"), ensure_ascii=False)
+
+
+def entries_from_json(text: str | bytes, *, strict: bool = False) -> list[TranscriptEntry]:
+    """Parse a JSON array written by :func:`entries_to_json` (lenient about unknown fields by default)."""
+    data = json.loads(text)
+    if not isinstance(data, list):
+        raise ValueError("expected a JSON array of entries")
+    return [entry_from_dict(d, strict=strict) for d in data]
+
+
+# --------------------------------------------------------------------------- conversions
+
+
+def input_to_entries(value: str | Message | Sequence[Message] | Sequence[TranscriptEntry]) -> list[TranscriptEntry]:
+    """Normalise run input (a string, messages, or entries) into transcript entries."""
+    if isinstance(value, str):
+        return [InputEntry(role="user", content=value)]
+    if isinstance(value, Message):
+        return messages_to_entries([value])
+    out: list[TranscriptEntry] = []
+    for item in value:
+        if isinstance(item, Message):
+            out.extend(messages_to_entries([item]))
+        elif isinstance(item, (InputEntry, AssistantTextEntry, ReasoningEntry, ToolCallEntry, ToolResultEntry)):
+            out.append(item)
+        else:
+            raise TypeError(f"run input items must be Message or transcript entries, got {type(item).__name__}")
+    return out
+
+
+def assistant_to_entries(message: Message) -> list[TranscriptEntry]:
+    """Expand an assistant message into reasoning, text and tool-call entries, in that order."""
+    out: list[TranscriptEntry] = []
+    if message.reasoning:
+        out.append(ReasoningEntry(content=message.reasoning))
+    if message.text:
+        out.append(AssistantTextEntry(content=message.text))
+    out.extend(ToolCallEntry(call_id=c.id, name=c.name, arguments=c.arguments) for c in message.tool_calls)
+    return out
+
+
+def messages_to_entries(messages: Iterable[Message]) -> list[TranscriptEntry]:
+    """Convert chat messages into transcript entries."""
+    out: list[TranscriptEntry] = []
+    for m in messages:
+        if m.role in ("system", "user"):
+            content = m.content if m.content is not None else ""
+            out.append(InputEntry(role=m.role, content=content if isinstance(content, str) else list(content)))
+        elif m.role == "assistant":
+            out.extend(assistant_to_entries(m))
+        else:
+            out.append(ToolResultEntry(call_id=m.tool_call_id or "", output=m.text))
+    return out
+
+
+def entries_to_messages(entries: Iterable[TranscriptEntry]) -> list[Message]:
+    """Project entries onto chat messages (consecutive assistant parts merge into one message)."""
+    out: list[Message] = []
+    current: Message | None = None
+    for e in entries:
+        if isinstance(e, (ReasoningEntry, AssistantTextEntry, ToolCallEntry)):
+            if current is None:
+                current = Message(role="assistant")
+                out.append(current)
+            if isinstance(e, ReasoningEntry):
+                current.reasoning = (current.reasoning or "") + e.content
+            elif isinstance(e, AssistantTextEntry):
+                current.content = (current.content or "") + e.content  # type: ignore[operator]
+            else:
+                current.tool_calls.append(ToolCall(id=e.call_id, name=e.name, arguments=e.arguments))
+            continue
+        current = None
+        if isinstance(e, InputEntry):
+            out.append(Message(role=e.role, content=e.content))
+        else:
+            out.append(Message(role="tool", content=e.output, tool_call_id=e.call_id))
+    return out
+
+
+# --------------------------------------------------------------------------- structure helpers
+
+
+def leading_system_count(entries: Sequence[TranscriptEntry]) -> int:
+    """How many system ``InputEntry`` items open the list."""
+    n = 0
+    for e in entries:
+        if isinstance(e, InputEntry) and e.role == "system":
+            n += 1
+        else:
+            break
+    return n
+
+
+def split_system(entries: Sequence[TranscriptEntry]) -> tuple[list[TranscriptEntry], list[TranscriptEntry]]:
+    """Split into (leading system entries, body)."""
+    n = leading_system_count(entries)
+    return list(entries[:n]), list(entries[n:])
+
+
+def drop_dangling_tool_calls(entries: Sequence[TranscriptEntry]) -> list[TranscriptEntry]:
+    """Remove tool calls that have no result, and results whose call is missing.
+
+    Use it before recording a partial run as a finished segment: the stored transcript must stay
+    tool-consistent (every call paired with its result).
+    """
+    calls = {e.call_id for e in entries if isinstance(e, ToolCallEntry)}
+    results = {e.call_id for e in entries if isinstance(e, ToolResultEntry)}
+    return [
+        e
+        for e in entries
+        if not (isinstance(e, ToolCallEntry) and e.call_id not in results)
+        and not (isinstance(e, ToolResultEntry) and e.call_id not in calls)
+    ]
+
+
+def safe_window(entries: Sequence[TranscriptEntry], *, head: int = 0, tail: int) -> list[TranscriptEntry]:
+    """Keep the first ``head`` and last ``tail`` entries without splitting a call from its result.
+
+    The tail start moves earlier until every kept result has its call; the head end moves later
+    until every kept call has its result. Entries between head and tail are dropped.
+    """
+    n = len(entries)
+    if head + tail >= n:
+        return list(entries)
+    head_end = head
+    open_calls = {e.call_id for e in entries[:head_end] if isinstance(e, ToolCallEntry)}
+    open_calls -= {e.call_id for e in entries[:head_end] if isinstance(e, ToolResultEntry)}
+    while open_calls and head_end < n:
+        e = entries[head_end]
+        if isinstance(e, ToolResultEntry):
+            open_calls.discard(e.call_id)
+        elif isinstance(e, ToolCallEntry):
+            open_calls.add(e.call_id)
+        head_end += 1
+    start = max(n - tail, head_end)
+    needed = {e.call_id for e in entries[start:] if isinstance(e, ToolResultEntry)}
+    needed -= {e.call_id for e in entries[start:] if isinstance(e, ToolCallEntry)}
+    while needed and start > head_end:
+        start -= 1
+        e = entries[start]
+        if isinstance(e, ToolCallEntry):
+            needed.discard(e.call_id)
+    # A tail that opens on a tool result (its call lies in the head) or with siblings of a batch
+    # whose other calls were cut is still paired: drop any result whose call is not kept.
+    window = list(entries[:head_end]) + list(entries[start:])
+    return drop_dangling_tool_calls(window) if needed else window

@@ -24,6 +24,7 @@ __all__ = [
     "Lease",
     "LeasingCheckpointer",
     "RunHead",
+    "RunInfo",
     "RunSnapshot",
     "RunStatus",
 ]
@@ -169,6 +170,20 @@ class RunSnapshot:
     def from_json(cls, text: str | bytes) -> RunSnapshot:
         """Parse :meth:`to_json` output."""
         return cls.from_dict(json.loads(text))
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One row of a run listing (bundled checkpointers' ``list_runs``), for inspection."""
+
+    run_id: str
+    agent_name: str
+    status: RunStatus
+    turns: int
+    entries: int
+    """How many entries the run has stored so far."""
+    started_at: float
+    updated_at: float
 
 
 @dataclass(frozen=True, slots=True)

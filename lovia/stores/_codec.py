@@ -1,0 +1,116 @@
+"""Internal: the JSON form of stored segments and checkpoint batches, shared by every bundled store.
+
+Writes are strict (only real transcript entries, JSON-safe meta); reads are lenient about unknown
+fields (so what a newer lovia wrote still loads) but refuse unknown entry types. A record that
+cannot be decoded becomes a :class:`~lovia.exceptions.CorruptRecordError` naming its ids.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..checkpointer import RunHead
+from ..exceptions import CorruptRecordError, UserError
+from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
+
+__all__ = ["KNOWN_ENTRY_TYPES", "decode_entries", "decode_head", "decode_meta", "encode_entries", "encode_meta"]
+
+KNOWN_ENTRY_TYPES = frozenset({"input", "assistant_text", "reasoning", "tool_call", "tool_result"})
+_SEPARATORS = (",", ":")
+
+
+def encode_entries(entries: Sequence[TranscriptEntry]) -> str:
+    """Compact JSON array of entry dicts; a non-entry is a :class:`UserError`."""
+    try:
+        return json.dumps([entry_to_dict(e) for e in entries], separators=_SEPARATORS, ensure_ascii=False)
+    except TypeError as exc:
+        raise UserError(
+            f"cannot store entries: {exc}",
+            hint="pass lovia.transcript entries (InputEntry, ToolResultEntry, ...)",
+        ) from exc
+
+
+def encode_meta(meta: dict[str, Any] | None) -> str | None:
+    """JSON text of a segment's meta (``None`` stays ``None``)."""
+    if meta is None:
+        return None
+    if not isinstance(meta, dict):
+        raise UserError(f"segment meta must be a dict, got {type(meta).__name__}", hint="pass meta={...} or None")
+    try:
+        return json.dumps(meta, separators=_SEPARATORS, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise UserError(
+            f"segment meta is not JSON-serializable: {exc}",
+            hint="meta is stored verbatim as JSON; use str/int/float/bool/None/list/dict values",
+        ) from exc
+
+
+def _where(session_id: str | None, run_id: str | None) -> str:
+    if session_id is None:
+        return f"checkpoint of run {run_id!r}"
+    return f"session {session_id!r}, run {run_id!r}"
+
+
+def decode_entries(text: str | bytes | None, *, session_id: str | None, run_id: str | None) -> list[TranscriptEntry]:
+    """Parse a stored entries array leniently; anything undecodable is a :class:`CorruptRecordError`."""
+    where = _where(session_id, run_id)
+    try:
+        data = json.loads(text) if text is not None else None
+    except (ValueError, TypeError) as exc:
+        raise _corrupt(f"stored entries of {where} are not valid JSON: {exc}", session_id, run_id) from exc
+    if not isinstance(data, list):
+        raise _corrupt(f"stored entries of {where} are not a JSON array", session_id, run_id)
+    out: list[TranscriptEntry] = []
+    for i, item in enumerate(data):
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind not in KNOWN_ENTRY_TYPES:
+            raise CorruptRecordError(
+                f"entry {i} of {where} has unknown transcript entry type {kind!r}",
+                session_id=session_id,
+                run_id=run_id,
+                hint="it was probably written by a newer lovia: upgrade lovia to read it",
+            )
+        try:
+            out.append(entry_from_dict(item, strict=False))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise _corrupt(f"entry {i} of {where} is malformed: {exc}", session_id, run_id) from exc
+    return out
+
+
+def decode_meta(text: str | bytes | None, *, session_id: str, run_id: str) -> dict[str, Any] | None:
+    """Parse a stored meta object (``NULL`` means no meta)."""
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, TypeError) as exc:
+        raise _corrupt(f"stored meta of {_where(session_id, run_id)} is not valid JSON: {exc}", session_id, run_id) from exc
+    if data is not None and not isinstance(data, dict):
+        raise _corrupt(f"stored meta of {_where(session_id, run_id)} is not a JSON object", session_id, run_id)
+    return data
+
+
+def _corrupt(message: str, session_id: str | None, run_id: str | None) -> CorruptRecordError:
+    target = "checkpointer.delete(run_id)" if session_id is None else "rewind or clear the session"
+    return CorruptRecordError(
+        message,
+        session_id=session_id,
+        run_id=run_id,
+        hint=f"the row was damaged outside lovia; restore it from a backup or {target} (other records are unaffected)",
+    )
+
+
+def decode_head(run_id: str, text: str | bytes | None) -> RunHead:
+    """Parse a stored run head; anything undecodable is a :class:`CorruptRecordError`."""
+    try:
+        if text is None:
+            raise ValueError("head is NULL")
+        return RunHead.from_json(text)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise CorruptRecordError(
+            f"stored head of run {run_id!r} cannot be decoded: {exc}",
+            run_id=run_id,
+            hint="the row was damaged outside lovia; restore it from a backup or checkpointer.delete(run_id)",
+        ) from exc

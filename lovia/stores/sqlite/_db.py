@@ -1,0 +1,146 @@
+"""Internal: one SQLite connection per store, driven by one dedicated worker thread.
+
+The event loop never touches SQLite: every statement runs on the store's own worker thread
+(a one-thread executor), which also serialises the store's writes without any lock. Measured
+against ``asyncio.to_thread`` with a locked shared connection in ``bench/session_store.py``.
+
+Durability (set once per connection in :func:`configure`):
+
+* default journal (``wal=False``): rollback journal, ``synchronous=FULL`` — a committed write
+  survives a process crash *and* an OS crash or power loss.
+* ``wal=True``: ``journal_mode=WAL``, ``synchronous=NORMAL`` — a committed write survives a process
+  crash; after an OS crash or power loss the last few commits may be rolled back, but the file is
+  never corrupted. Readers never block the writer.
+
+Both modes set ``busy_timeout=5000`` so a writer waits up to 5 s for another connection's lock,
+and every write opens with ``BEGIN IMMEDIATE`` so it takes the write lock up front (a deferred
+transaction that upgrades from read to write can fail with "database is locked" under WAL
+without ever waiting).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import weakref
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import TypeVar
+
+from ...exceptions import LoviaError, StoreError
+from ._schema import Component, ensure_schema
+
+__all__ = ["Database", "configure", "read", "write"]
+
+T = TypeVar("T")
+BUSY_TIMEOUT_MS = 5000
+
+
+def configure(conn: sqlite3.Connection, *, wal: bool) -> None:
+    """Set this connection's pragmas (outside any transaction): the only place they are chosen."""
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if wal:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    else:
+        conn.execute("PRAGMA synchronous = FULL")
+
+
+@contextmanager
+def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction, taking the write lock up front; rolled back on any error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
+
+
+@contextmanager
+def read(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One read transaction, so several SELECTs see one consistent state."""
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.rollback()
+
+
+class _Worker:
+    """The thread and connection of one store; closed explicitly or when the store is collected."""
+
+    def __init__(self, path: str, wal: bool, component: Component) -> None:
+        self.path = path
+        self.wal = wal
+        self.component = component
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lovia-sqlite")
+        self.conn: sqlite3.Connection | None = None
+
+    def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self.conn is None:
+            self.conn = self._open()
+        try:
+            return fn(self.conn)
+        except LoviaError:
+            raise
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"SQLite error on {self.path}: {exc}",
+                hint="check that the file is a lovia database, writable, and not on a network filesystem",
+            ) from exc
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite database {self.path}: {exc}", hint="check the path and its permissions") from exc
+        try:
+            configure(conn, wal=self.wal)
+            ensure_schema(conn, self.component, path=self.path)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def close_connection(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def shutdown(self) -> None:
+        try:
+            self.executor.submit(self.close_connection)
+        except RuntimeError:  # interpreter shutting down: the thread is gone already
+            pass
+        self.executor.shutdown(wait=False)
+
+
+class Database:
+    """A store's handle on one SQLite file: ``await db.run(fn)`` runs ``fn(conn)`` on the worker."""
+
+    def __init__(self, path: str | os.PathLike[str], *, wal: bool, component: Component) -> None:
+        self.path = os.fspath(path)
+        self.wal = wal
+        self._worker = _Worker(self.path, wal, component)
+        self._finalizer = weakref.finalize(self, self._worker.shutdown)
+        self._closed = False
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` with the connection on the worker thread (the file is opened and migrated on first use)."""
+        if self._closed:
+            raise StoreError(f"store for {self.path} is closed", hint="create a new store object")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker.executor, self._worker.call, fn)
+
+    async def close(self) -> None:
+        """Close the connection and stop the worker thread (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._worker.executor, self._worker.close_connection)
+        self._finalizer()

@@ -1,0 +1,145 @@
+"""Internal: the SQLite schema of each store component and its ordered, named migrations.
+
+``lovia_schema(component, version, migration, applied_at)`` records, per component, the last
+migration applied to the file. Each migration and the update of its record commit in one
+transaction, so a crash mid-upgrade leaves the file at a consistent, recorded version and the next
+open resumes from there. Version 1 of each component uses ``IF NOT EXISTS`` so a file written
+before versioning existed (same tables, no ``lovia_schema``) is adopted in place.
+
+To change the schema: append a :class:`Migration` (never edit a released one), bump nothing else,
+and add a frozen fixture of the new version under ``tests/fixtures/sqlite/``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from ...exceptions import SchemaTooNewError
+
+__all__ = ["MIGRATIONS", "Component", "Migration", "ensure_schema", "latest_version", "read_version"]
+
+Component = Literal["session", "checkpoint"]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema step: ``statements`` run in order inside one transaction with the version record."""
+
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: dict[Component, tuple[Migration, ...]] = {
+    "session": (
+        Migration(
+            1,
+            "create_session_runs",
+            (
+                """CREATE TABLE IF NOT EXISTS session_runs (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    session_id TEXT NOT NULL,
+                    run_id TEXT NOT NULL,
+                    entries_json TEXT NOT NULL,
+                    meta_json TEXT,
+                    created_at REAL NOT NULL,
+                    UNIQUE (session_id, run_id)
+                )""",
+                "CREATE INDEX IF NOT EXISTS session_runs_session_id ON session_runs (session_id, id)",
+            ),
+        ),
+    ),
+    "checkpoint": (
+        Migration(
+            1,
+            "create_snapshot_tables",
+            (
+                """CREATE TABLE IF NOT EXISTS snapshot_heads (
+                    run_id TEXT PRIMARY KEY,
+                    head_json TEXT NOT NULL,
+                    updated_at REAL NOT NULL
+                )""",
+                """CREATE TABLE IF NOT EXISTS snapshot_turns (
+                    run_id TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    entries_json TEXT NOT NULL,
+                    PRIMARY KEY (run_id, seq)
+                )""",
+            ),
+        ),
+        Migration(
+            2,
+            "add_run_leases",
+            (
+                """CREATE TABLE IF NOT EXISTS run_leases (
+                    run_id TEXT PRIMARY KEY,
+                    owner TEXT NOT NULL,
+                    token INTEGER NOT NULL,
+                    expires_at REAL NOT NULL
+                )""",
+            ),
+        ),
+    ),
+}
+
+_CREATE_SCHEMA_TABLE = """CREATE TABLE IF NOT EXISTS lovia_schema (
+    component TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    migration TEXT NOT NULL,
+    applied_at REAL NOT NULL
+)"""
+
+
+def latest_version(component: Component) -> int:
+    """The newest schema version this lovia knows for ``component``."""
+    return MIGRATIONS[component][-1].version
+
+
+def read_version(conn: sqlite3.Connection, component: Component) -> int:
+    """The version recorded in the file (0 when the file predates versioning or is new)."""
+    has_table = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lovia_schema'").fetchone()
+    if not has_table:
+        return 0
+    row = conn.execute("SELECT version FROM lovia_schema WHERE component = ?", (component,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _refuse_if_too_new(version: int, component: Component, path: str) -> None:
+    latest = latest_version(component)
+    if version > latest:
+        raise SchemaTooNewError(
+            f"{path}: {component} schema version {version} is newer than this lovia supports (up to {latest})",
+            hint="a newer lovia migrated this database; upgrade lovia (pip install -U lovia) to open it",
+        )
+
+
+def ensure_schema(conn: sqlite3.Connection, component: Component, *, path: str) -> None:
+    """Bring ``component`` up to date in this file, or refuse a file from a newer lovia."""
+    current = read_version(conn, component)
+    _refuse_if_too_new(current, component, path)
+    for migration in MIGRATIONS[component]:
+        if migration.version <= current:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have migrated while we waited for the write lock.
+            current = read_version(conn, component)
+            _refuse_if_too_new(current, component, path)
+            if migration.version > current:
+                conn.execute(_CREATE_SCHEMA_TABLE)
+                for statement in migration.statements:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO lovia_schema (component, version, migration, applied_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (component) DO UPDATE SET version = excluded.version, "
+                    "migration = excluded.migration, applied_at = excluded.applied_at",
+                    (component, migration.version, migration.name, time.time()),
+                )
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+        current = max(current, migration.version)

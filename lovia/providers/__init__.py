@@ -2,6 +2,32 @@
 
 from __future__ import annotations
 
-from .base import ModelSettings, Provider
+from .anthropic import AnthropicProvider
+from .base import (
+    ContextWindowDiscovery,
+    ContextWindowProvider,
+    ModelSettings,
+    Provider,
+    TokenEstimator,
+    ToolDefinition,
+    VisionCapable,
+)
+from .openai_chat import OpenAIChatProvider
+from .registry import ProviderFactory, known_prefixes, model_from_env, provider_from_string, register_provider
 
-__all__ = ["ModelSettings", "Provider"]
+__all__ = [
+    "AnthropicProvider",
+    "ContextWindowDiscovery",
+    "ContextWindowProvider",
+    "ModelSettings",
+    "OpenAIChatProvider",
+    "Provider",
+    "ProviderFactory",
+    "TokenEstimator",
+    "ToolDefinition",
+    "VisionCapable",
+    "known_prefixes",
+    "model_from_env",
+    "provider_from_string",
+    "register_provider",
+]

@@ -1,0 +1,198 @@
+"""Shared HTTP plumbing for the vendor adapters: client setup, env knobs, error translation.
+
+Internal. Owns the ``LOVIA_PROVIDER_TIMEOUT`` / ``LOVIA_PROVIDER_TRUST_ENV`` /
+``LOVIA_HTTP_CA_BUNDLE`` / ``LOVIA_HTTP_INSECURE`` environment variables and the rule that no
+``httpx`` exception leaves a provider raw: transport failures become
+:class:`~lovia.exceptions.ProviderError`. Never imports the run loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import httpx
+
+from ..exceptions import ContextOverflowError, ProviderError, UserError
+from ._sse import SSEEvent, iter_sse
+
+__all__ = [
+    "RETRYABLE_STATUS",
+    "HTTPProviderBase",
+    "apply_options",
+    "error_body_text",
+    "resolve_timeout",
+    "resolve_trust_env",
+    "resolve_verify",
+]
+
+DEFAULT_TIMEOUT = 300.0
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+_TRUTHY = {"1", "true", "yes", "on"}
+_BODY_PREVIEW = 500
+
+# Turns a non-2xx response (status, parsed JSON or None, raw text) into the error to raise.
+ErrorMapper = Callable[[int, Any, str], "ProviderError | ContextOverflowError"]
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUTHY
+
+
+def resolve_timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:
+    """The request timeout: the argument, else ``LOVIA_PROVIDER_TIMEOUT``, else 300 s."""
+    if isinstance(timeout, httpx.Timeout):
+        return timeout
+    if timeout is None:
+        raw = os.environ.get("LOVIA_PROVIDER_TIMEOUT", "").strip()
+        try:
+            timeout = float(raw) if raw else DEFAULT_TIMEOUT
+        except ValueError:
+            raise UserError(
+                f"LOVIA_PROVIDER_TIMEOUT={raw!r} is not a number",
+                hint="set it to a number of seconds, e.g. LOVIA_PROVIDER_TIMEOUT=300",
+            ) from None
+    return httpx.Timeout(timeout, connect=min(timeout, 30.0))
+
+
+def resolve_trust_env(trust_env: bool | None) -> bool:
+    """Whether proxy variables are honoured: the argument, else ``LOVIA_PROVIDER_TRUST_ENV`` (off)."""
+    return _env_flag("LOVIA_PROVIDER_TRUST_ENV") if trust_env is None else trust_env
+
+
+def resolve_verify() -> ssl.SSLContext | bool:
+    """TLS verification, in order: insecure flag, CA bundle, ``truststore``, ``certifi`` (httpx default)."""
+    if _env_flag("LOVIA_HTTP_INSECURE"):
+        return False
+    bundle = os.environ.get("LOVIA_HTTP_CA_BUNDLE", "").strip()
+    if bundle:
+        if not os.path.exists(bundle):
+            raise UserError(f"LOVIA_HTTP_CA_BUNDLE points at {bundle!r}, which does not exist", hint="fix the path or unset it")
+        return ssl.create_default_context(cafile=bundle)
+    try:
+        import truststore  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return True
+    return truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # type: ignore[no-any-return]
+
+
+def error_body_text(raw: str) -> str:
+    """A readable preview of an error body (first 500 characters, whitespace collapsed)."""
+    text = " ".join(raw.split())
+    return text[:_BODY_PREVIEW] + ("..." if len(text) > _BODY_PREVIEW else "")
+
+
+def apply_options(payload: dict[str, Any], options: Mapping[str, Any]) -> None:
+    """Merge ``provider_options`` verbatim; a ``None`` value deletes the field."""
+    for key, value in options.items():
+        if value is None:
+            payload.pop(key, None)
+        else:
+            payload[key] = value
+
+
+class HTTPProviderBase:
+    """One ``httpx.AsyncClient`` per provider instance, closed by :meth:`aclose` unless injected."""
+
+    vendor: str = "http"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        client: httpx.AsyncClient | None,
+        timeout: float | httpx.Timeout | None,
+        trust_env: bool | None,
+    ) -> None:
+        if not model or not model.strip():
+            raise UserError("a model name is required", hint="pass the model id, e.g. 'gpt-4.1-mini'")
+        self._model = model
+        self._base_url = base_url.rstrip("/")
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(
+            timeout=resolve_timeout(timeout),
+            trust_env=resolve_trust_env(trust_env),
+            verify=resolve_verify(),
+        )
+
+    @property
+    def model(self) -> str:
+        """The model id sent to the endpoint."""
+        return self._model
+
+    @property
+    def base_url(self) -> str:
+        """The API root (without a trailing slash)."""
+        return self._base_url
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this provider created it (an injected client is left open)."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> HTTPProviderBase:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _error(self, message: str, *, status: int | None = None, retryable: bool = False, hint: str | None = None) -> ProviderError:
+        return ProviderError(
+            f"{self.vendor} ({self._model}): {message}",
+            vendor=self.vendor,
+            model=self._model,
+            status_code=status,
+            retryable=retryable,
+            hint=hint,
+        )
+
+    @contextmanager
+    def _translate_transport_errors(self) -> Iterator[None]:
+        """Turn ``httpx`` exceptions into :class:`ProviderError` (cancellation passes through)."""
+        try:
+            yield
+        except httpx.TimeoutException as exc:
+            raise self._error(f"request timed out ({type(exc).__name__})", retryable=True,
+                              hint="raise LOVIA_PROVIDER_TIMEOUT or pass timeout=") from exc
+        except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
+            raise self._error(f"bad request setup: {exc}", hint="check base_url") from exc
+        except httpx.TransportError as exc:
+            detail = str(exc) or type(exc).__name__
+            raise self._error(f"connection failed: {detail}", retryable=True) from exc
+        except httpx.HTTPError as exc:
+            raise self._error(f"HTTP error: {exc}") from exc
+
+    @asynccontextmanager
+    async def _sse_request(
+        self, url: str, payload: dict[str, Any], headers: Mapping[str, str], map_error: ErrorMapper
+    ) -> AsyncIterator[AsyncIterator[SSEEvent]]:
+        """POST ``payload`` and yield the response's SSE events; non-2xx raises via ``map_error``."""
+        with self._translate_transport_errors():
+            async with self._client.stream("POST", url, json=payload, headers=dict(headers)) as response:
+                if response.status_code >= 300:
+                    raw = (await response.aread()).decode("utf-8", errors="replace")
+                    raise map_error(response.status_code, _try_json(raw), raw)
+                yield iter_sse(response.aiter_bytes())
+
+    async def _get_json(self, url: str, headers: Mapping[str, str]) -> Any:
+        """GET a JSON document; ``None`` on any failure (used for best-effort discovery)."""
+        try:
+            with self._translate_transport_errors():
+                response = await self._client.get(url, headers=dict(headers))
+        except ProviderError:
+            return None
+        if response.status_code >= 300:
+            return None
+        return _try_json(response.text)
+
+
+def _try_json(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, TypeError):
+        return None

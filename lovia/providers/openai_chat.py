@@ -1,0 +1,475 @@
+"""OpenAI chat completions (``POST /chat/completions``, streaming) for OpenAI and compatible servers.
+
+One wire API per file: this module maps transcript entries to chat messages, settings to request
+fields, the SSE chunk stream to :data:`~lovia.transcript.ModelDelta` values and error bodies to
+:class:`~lovia.exceptions.ProviderError` / :class:`~lovia.exceptions.ContextOverflowError`.
+
+Two dialects share it. The *official* one (host ``api.openai.com``, or ``official_dialect=True``)
+requires a key, sends ``max_completion_tokens`` and uses native JSON-schema output. The
+*compatible* one (vLLM, Ollama, llama.cpp, LM Studio, gateways...) may run keyless, sends
+``max_tokens`` and leaves structured output to the loop's prompt contract unless
+``supports_json_schema=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx
+
+from ..exceptions import ContextOverflowError, ProviderError, UserError
+from ..messages import FilePart, ImagePart, TextPart, Usage
+from ..transcript import (
+    AssistantTextEntry,
+    FinishDelta,
+    InputEntry,
+    ModelDelta,
+    ReasoningDelta,
+    ReasoningEntry,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEntry,
+    ToolResultEntry,
+    TranscriptEntry,
+    UsageDelta,
+)
+from ._http import RETRYABLE_STATUS, HTTPProviderBase, apply_options, error_body_text
+from .base import ModelSettings, ToolDefinition
+
+__all__ = ["OpenAIChatProvider"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+OFFICIAL_HOST = "api.openai.com"
+_VENDOR_KEYS = ("openai", "openai-chat")
+_WINDOW_CACHE: dict[tuple[str, str], int | None] = {}
+_WINDOW_PATTERNS = (
+    re.compile(r"maximum context length is (\d[\d,]*)", re.I),
+    re.compile(r"context (?:length|window|size) (?:of|is) (\d[\d,]*)", re.I),
+    re.compile(r"n_ctx[\"']?\s*[:=]\s*(\d+)", re.I),
+)
+_OVERFLOW_NEEDLES = (
+    "context_length_exceeded",
+    "maximum context length",
+    "exceed_context_size",
+    "exceeds the available context size",
+    "context window",
+    "prompt is too long",
+    "too many tokens",
+)
+
+
+class OpenAIChatProvider(HTTPProviderBase):
+    """Streaming chat-completions client for api.openai.com and OpenAI-compatible servers.
+
+    Args:
+        model: The model id, e.g. ``"gpt-4.1-mini"`` or ``"qwen2.5:7b"``.
+        api_key: Bearer key; defaults to ``OPENAI_API_KEY``. Required on the official host.
+        base_url: API root; defaults to ``OPENAI_BASE_URL``, else ``https://api.openai.com/v1``.
+        client: An ``httpx.AsyncClient`` to use (then the caller closes it, not :meth:`aclose`).
+        timeout: Seconds (or an ``httpx.Timeout``); defaults to ``LOVIA_PROVIDER_TIMEOUT`` (300).
+        default_headers: Extra headers sent with every request.
+        supports_json_schema: Native ``response_format`` JSON schema; default: official host only.
+        trust_env: Honour proxy env variables; defaults to ``LOVIA_PROVIDER_TRUST_ENV`` (off).
+        replay_reasoning: Send earlier reasoning back as ``reasoning_content``; default: off on
+            the official host, on elsewhere (DeepSeek-style servers need it for tool turns).
+        official_dialect: Force the official (True) or compatible (False) dialect; default:
+            decided by the host name.
+        supports_vision: Whether the model accepts images (default True).
+    """
+
+    vendor = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        supports_json_schema: bool | None = None,
+        trust_env: bool | None = None,
+        replay_reasoning: bool | None = None,
+        official_dialect: bool | None = None,
+        supports_vision: bool | None = None,
+    ) -> None:
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        official = urlparse(url).hostname == OFFICIAL_HOST if official_dialect is None else official_dialect
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        if official and not key:
+            raise UserError(
+                "the official OpenAI API needs an API key",
+                hint="set OPENAI_API_KEY or pass api_key=; for a local OpenAI-compatible server set OPENAI_BASE_URL",
+            )
+        super().__init__(model=model, base_url=url, client=client, timeout=timeout, trust_env=trust_env)
+        self._api_key = key or None
+        self._official = official
+        self._json_schema = official if supports_json_schema is None else supports_json_schema
+        self._replay_reasoning = (not official) if replay_reasoning is None else replay_reasoning
+        self._headers = dict(default_headers or {})
+        self._vision = True if supports_vision is None else supports_vision
+
+    @property
+    def name(self) -> str:
+        """Provider name used in events and errors."""
+        return "openai" if self._official else "openai-compatible"
+
+    @property
+    def supports_json_schema(self) -> bool:
+        """Whether ``response_format`` is sent as a native JSON schema."""
+        return self._json_schema
+
+    @property
+    def supports_vision(self) -> bool:
+        """Whether image parts are sent to the model."""
+        return self._vision
+
+    @property
+    def is_official(self) -> bool:
+        """True when talking the official api.openai.com dialect."""
+        return self._official
+
+    def _request_headers(self) -> dict[str, str]:
+        headers = {"Accept": "text/event-stream", **self._headers}
+        if self._api_key:
+            headers.setdefault("Authorization", f"Bearer {self._api_key}")
+        return headers
+
+    def build_payload(
+        self,
+        entries: Sequence[TranscriptEntry],
+        *,
+        tools: Sequence[ToolDefinition] | None = None,
+        response_format: dict[str, Any] | None = None,
+        settings: ModelSettings | None = None,
+    ) -> dict[str, Any]:
+        """The JSON body :meth:`stream` would POST (useful for debugging and tests)."""
+        settings = settings or ModelSettings()
+        payload: dict[str, Any] = {
+            "model": self._model,
+            "messages": entries_to_chat(entries, replay_reasoning=self._replay_reasoning),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            payload["tools"] = [_tool_to_wire(t) for t in tools]
+            if settings.parallel_tool_calls is not None:
+                payload["parallel_tool_calls"] = settings.parallel_tool_calls
+        if response_format is not None and self._json_schema:
+            schema = {"name": response_format.get("name") or "output", "schema": response_format.get("schema") or {}}
+            schema["strict"] = bool(response_format.get("strict", True))
+            payload["response_format"] = {"type": "json_schema", "json_schema": schema}
+        if settings.temperature is not None:
+            payload["temperature"] = settings.temperature
+        if settings.top_p is not None:
+            payload["top_p"] = settings.top_p
+        if settings.max_tokens is not None:
+            payload["max_completion_tokens" if self._official else "max_tokens"] = settings.max_tokens
+        if settings.stop:
+            payload["stop"] = list(settings.stop)
+        apply_options(payload, settings.options_for(*_VENDOR_KEYS))
+        return payload
+
+    async def stream(
+        self,
+        entries: Sequence[TranscriptEntry],
+        *,
+        tools: Sequence[ToolDefinition] | None = None,
+        response_format: dict[str, Any] | None = None,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[ModelDelta]:
+        """Stream one chat completion as deltas.
+
+        Raises:
+            ProviderError: Non-2xx status, transport failure, or a stream cut before ``[DONE]``.
+            ContextOverflowError: The endpoint said the prompt exceeds the context window.
+        """
+        payload = self.build_payload(entries, tools=tools, response_format=response_format, settings=settings)
+        url = f"{self._base_url}/chat/completions"
+        parser = _ChunkParser(self)
+        async with self._sse_request(url, payload, self._request_headers(), self._map_error) as events:
+            async for event in events:
+                if event.data.strip() == "[DONE]":
+                    parser.done = True
+                    break
+                for delta in parser.feed(event.data):
+                    yield delta
+        if not parser.done and parser.finish_reason is None:
+            raise self._error("stream ended before [DONE] (connection cut mid-response)", retryable=True)
+        for delta in parser.finish():
+            yield delta
+
+    def _map_error(self, status: int, body: Any, raw: str) -> ProviderError | ContextOverflowError:
+        message, code = _error_fields(body)
+        text = message or error_body_text(raw) or f"HTTP {status}"
+        is_overflow, window = _overflow_from(text, code, body, status)
+        if is_overflow:
+            return ContextOverflowError(
+                f"{self.vendor} ({self._model}): {text}",
+                reported_window=window,
+                vendor=self.vendor,
+                model=self._model,
+                hint="the context policy should compact the transcript; or pick a model with a larger window",
+            )
+        hint = None
+        if status == 401:
+            hint = "check OPENAI_API_KEY / api_key="
+        elif status == 404:
+            hint = f"check the model name and base_url ({self._base_url})"
+        return self._error(f"HTTP {status}: {text}", status=status, retryable=status in RETRYABLE_STATUS or status >= 500, hint=hint)
+
+    def _stream_error(self, error: Any) -> ProviderError | ContextOverflowError:
+        """An ``{"error": ...}`` object sent inside the event stream."""
+        body = {"error": error}
+        status = error.get("code") if isinstance(error, dict) and isinstance(error.get("code"), int) else None
+        message, code = _error_fields(body)
+        text = message or error_body_text(json.dumps(error))
+        mapped = self._map_error(status or 500, body, text)
+        if isinstance(mapped, ProviderError) and status is None:
+            kind = f"{code or ''} {error.get('type', '') if isinstance(error, dict) else ''}".lower()
+            mapped.retryable = any(word in kind for word in ("server", "rate_limit", "overload", "timeout", "unavailable"))
+            mapped.status_code = None
+        return mapped
+
+    async def discover_context_window(self) -> int | None:
+        """Ask a compatible server's ``/models`` for ``max_model_len`` (memoized; None if unknown).
+
+        Skipped on api.openai.com, whose model list does not state context windows.
+        """
+        if self._official:
+            return None
+        key = (self._base_url, self._model)
+        if key not in _WINDOW_CACHE:
+            data = await self._get_json(f"{self._base_url}/models", self._request_headers())
+            _WINDOW_CACHE[key] = _window_from_models(data, self._model)
+        return _WINDOW_CACHE[key]
+
+
+# --------------------------------------------------------------------------- request mapping
+
+
+def _tool_to_wire(tool: ToolDefinition) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    if tool.strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def _part_to_wire(part: TextPart | ImagePart | FilePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImagePart):
+        return {"type": "image_url", "image_url": {"url": part.data_url(), "detail": part.detail}}
+    if part.data is not None:
+        file: dict[str, Any] = {"file_data": f"data:{part.mime_type or 'application/octet-stream'};base64,{part.data}"}
+        file["filename"] = part.filename or "file"
+        return {"type": "file", "file": file}
+    # Chat completions cannot fetch a file by URL: name it so the model at least knows of it.
+    return {"type": "text", "text": f"[file: {part.filename or part.url}] {part.url}"}
+
+
+def _input_to_message(entry: InputEntry) -> dict[str, Any]:
+    if isinstance(entry.content, str):
+        return {"role": entry.role, "content": entry.content}
+    if entry.role == "system":
+        return {"role": "system", "content": entry.text}
+    return {"role": "user", "content": [_part_to_wire(p) for p in entry.content]}
+
+
+def _append_assistant(messages: list[dict[str, Any]], entry: TranscriptEntry, *, replay_reasoning: bool) -> None:
+    last = messages[-1] if messages else None
+    if last is None or last.get("role") != "assistant":
+        last = {"role": "assistant", "content": None}
+        messages.append(last)
+    if isinstance(entry, ReasoningEntry):
+        if replay_reasoning and entry.content:
+            last["reasoning_content"] = (last.get("reasoning_content") or "") + entry.content
+    elif isinstance(entry, AssistantTextEntry):
+        last["content"] = (last.get("content") or "") + entry.content
+    elif isinstance(entry, ToolCallEntry):
+        call = {"id": entry.call_id, "type": "function", "function": {"name": entry.name, "arguments": entry.arguments}}
+        last.setdefault("tool_calls", []).append(call)
+
+
+def entries_to_chat(entries: Sequence[TranscriptEntry], *, replay_reasoning: bool) -> list[dict[str, Any]]:
+    """Map transcript entries to chat-completions ``messages``.
+
+    Consecutive reasoning/text/tool-call entries merge into one assistant message; tool results
+    become ``tool`` messages carrying ``tool_call_id``. Images attached to tool results follow the
+    run of tool messages as one user message (``tool`` messages are text-only).
+    """
+    messages: list[dict[str, Any]] = []
+    pending_images: list[dict[str, Any]] = []
+    for entry in entries:
+        if not isinstance(entry, ToolResultEntry) and pending_images:
+            messages.append({"role": "user", "content": pending_images})
+            pending_images = []
+        if isinstance(entry, InputEntry):
+            messages.append(_input_to_message(entry))
+        elif isinstance(entry, ToolResultEntry):
+            messages.append({"role": "tool", "tool_call_id": entry.call_id, "content": entry.output})
+            images = [p for p in entry.parts or () if isinstance(p, ImagePart)]
+            if images:
+                pending_images.append({"type": "text", "text": f"Images returned by tool call {entry.call_id}:"})
+                pending_images.extend(_part_to_wire(p) for p in images)
+        else:
+            _append_assistant(messages, entry, replay_reasoning=replay_reasoning)
+    if pending_images:
+        messages.append({"role": "user", "content": pending_images})
+    for message in messages:
+        if message["role"] == "assistant" and message.get("tool_calls") and message["content"] == "":
+            message["content"] = None
+    return messages
+
+
+# --------------------------------------------------------------------------- response parsing
+
+
+class _ChunkParser:
+    """Turns chat-completion chunks into deltas; remembers finish reason, usage and call slots."""
+
+    def __init__(self, provider: OpenAIChatProvider) -> None:
+        self._provider = provider
+        self.done = False
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self._slots: dict[int, int] = {}  # vendor index -> our index
+        self._ids: dict[int, str] = {}  # our index -> call id
+        self._named: set[int] = set()
+
+    def feed(self, data: str) -> list[ModelDelta]:
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise self._provider._error(f"unreadable stream chunk: {error_body_text(data)}", retryable=True) from None
+        if not isinstance(chunk, dict):
+            return []
+        if chunk.get("error"):
+            raise self._provider._stream_error(chunk["error"])
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = _usage_from(chunk["usage"])
+        out: list[ModelDelta] = []
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or choice.get("message") or {}
+            out.extend(self._from_delta(delta))
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+        return out
+
+    def _from_delta(self, delta: dict[str, Any]) -> list[ModelDelta]:
+        out: list[ModelDelta] = []
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            out.append(ReasoningDelta(reasoning))
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            out.append(TextDelta(content))
+        for raw in delta.get("tool_calls") or ():
+            if isinstance(raw, dict):
+                out.append(self._tool_fragment(raw))
+        return out
+
+    def _slot_for(self, raw: dict[str, Any]) -> int:
+        vendor_index = raw.get("index")
+        call_id = raw.get("id")
+        if not isinstance(vendor_index, int):
+            # Some servers omit the index: a new id opens a new call, otherwise continue the last.
+            if call_id and call_id not in self._ids.values() or not self._slots:
+                vendor_index = -1 - len(self._slots)
+            else:
+                return len(self._slots) - 1
+        if vendor_index not in self._slots:
+            self._slots[vendor_index] = len(self._slots)
+        return self._slots[vendor_index]
+
+    def _tool_fragment(self, raw: dict[str, Any]) -> ToolCallDelta:
+        index = self._slot_for(raw)
+        function = raw.get("function") or {}
+        call_id = raw.get("id") or None
+        name = function.get("name") or None
+        if call_id is not None and index in self._ids:
+            call_id = None  # already announced
+        elif call_id is not None:
+            self._ids[index] = call_id
+        if name is not None and index in self._named:
+            name = None
+        elif name is not None:
+            self._named.add(index)
+        arguments = function.get("arguments")
+        if isinstance(arguments, (dict, list)):
+            arguments = json.dumps(arguments)
+        return ToolCallDelta(index=index, call_id=call_id, name=name, arguments=arguments or "")
+
+    def finish(self) -> list[ModelDelta]:
+        out: list[ModelDelta] = []
+        if self.usage is not None:
+            out.append(UsageDelta(self.usage))
+        out.append(FinishDelta(self.finish_reason))
+        return out
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _usage_from(raw: dict[str, Any]) -> Usage:
+    details = raw.get("prompt_tokens_details") or {}
+    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    cached = cached or _int(raw.get("prompt_cache_hit_tokens"))  # DeepSeek's spelling
+    return Usage(
+        input_tokens=_int(raw.get("prompt_tokens")),
+        output_tokens=_int(raw.get("completion_tokens")),
+        cache_read_tokens=cached,
+    )
+
+
+def _error_fields(body: Any) -> tuple[str | None, str | None]:
+    """(message, code) from ``{"error": {"message", "code"|"type"}}`` or ``{"error": "text"}``."""
+    if not isinstance(body, dict):
+        return None, None
+    error = body.get("error", body)
+    if isinstance(error, str):
+        return error, None
+    if not isinstance(error, dict):
+        return None, None
+    message = error.get("message") or body.get("message") or body.get("detail")
+    code = error.get("code") or error.get("type")
+    return (str(message) if message else None), (str(code) if code is not None else None)
+
+
+def _overflow_from(text: str, code: str | None, body: Any, status: int) -> tuple[bool, int | None]:
+    """(is this a context overflow, the window the server named if any)."""
+    haystack = f"{code or ''} {text}".lower()
+    if status not in (400, 413, 422, 500) or not any(needle in haystack for needle in _OVERFLOW_NEEDLES):
+        return False, None
+    for pattern in _WINDOW_PATTERNS:
+        match = pattern.search(text)
+        if match:
+            return True, int(match.group(1).replace(",", ""))
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("n_ctx"), int):
+        return True, int(error["n_ctx"])
+    return True, None
+
+
+def _window_from_models(data: Any, model: str) -> int | None:
+    items = data.get("data") if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        return None
+    for item in items:
+        if isinstance(item, dict) and item.get("id") == model:
+            for key in ("max_model_len", "context_length", "context_window", "max_context_length"):
+                if isinstance(item.get(key), int) and item[key] > 0:
+                    return int(item[key])
+            meta = item.get("meta")
+            if isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
+                return int(meta["n_ctx_train"])
+    return None

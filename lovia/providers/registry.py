@@ -1,0 +1,181 @@
+"""``vendor:model`` strings → provider instances.
+
+Lookup order for a prefix: explicit :func:`register_provider` registrations (which may override
+the built-ins), then the built-ins (``openai``/``oai``/``openai-chat``, ``anthropic``/``claude``),
+then the ``lovia.providers`` entry-point group, loaded lazily on the first miss and never allowed
+to shadow a built-in. A string without a prefix is an OpenAI-compatible model name.
+
+Providers built here belong to whoever built them: the runner closes the ones it made from a
+string with ``await provider.aclose()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any
+
+from ..exceptions import UserError
+from .anthropic import AnthropicProvider
+from .base import Provider
+from .openai_chat import OpenAIChatProvider
+
+__all__ = ["ProviderFactory", "known_prefixes", "model_from_env", "provider_from_string", "register_provider"]
+
+logger = logging.getLogger("lovia")
+
+ProviderFactory = Callable[..., Provider]
+"""``factory(model, *, api_key=..., base_url=..., supports_vision=...) -> Provider``.
+
+Only the keywords the caller actually set are passed, so a factory taking just ``model`` works.
+"""
+
+ENTRY_POINT_GROUP = "lovia.providers"
+_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+
+
+def _openai(model: str, **kwargs: Any) -> Provider:
+    return OpenAIChatProvider(model, **kwargs)
+
+
+def _anthropic(model: str, **kwargs: Any) -> Provider:
+    return AnthropicProvider(model, **kwargs)
+
+
+_BUILTINS: dict[str, ProviderFactory] = {
+    "openai": _openai,
+    "oai": _openai,
+    "openai-chat": _openai,
+    "anthropic": _anthropic,
+    "claude": _anthropic,
+}
+_registered: dict[str, ProviderFactory] = {}
+_entry_points: dict[str, ProviderFactory] | None = None
+_lock = threading.Lock()
+
+
+def register_provider(prefix: str, factory: ProviderFactory) -> None:
+    """Make ``"<prefix>:<model>"`` strings build providers with ``factory``.
+
+    An explicit registration wins over a built-in prefix of the same name (and over plugins).
+
+    Args:
+        prefix: The vendor prefix, e.g. ``"mygateway"`` (letters, digits, ``-``, ``_``, ``.``).
+        factory: Called as ``factory(model, **kwargs)`` with the keywords the caller set.
+
+    Raises:
+        UserError: The prefix is not a valid name or the factory is not callable.
+    """
+    key = prefix.strip().lower()
+    if not _PREFIX.match(key):
+        raise UserError(f"invalid provider prefix {prefix!r}", hint="use letters, digits, '-', '_' or '.'")
+    if not callable(factory):
+        raise UserError(f"provider factory for {prefix!r} is not callable")
+    with _lock:
+        _registered[key] = factory
+
+
+def _load_entry_points() -> dict[str, ProviderFactory]:
+    global _entry_points
+    with _lock:
+        if _entry_points is None:
+            found: dict[str, ProviderFactory] = {}
+            for ep in entry_points(group=ENTRY_POINT_GROUP):
+                name = ep.name.strip().lower()
+                if name in _BUILTINS:
+                    logger.warning("ignoring entry point %r in %s: it would shadow a built-in prefix", ep.name, ENTRY_POINT_GROUP)
+                    continue
+                found[name] = _lazy_entry_point(ep.name, ep.load)
+            _entry_points = found
+        return _entry_points
+
+
+def _lazy_entry_point(name: str, load: Callable[[], Any]) -> ProviderFactory:
+    def factory(model: str, **kwargs: Any) -> Provider:
+        try:
+            target = load()
+        except Exception as exc:
+            raise UserError(f"provider plugin {name!r} failed to load: {exc}", hint="reinstall or fix the plugin package") from exc
+        result: Provider = target(model, **kwargs)
+        return result
+
+    return factory
+
+
+def known_prefixes() -> list[str]:
+    """Every prefix :func:`provider_from_string` accepts right now, sorted."""
+    return sorted({*_BUILTINS, *_registered, *_load_entry_points()})
+
+
+def _factory_for(prefix: str) -> ProviderFactory | None:
+    key = prefix.lower()
+    return _registered.get(key) or _BUILTINS.get(key) or _load_entry_points().get(key)
+
+
+def provider_from_string(
+    spec: str,
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    supports_vision: bool | None = None,
+) -> Provider:
+    """Build a provider from ``"vendor:model"`` (or a bare OpenAI-compatible model name).
+
+    Only the first ``:`` separates the prefix, so ``"openai:qwen2.5:7b"`` is model ``qwen2.5:7b``.
+
+    Args:
+        spec: ``"openai:gpt-4.1-mini"``, ``"anthropic:claude-sonnet-4-5"``, ``"llama3.1"``...
+        api_key: Overrides the vendor's key variable.
+        base_url: Overrides the vendor's base-URL variable.
+        supports_vision: Whether the model accepts images (passed to the factory when set).
+
+    Raises:
+        UserError: Empty spec, empty model, or an unknown prefix (the hint lists known ones).
+    """
+    text = (spec or "").strip()
+    if not text:
+        raise UserError("empty model string", hint="use 'openai:<model>', 'anthropic:<model>' or set LOVIA_MODEL")
+    prefix, sep, model = text.partition(":")
+    kwargs = {k: v for k, v in (("api_key", api_key), ("base_url", base_url), ("supports_vision", supports_vision)) if v is not None}
+    if not sep:
+        if text.lower().startswith("claude"):
+            logger.warning(
+                "model %r has no vendor prefix and goes to the OpenAI-compatible endpoint; use 'anthropic:%s' for the Anthropic API",
+                text,
+                text,
+            )
+        return _openai(text, **kwargs)
+    factory = _factory_for(prefix)
+    if factory is None:
+        raise UserError(
+            f"unknown provider prefix {prefix!r} in model string {text!r}",
+            hint=f"known prefixes: {', '.join(known_prefixes())}; for a model name containing ':' "
+            f"(e.g. an Ollama tag) write 'openai:{text}'",
+        )
+    if not model.strip():
+        raise UserError(f"model string {text!r} names no model", hint=f"write '{prefix}:<model-id>'")
+    return factory(model.strip(), **kwargs)
+
+
+def model_from_env(*, required: bool = True) -> str | None:
+    """The model string in ``LOVIA_MODEL``.
+
+    Args:
+        required: Raise when the variable is unset or empty (otherwise return ``None``).
+
+    Raises:
+        UserError: ``required`` and ``LOVIA_MODEL`` is missing.
+    """
+    value = os.environ.get("LOVIA_MODEL", "").strip()
+    if value:
+        return value
+    if required:
+        raise UserError(
+            "no model configured: LOVIA_MODEL is not set",
+            hint="export LOVIA_MODEL=openai:gpt-4.1-mini (or anthropic:<model>, or a local model name with OPENAI_BASE_URL)",
+        )
+    return None

@@ -81,9 +81,9 @@ class _Worker:
         self.conn: sqlite3.Connection | None = None
 
     def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self.conn is None:
-            self.conn = self._open()
         try:
+            if self.conn is None:
+                self.conn = self._open()
             return fn(self.conn)
         except LoviaError:
             raise

@@ -1,0 +1,342 @@
+"""The default context policy: :class:`Compaction`.
+
+Each call does three things, in order:
+
+1. **Sync** the transcript into a per-run cache (only appended entries are counted and rendered;
+   a transcript that is not a continuation of the cached one is re-rendered in full and the
+   carried state is validated against it).
+2. **Plan** only when needed: when the estimate exceeds ``compact_at`` (down to ``compact_to``),
+   or on the reactive overflow path. Stages add sticky decisions to the state.
+3. **Render**: the view is the system head plus the cached rendering of the body. Decisions never
+   change once taken, so between compactions each view extends the previous one byte for byte.
+
+The carried state lives in ``req.scratch`` (JSON-safe, persisted by the loop).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..transcript import InputEntry, TranscriptEntry, leading_system_count
+from .base import CompactionRequest, ContextResult
+from .render import RECALL_TOOL_NAME, render_body, render_entry
+from .stages import ClearToolResults, OffloadToolResults, Stage, StageContext, SummarizeHistory
+from .state import CompactionState, history_fingerprint
+from .stores import ResultStore
+from .summary import LLMSummarizer, Summarizer
+from .tokens import TokenBudget, TokenCounter, calibrate
+from .window import resolve_window
+
+if TYPE_CHECKING:
+    from ..tools import Tool
+
+__all__ = ["Compaction"]
+
+logger = logging.getLogger("lovia.context")
+
+_MAX_CACHED_RUNS = 64
+
+
+@dataclass(slots=True)
+class _RunCache:
+    """Per-run incremental bookkeeping (never persisted; rebuilt from scratch on a miss)."""
+
+    scratch: dict[str, Any]
+    state: CompactionState
+    body: list[TranscriptEntry]
+    view: list[TranscriptEntry]
+    raw_total: int = 0
+    view_total: int = 0
+
+
+def _check_level(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a float fraction or an int token count, got {value!r}")
+    if isinstance(value, float) and not 0.0 < value <= 1.0:
+        raise ValueError(f"{name} as a fraction must be in (0, 1], got {value!r}")
+    if isinstance(value, int) and value <= 0:
+        raise ValueError(f"{name} as a token count must be positive, got {value!r}")
+
+
+class Compaction:
+    """Keep each model call inside the context window without touching the transcript.
+
+    Args:
+        context_window: The model's window in tokens; ``None`` asks the provider, and when nothing
+            knows it only the reactive (overflow) path acts.
+        compact_at: Compact when the estimate exceeds this. A float is a fraction of the usable
+            window (window minus ``reserve_output_tokens``); an int is absolute tokens.
+        compact_to: Compact down to this (same units); must be below ``compact_at``.
+        keep_recent_tokens: Size of the protected recent tail; default usable // 5.
+        reserve_output_tokens: Tokens kept free for the answer.
+        stages: Stages to run, cheapest first; default offload, clear, summarize.
+        summarizer: Writes summaries; default :class:`LLMSummarizer` on the run's provider.
+        image_tokens: Flat token cost of an image.
+        store: Where offloaded outputs go; without one, nothing is offloaded.
+
+    Raises:
+        ValueError: A level or size is out of range, or ``compact_to`` is not below ``compact_at``.
+    """
+
+    def __init__(
+        self,
+        *,
+        context_window: int | None = None,
+        compact_at: int | float = 0.85,
+        compact_to: int | float = 0.60,
+        keep_recent_tokens: int | None = None,
+        reserve_output_tokens: int = 16_384,
+        stages: Sequence[Stage] | None = None,
+        summarizer: Summarizer | None = None,
+        image_tokens: int = 1_600,
+        store: ResultStore | None = None,
+    ) -> None:
+        _check_level("compact_at", compact_at)
+        _check_level("compact_to", compact_to)
+        if type(compact_at) is type(compact_to) and compact_to >= compact_at:
+            raise ValueError(f"compact_to ({compact_to}) must be below compact_at ({compact_at})")
+        if context_window is not None and context_window <= 0:
+            raise ValueError("context_window must be positive")
+        if keep_recent_tokens is not None and keep_recent_tokens < 0:
+            raise ValueError("keep_recent_tokens must not be negative")
+        if reserve_output_tokens < 0 or image_tokens < 0:
+            raise ValueError("reserve_output_tokens and image_tokens must not be negative")
+        self.context_window = context_window
+        self.compact_at = compact_at
+        self.compact_to = compact_to
+        self.keep_recent_tokens = keep_recent_tokens
+        self.reserve_output_tokens = reserve_output_tokens
+        self.stages: list[Stage] = (
+            list(stages) if stages is not None else [OffloadToolResults(), ClearToolResults(), SummarizeHistory()]
+        )
+        self.summarizer: Summarizer = summarizer if summarizer is not None else LLMSummarizer()
+        self.store = store
+        self.counter = TokenCounter(image_tokens=image_tokens)
+        self._caches: OrderedDict[int, _RunCache] = OrderedDict()
+        self._tools: list[Tool[Any]] | None = None
+
+    def tools(self) -> list[Tool[Any]]:
+        """The ``recall_tool_result`` tool, bound to this policy's store."""
+        if self._tools is None:
+            from ..tools.recall import make_recall_tool
+
+            self._tools = [make_recall_tool(self.store)]
+        return list(self._tools)
+
+    def budget(self, window: int) -> TokenBudget:
+        """The absolute levels this policy uses for ``window``."""
+        return TokenBudget.resolve(
+            window,
+            reserve_output_tokens=self.reserve_output_tokens,
+            compact_at=self.compact_at,
+            compact_to=self.compact_to,
+            keep_recent_tokens=self.keep_recent_tokens,
+        )
+
+    # ------------------------------------------------------------------ the call
+
+    async def compact(self, req: CompactionRequest) -> ContextResult:
+        """Return this call's view, compacting first when the estimate calls for it."""
+        cache = self._sync(req)
+        state = cache.state
+        n_sys = leading_system_count(req.entries)
+        system = req.entries[:n_sys]
+        exact = _exact_counter(req.provider)
+        if not req.overflow and exact is None:
+            self._calibrate(req, state)
+        if req.overflow and req.reported_window:
+            state.window = min(state.window or req.reported_window, req.reported_window)
+        fixed = self.counter.count_all(system) + self.counter.count_tools(req.tools)
+        before = self._estimate(cache, system, fixed, req, exact)
+        budget = await self._budget_for(req, state, before)
+        compacted = False
+        notes: list[str] = []
+        summary_text: str | None = None
+        if budget is not None and (req.overflow or before > budget.high):
+            sig = _signature(state)
+            notes = await self._plan(cache, req, budget, before)
+            if _signature(state) != sig:
+                self._rerender(cache)
+            after_plan = self._estimate(cache, system, fixed, req, exact)
+            compacted = _signature(state)[:3] != sig[:3] and after_plan < before
+            if compacted and state.summary is not None and state.summary is not sig[2]:
+                summary_text = state.summary.text
+            state.save(req.scratch)
+        after = self._estimate(cache, system, fixed, req, exact)
+        state.pending_estimate = fixed + cache.view_total
+        state.save_calibration(req.scratch)
+        return ContextResult(
+            entries=list(system) + cache.view,
+            changed=state.has_decisions,
+            compacted=compacted,
+            reason=("overflow" if req.overflow else "threshold") if compacted else None,
+            summary=summary_text,
+            tokens_before=round(state.ratio * (fixed + cache.raw_total)) if exact is None else before,
+            tokens_after=after,
+            detail=notes if compacted or req.overflow else [],
+        )
+
+    # ------------------------------------------------------------------ planning
+
+    async def _budget_for(self, req: CompactionRequest, state: CompactionState, estimate: int) -> TokenBudget | None:
+        window = await resolve_window(self.context_window, state.window, req.provider)
+        if window is not None:
+            budget = self.budget(window)
+            return budget.aggressive() if req.overflow else budget
+        if not req.overflow:
+            return None
+        # Unknown window and the provider refused the prompt: the window is below this estimate.
+        return TokenBudget.resolve(
+            max(estimate, 1), reserve_output_tokens=0, compact_at=0.85, compact_to=0.6, keep_recent_tokens=None
+        ).aggressive()
+
+    async def _plan(self, cache: _RunCache, req: CompactionRequest, budget: TokenBudget, estimate: int) -> list[str]:
+        state = cache.state
+        if state.mention_recall is None:
+            state.mention_recall = any(getattr(t, "name", None) == RECALL_TOOL_NAME for t in req.tools)
+        ctx = StageContext(
+            state=state,
+            counter=self.counter,
+            tokens=estimate,
+            target=budget.target,
+            protected_from=0,
+            reactive=req.overflow,
+            store=self.store,
+            summarizer=self.summarizer,
+            provider=req.provider,
+            model=req.model,
+            run_id=req.run_id,
+        )
+        ctx.protected_from = _protected_start(cache.body, ctx, budget.keep_recent)
+        for stage in self.stages:
+            if not ctx.over_target:
+                break
+            try:
+                await stage.plan(cache.body, ctx)
+            except Exception as exc:  # a broken custom stage must not fail the run
+                logger.warning("context stage %s failed: %s", getattr(stage, "name", stage), exc)
+                ctx.detail.append(f"stage {getattr(stage, 'name', '?')} failed: {exc}")
+        return ctx.detail
+
+    def _calibrate(self, req: CompactionRequest, state: CompactionState) -> None:
+        pending, state.pending_estimate = state.pending_estimate, None
+        if req.last_input_tokens and pending:
+            state.ratio = calibrate(state.ratio, req.last_input_tokens / pending)
+
+    def _estimate(
+        self, cache: _RunCache, system: Sequence[TranscriptEntry], fixed: int, req: CompactionRequest, exact: Any
+    ) -> int:
+        if exact is not None:
+            return int(exact(list(system) + cache.view)) + self.counter.count_tools(req.tools)
+        return round(cache.state.ratio * (fixed + cache.view_total))
+
+    # ------------------------------------------------------------------ the incremental cache
+
+    def _sync(self, req: CompactionRequest) -> _RunCache:
+        key = id(req.scratch)
+        cache = self._caches.get(key)
+        if cache is None or cache.scratch is not req.scratch:
+            cache = _RunCache(scratch=req.scratch, state=CompactionState.from_dict(req.scratch), body=[], view=[])
+            self._caches[key] = cache
+            while len(self._caches) > _MAX_CACHED_RUNS:
+                self._caches.popitem(last=False)
+            self._rebuild(cache, req.entries)
+            return cache
+        self._caches.move_to_end(key)
+        if not _continues(cache.body, req.entries):
+            self._rebuild(cache, req.entries)
+            return cache
+        n_sys = leading_system_count(req.entries)
+        for entry in req.entries[n_sys + len(cache.body) :]:
+            index = len(cache.body)
+            cache.body.append(entry)
+            cache.raw_total += self.counter.count(entry)
+            shown = render_entry(index, entry, cache.state)
+            cache.view.append(shown)
+            cache.view_total += self.counter.count(shown)
+        return cache
+
+    def _rebuild(self, cache: _RunCache, entries: Sequence[TranscriptEntry]) -> None:
+        n_sys = leading_system_count(entries)
+        cache.body = list(entries[n_sys:])
+        cache.raw_total = self.counter.count_all(cache.body)
+        if _validate(cache.state, cache.body):
+            cache.state.save(cache.scratch)
+        self._rerender(cache)
+
+    def _rerender(self, cache: _RunCache) -> None:
+        cache.view = render_body(cache.body, cache.state)
+        cache.view_total = self.counter.count_all(cache.view)
+
+
+def _continues(body: list[TranscriptEntry], entries: Sequence[TranscriptEntry]) -> bool:
+    """Whether ``entries`` extends the cached body (spot-checked: the transcript is append-only)."""
+    n = len(body)
+    n_sys = leading_system_count(entries)
+    if len(entries) - n_sys < n:
+        return False
+    if n == 0:
+        return True
+    return all(entries[n_sys + i] is body[i] for i in {0, n // 2, n - 1})
+
+
+def _validate(state: CompactionState, body: Sequence[TranscriptEntry]) -> bool:
+    """Drop decisions that no longer match ``body`` (history rewritten); True if anything changed."""
+    changed = False
+    summary = state.summary
+    if summary is not None and (
+        summary.upto > len(body) or history_fingerprint(body[: summary.upto]) != summary.fingerprint
+    ):
+        state.summary, changed = None, True
+    for index, call_id in list(state.cleared.items()):
+        if index >= len(body) or getattr(body[index], "call_id", None) != call_id:
+            del state.cleared[index]
+            changed = True
+    for index, record in list(state.offloaded.items()):
+        if index >= len(body) or getattr(body[index], "call_id", None) != record.call_id:
+            del state.offloaded[index]
+            changed = True
+    return changed
+
+
+def _signature(state: CompactionState) -> tuple[int, int, object, int]:
+    return (len(state.cleared), len(state.offloaded), state.summary, state.failures)
+
+
+def _exact_counter(provider: object) -> Any:
+    fn = getattr(provider, "estimate_tokens", None)
+    return fn if callable(fn) else None
+
+
+def _protected_start(body: Sequence[TranscriptEntry], ctx: StageContext, keep_tokens: int) -> int:
+    """Body index where the protected tail starts: ~``keep_tokens`` of recent entries, widened to
+    whole call/result pairs, and back to the latest user message when that stays affordable."""
+    lo = ctx.visible_from
+    ratio = ctx.state.ratio
+    start, acc = len(body), 0.0
+    while start > lo:
+        cost = ctx.tokens_of(start - 1, body[start - 1]) * ratio
+        if acc + cost > keep_tokens and start < len(body):
+            break
+        acc += cost
+        start -= 1
+    needed = {getattr(e, "call_id", None) for e in body[start:] if e.type == "tool_result"}
+    needed -= {getattr(e, "call_id", None) for e in body[start:] if e.type == "tool_call"}
+    while needed and start > lo:
+        start -= 1
+        e = body[start]
+        if e.type == "tool_call":
+            needed.discard(getattr(e, "call_id", None))
+        acc += ctx.tokens_of(start, e) * ratio
+    for u in range(start - 1, lo - 1, -1):
+        e = body[u]
+        if isinstance(e, InputEntry) and e.role == "user":
+            extra = sum(ctx.tokens_of(i, body[i]) for i in range(u, start)) * ratio
+            if acc + extra <= ctx.target // 2:
+                start = u
+            break
+    return start

@@ -1,0 +1,67 @@
+"""``recall_tool_result``: give the model back a tool output that compaction took out of its view.
+
+Compaction policies add it through their ``tools()``; the loop adds policy tools last, so an
+explicit tool of the same name wins. The tool never re-runs the original tool: it reads the
+result store, then the live transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from ..context.render import RECALL_TOOL_NAME
+from ..context.stores import ResultStore, content_key, is_valid_key
+from ..run_context import RunContext
+from ..transcript import ToolResultEntry, TranscriptEntry
+from ._tool import Tool, tool
+
+__all__ = ["find_tool_result", "make_recall_tool"]
+
+_DESCRIPTION = (
+    "Read again the full output of an earlier tool call that was cleared or archived to save context. "
+    "Pass the ref shown in the placeholder (a call id or a content digest). It returns stored text; "
+    "it never runs the original tool again."
+)
+
+
+async def find_tool_result(ref: str, entries: Sequence[TranscriptEntry], store: ResultStore | None) -> str | None:
+    """Look ``ref`` up: result store, then the transcript by ``call_id``, then by content digest."""
+    ref = ref.strip()
+    if store is not None and is_valid_key(ref):
+        try:
+            found = await store.get(ref)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            found = None  # an unreadable archive falls back to the transcript
+        if found is not None:
+            return found
+    results = [e for e in entries if isinstance(e, ToolResultEntry)]
+    for entry in results:
+        if entry.call_id == ref:
+            return entry.output
+    if len(ref) == 64:
+        for entry in results:
+            if content_key(entry.output) == ref:
+                return entry.output
+    return None
+
+
+def make_recall_tool(store: ResultStore | None) -> Tool[Any]:
+    """Build the ``recall_tool_result`` tool over ``store`` (may be ``None``: transcript only)."""
+
+    async def recall_tool_result(
+        ref: Annotated[str, "The ref shown in the placeholder: a call id or a content digest."],
+        ctx: RunContext[Any],
+    ) -> str:
+        found = await find_tool_result(ref, ctx.entries, store)
+        if found is None:
+            return (
+                f"No stored tool output found for ref {ref!r}. "
+                "Use the exact ref from the placeholder, or call the original tool again if needed."
+            )
+        return found
+
+    return tool(name=RECALL_TOOL_NAME, description=_DESCRIPTION)(recall_tool_result)

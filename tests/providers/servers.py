@@ -107,7 +107,7 @@ def split_at(data: bytes, positions: Iterable[int]) -> list[bytes]:
     """Cut ``data`` at the given byte offsets."""
     cuts = sorted({p for p in positions if 0 < p < len(data)})
     bounds = [0, *cuts, len(data)]
-    return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 # --------------------------------------------------------------------------- server

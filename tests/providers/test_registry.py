@@ -13,12 +13,13 @@ from lovia.providers import (
     OpenAIChatProvider,
     Provider,
     VisionCapable,
+    _http,
     known_prefixes,
     model_from_env,
     provider_from_string,
     register_provider,
+    registry,
 )
-from lovia.providers import _http, registry
 
 from .conftest import track
 

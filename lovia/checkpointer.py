@@ -52,6 +52,8 @@ class RunHead:
     """The context policy's carried state."""
     pending_handoff: str | None = None
     """Name of a handoff target that fired but was not applied yet."""
+    started_calls: list[str] = field(default_factory=list)
+    """Calls of non-idempotent tools that started and have no stored result yet."""
     started_at: float = field(default_factory=time.time)
     """When the run first started (a resumed run keeps it)."""
     updated_at: float = field(default_factory=time.time)
@@ -68,6 +70,7 @@ class RunHead:
             "last_input_tokens": self.last_input_tokens,
             "context_state": self.context_state,
             "pending_handoff": self.pending_handoff,
+            "started_calls": list(self.started_calls),
             "started_at": self.started_at,
             "updated_at": self.updated_at,
         }
@@ -94,6 +97,7 @@ class RunHead:
             last_input_tokens=data.get("last_input_tokens"),
             context_state=dict(data.get("context_state") or {}),
             pending_handoff=data.get("pending_handoff"),
+            started_calls=[str(c) for c in data.get("started_calls") or []],
             started_at=float(data.get("started_at", data.get("updated_at", now))),
             updated_at=float(data.get("updated_at", now)),
         )
@@ -118,6 +122,7 @@ _HEAD_FIELDS = (
     "last_input_tokens",
     "context_state",
     "pending_handoff",
+    "started_calls",
     "started_at",
     "updated_at",
 )
@@ -138,6 +143,7 @@ class RunSnapshot:
     last_input_tokens: int | None = None
     context_state: dict[str, Any] = field(default_factory=dict)
     pending_handoff: str | None = None
+    started_calls: list[str] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
 

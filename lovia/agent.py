@@ -1,0 +1,194 @@
+"""``Agent``: plain configuration (no conversation state) that ``Runner`` executes."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .context.base import ContextPolicy
+from .exceptions import BudgetExceeded, ToolError, UserError
+from .handoff import Handoff, slugify
+from .hooks import AgentHooks
+from .output import OutputRepairStrategy
+from .providers.base import ModelSettings, Provider
+from .reliability import RetryPolicy, RunBudget
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .approvals import ApprovalHandler
+    from .guardrails import Guardrail
+    from .handle import RunHandle
+    from .result import RunResult
+    from .run_context import RunContext
+
+__all__ = ["Agent", "Instructions"]
+
+Deps = TypeVar("Deps")
+Instructions = str | Callable[[Any], "str | Awaitable[str]"]
+
+
+def _default_context_policy() -> ContextPolicy:
+    try:
+        from .context import Compaction  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - only while the context package lacks Compaction
+        from .context import NoopContextPolicy
+
+        return NoopContextPolicy()
+    policy: ContextPolicy = Compaction()
+    return policy
+
+
+@dataclass(eq=False)
+class Agent(Generic[Deps]):
+    """An agent: instructions, a model, tools and handoffs. Every default is a literal.
+
+    ``instructions`` may be a string or a sync/async callable ``(ctx) -> str`` re-evaluated on
+    every render of the system prompt. Register more fragments with ``@agent.instruction``.
+    """
+
+    name: str
+    instructions: Instructions = ""
+    model: str | Provider | None = None
+    tools: list[Tool[Any]] = field(default_factory=list)
+    output_type: Any = str
+    output_repair: bool | OutputRepairStrategy = True
+    handoffs: list[Agent[Any] | Handoff] = field(default_factory=list)
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    retry: RetryPolicy | None = field(default_factory=RetryPolicy)
+    context_policy: ContextPolicy = field(default_factory=_default_context_policy)
+    workspace: Any = None
+    plugins: list[Any] = field(default_factory=list)
+    hooks: AgentHooks | None = None
+    approval_handler: ApprovalHandler | None = None
+    input_guardrails: list[Guardrail] = field(default_factory=list)
+    output_guardrails: list[Guardrail] = field(default_factory=list)
+    default_tool_retries: int = 0
+    default_tool_timeout: float | None = None
+    max_tool_output_chars: int | None = 200_000
+    tool_result_renderer: Callable[[Any, Any], str] | None = None
+    _fragments: tuple[Instructions, ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise UserError("an Agent needs a non-empty name", hint='Agent(name="assistant", ...)')
+        if not isinstance(self.model, (str, type(None))) and not isinstance(self.model, Provider):
+            raise UserError(
+                f"Agent {self.name!r}: model must be a 'vendor:model' string or a Provider",
+                hint='e.g. model="openai:gpt-4o-mini"',
+            )
+        names = [t.name for t in self.tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise UserError(f"Agent {self.name!r} has duplicate tool names {dupes}", hint="give each tool a unique name")
+
+    # ------------------------------------------------------------------ configuration
+
+    def clone(self, **overrides: Any) -> Agent[Deps]:
+        """A copy with some fields replaced (referenced objects such as the policy are shared)."""
+        return dataclasses.replace(self, **overrides)
+
+    def instruction(self, fn: Instructions) -> Instructions:
+        """Decorator: append an instruction fragment rendered after ``instructions``."""
+        self._fragments = (*self._fragments, fn)
+        return fn
+
+    def with_instructions(self, fn: Instructions) -> Agent[Deps]:
+        """A clone with one more instruction fragment (this agent is unchanged)."""
+        return self.clone(_fragments=(*self._fragments, fn))
+
+    async def render_instructions(self, ctx: RunContext[Any]) -> list[str]:
+        """The agent's own instruction blocks, rendered (empty ones skipped)."""
+        blocks: list[str] = []
+        for item in (self.instructions, *self._fragments):
+            text = item(ctx) if callable(item) else item
+            if inspect.isawaitable(text):
+                text = await text
+            if text:
+                blocks.append(str(text))
+        return blocks
+
+    @property
+    def handoff_list(self) -> list[Handoff]:
+        """``handoffs`` normalised to :class:`Handoff` objects."""
+        from .handoff import as_handoff
+
+        return [as_handoff(h) for h in self.handoffs]
+
+    # ------------------------------------------------------------------ shortcuts
+
+    async def run(self, input: Any, **kwargs: Any) -> RunResult[Any]:
+        """Shortcut for ``Runner.run(self, input, ...)``."""
+        from .runner import Runner
+
+        return await Runner.run(self, input, **kwargs)
+
+    def run_sync(self, input: Any, **kwargs: Any) -> RunResult[Any]:
+        """Shortcut for ``Runner.run_sync(self, input, ...)``."""
+        from .runner import Runner
+
+        return Runner.run_sync(self, input, **kwargs)
+
+    def stream(self, input: Any, **kwargs: Any) -> RunHandle[Any]:
+        """Shortcut for ``Runner.stream(self, input, ...)``."""
+        from .runner import Runner
+
+        return Runner.stream(self, input, **kwargs)
+
+    def as_tool(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        max_turns: int = 50,
+        budget: RunBudget | None = None,
+        retry: RetryPolicy | None = None,
+        context_policy: ContextPolicy | None = None,
+    ) -> Tool[Any]:
+        """This agent as a tool ``ask_<slug>(input)``: the child sees only that prompt.
+
+        The child inherits deps, cancel token and tracer; its usage folds into the parent;
+        it gets its own mailbox and a fresh copy of ``budget`` per invocation. A child budget
+        overrun becomes an error result for the parent.
+        """
+        agent = self
+
+        async def invoke(args: dict[str, Any], ctx: RunContext[Any]) -> Any:
+            from .run.spec import RunSpec
+            from .runner import start
+
+            prompt = args.get("input")
+            if not isinstance(prompt, str) or not prompt:
+                from .exceptions import InvalidToolArguments
+
+                raise InvalidToolArguments("'input' must be a non-empty string", hint="pass the question as input")
+            try:
+                spec = RunSpec(
+                    agent=agent,
+                    input=prompt,
+                    context=ctx.context,
+                    max_turns=max_turns,
+                    budget=budget.copy() if budget else None,
+                    cancel_token=ctx.cancel_token,
+                    retry=retry,
+                    context_policy=context_policy,
+                    tracer=ctx.tracer,
+                    parent_usage=ctx.usage,
+                )
+                result = await start(spec).result()
+            except BudgetExceeded as exc:
+                raise ToolError(f"sub-agent {agent.name!r} ran out of budget: {exc.message}", hint="narrow the question") from exc
+            return result.output
+
+        return Tool(
+            name=name or f"ask_{slugify(self.name)}",
+            description=description or f"Ask the agent {self.name!r}. It sees only the input you give it.",
+            parameters={
+                "type": "object",
+                "properties": {"input": {"type": "string", "description": "The full request for the agent."}},
+                "required": ["input"],
+            },
+            invoke=invoke,
+        )

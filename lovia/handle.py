@@ -1,0 +1,162 @@
+"""``RunHandle``: a live run you can iterate (events), await (result) and cancel.
+
+Contract: iterate at most once; iteration never raises run errors and ends after exactly one
+terminal event (``RunCompleted`` or ``RunFailed``); ``await handle`` equals ``await
+handle.result()``, which drives the run itself when nobody iterates; abandoning iteration before
+the terminal event cancels the run and makes ``result()`` raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from typing import Any, Generic, TypeVar
+
+from .approvals import ApprovalChannel
+from .events import ApprovalRequired, Event, RunCompleted, RunFailed
+from .reliability import CancelToken
+from .result import RunResult
+
+__all__ = ["EventSink", "RunHandle"]
+
+T = TypeVar("T")
+EventSink = Callable[[Event], Awaitable[None]]
+_END = object()
+
+
+class RunHandle(Generic[T]):
+    """Handle on one run started by ``Runner.stream``."""
+
+    def __init__(
+        self,
+        start: Callable[[EventSink], Awaitable[RunResult[T]]],
+        *,
+        cancel_token: CancelToken,
+        approvals: ApprovalChannel,
+    ) -> None:
+        self._start = start
+        self._cancel_token = cancel_token
+        self._approvals = approvals
+        self._queue: asyncio.Queue[tuple[Any, asyncio.Future[None] | None]] | None = None
+        self._task: asyncio.Task[RunResult[T]] | None = None
+        self._iterated = False
+        self._abandoned = False
+        self._consumer_acks = False
+
+    # ------------------------------------------------------------------ control
+
+    @property
+    def approvals(self) -> ApprovalChannel:
+        """Decide pending approvals out of band; touching it makes pending calls wait for you."""
+        self._approvals.opted_in = True
+        return self._approvals
+
+    @property
+    def cancel_token(self) -> CancelToken:
+        """The run's cancel token."""
+        return self._cancel_token
+
+    def cancel(self, reason: str | None = None) -> None:
+        """Ask the run to stop; it ends with ``RunFailed(RunCancelled)``."""
+        self._cancel_token.cancel(reason)
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has finished."""
+        return self._task is not None and self._task.done()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _ensure_started(self) -> None:
+        if self._task is not None:
+            return
+        self._queue = asyncio.Queue()
+        self._task = asyncio.ensure_future(self._start(self._sink))
+        self._task.add_done_callback(lambda _t: self._queue.put_nowait((_END, None)) if self._queue else None)
+
+    async def _sink(self, event: Event) -> None:
+        assert self._queue is not None
+        if isinstance(event, ApprovalRequired) and self._consumer_acks:
+            # Wait until the consumer asked for the next event: it may have decided meanwhile.
+            ack: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._queue.put_nowait((event, ack))
+            await ack
+        else:
+            self._queue.put_nowait((event, None))
+
+    # ------------------------------------------------------------------ iteration
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        if self._iterated:
+            raise RuntimeError("a RunHandle can be iterated only once")
+        self._iterated = True
+        self._consumer_acks = True
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[Event]:
+        self._ensure_started()
+        assert self._queue is not None
+        pending_ack: asyncio.Future[None] | None = None
+        finished = False
+        try:
+            while True:
+                if pending_ack is not None and not pending_ack.done():
+                    pending_ack.set_result(None)
+                pending_ack = None
+                item, pending_ack = await self._queue.get()
+                if item is _END:
+                    finished = True
+                    return
+                yield item
+                if isinstance(item, (RunCompleted, RunFailed)):
+                    finished = True
+                    return
+        finally:
+            if pending_ack is not None and not pending_ack.done():
+                pending_ack.set_result(None)
+            if not finished:
+                self._abandon()
+
+    def _abandon(self) -> None:
+        self._abandoned = True
+        self._consumer_acks = False
+        if self._task is not None and not self._task.done():
+            self._cancel_token.cancel("stream abandoned before the run finished")
+
+    async def _drain(self) -> None:
+        assert self._queue is not None
+        while True:
+            item, ack = await self._queue.get()
+            if ack is not None and not ack.done():
+                ack.set_result(None)
+            if item is _END:
+                return
+
+    async def result(self) -> RunResult[T]:
+        """Wait for the run and return its result (or raise its error)."""
+        if not self._iterated:
+            self._iterated = True
+            self._ensure_started()
+            assert self._task is not None
+            drain = asyncio.ensure_future(self._drain())
+            try:
+                return await self._await_task()
+            finally:
+                drain.cancel()
+        if self._abandoned:
+            raise RuntimeError("the stream was abandoned before the run finished: no result")
+        return await self._await_task()
+
+    async def _await_task(self) -> RunResult[T]:
+        assert self._task is not None
+        try:
+            return await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            if not self._task.done():
+                # Our caller was cancelled: take the run down with it (it saves its checkpoint).
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
+            raise
+
+    def __await__(self) -> Generator[Any, None, RunResult[T]]:
+        return self.result().__await__()

@@ -1,0 +1,83 @@
+"""Handoffs: transfer the conversation to another agent through a ``transfer_to_<slug>`` tool.
+
+The swap happens after the turn's tools: only the leading system entry is replaced, the body is
+kept. The first handoff in a turn wins; handoff tools are always barriers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .exceptions import UserError
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .run_context import RunContext
+
+__all__ = ["Handoff", "handoff_tool", "slugify"]
+
+OnHandoff = Callable[[dict[str, Any], "RunContext[Any]"], Any]
+
+
+def slugify(name: str) -> str:
+    """An ASCII identifier for ``name``; non-ASCII names get a digest suffix."""
+    slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+    if not name.isascii() or not slug:
+        slug = f"{slug}_{hashlib.sha256(name.encode()).hexdigest()[:8]}".strip("_")
+    return slug
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """A handoff target with optional tool name, description and callback ``on_handoff(args, ctx)``."""
+
+    target: Agent[Any]
+    name: str | None = None
+    description: str | None = None
+    on_handoff: OnHandoff | None = None
+
+    @property
+    def tool_name(self) -> str:
+        """The tool the model calls to transfer (at most 64 characters)."""
+        return (self.name or f"transfer_to_{slugify(self.target.name)}")[:64]
+
+
+def as_handoff(item: Agent[Any] | Handoff) -> Handoff:
+    """Normalise an ``Agent.handoffs`` item."""
+    if isinstance(item, Handoff):
+        return item
+    from .agent import Agent
+
+    if isinstance(item, Agent):
+        return Handoff(target=item)
+    raise UserError(f"handoffs items must be Agent or Handoff, got {type(item).__name__}", hint="wrap targets in Handoff(...)")
+
+
+def handoff_tool(h: Handoff) -> Tool[Any]:
+    """The tool that fires handoff ``h``; the loop applies the swap after the turn."""
+
+    async def invoke(args: dict[str, Any], ctx: RunContext[Any]) -> Any:
+        if h.on_handoff is not None:
+            out = h.on_handoff(args, ctx)
+            if inspect.isawaitable(out):
+                await out
+        return f"Transferred to {h.target.name}."
+
+    description = h.description or f"Hand the conversation over to the agent {h.target.name!r}."
+    return Tool(
+        name=h.tool_name,
+        description=description,
+        parameters={
+            "type": "object",
+            "properties": {"reason": {"type": "string", "description": "Why the transfer is needed."}},
+        },
+        invoke=invoke,
+        parallel=False,
+        is_handoff=True,
+    )

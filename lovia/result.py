@@ -1,0 +1,42 @@
+"""``RunResult``: what a finished run returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .messages import Message, Usage
+from .transcript import TranscriptEntry, entries_to_messages
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["RunResult"]
+
+T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class RunResult(Generic[T]):
+    """The outcome of one run.
+
+    ``entries`` holds only this run's own entries (input and everything produced, across
+    handoffs): no system prompt, no prior session history; identical for fresh and resumed runs.
+    """
+
+    output: T
+    entries: list[TranscriptEntry]
+    final_agent: Agent[Any]
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    finish_reason: str | None = None
+    """Last provider finish reason; ``None`` on a replay (not persisted)."""
+    run_id: str | None = None
+    session_id: str | None = None
+    replayed: bool = False
+    """True when a completed checkpoint was replayed instead of running the model."""
+
+    @property
+    def messages(self) -> list[Message]:
+        """Lossy chat projection of ``entries``."""
+        return entries_to_messages(self.entries)

@@ -1,0 +1,240 @@
+"""Internal: one turn's tool calls — serial preflight, concurrent execution, barriers.
+
+Preflight runs in request order (cancel and budget checks, lookup, handoff dedupe, argument
+validation, approval). Ready calls start at once and run concurrently; a barrier
+(``parallel=False`` or a handoff) waits for running calls, then runs alone. Results are recorded
+in completion order, each followed by a checkpoint save. Ordinary tool exceptions become error
+results; cancellation, own-budget stops and store failures cancel running siblings and end the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..events import ApprovalRequired, ToolCallCompleted, ToolCallFailed, ToolCallStarted
+from ..exceptions import BudgetExceeded, InvalidToolArguments, RunCancelled, ToolError
+from ..messages import ToolCall
+from ..tools import RERUN, Tool, parse_arguments, render_tool_result, run_tool, truncate_tool_output
+from ..transcript import ToolCallEntry, ToolResultEntry
+
+if TYPE_CHECKING:
+    from .loop import RunLoop
+
+__all__ = ["ToolPhase"]
+
+logger = logging.getLogger("lovia")
+
+OUTCOME_UNKNOWN = (
+    "Tool error: outcome unknown. This call was interrupted by a crash before its result was stored, "
+    "and the tool is not idempotent, so it was not run again. Check whether the action took effect "
+    "before retrying it."
+)
+
+
+@dataclass(slots=True)
+class _Ready:
+    call: ToolCall
+    tool: Tool[Any]
+    args: dict[str, Any]
+
+
+class ToolPhase:
+    """Runs the tool calls of one turn against the loop's state."""
+
+    def __init__(self, loop: RunLoop) -> None:
+        self.loop = loop
+        self.handoff_fired = False
+
+    async def run(self, calls: list[ToolCallEntry], *, resumed: frozenset[str] = frozenset()) -> None:
+        """Execute ``calls``; ``resumed`` holds ids of non-idempotent calls that had started before a crash."""
+        running: set[asyncio.Task[None]] = set()
+        try:
+            for entry in calls:
+                call = ToolCall(id=entry.call_id, name=entry.name, arguments=entry.arguments)
+                try:
+                    ready = await self._preflight(call, interrupted=call.id in resumed)
+                except BudgetExceeded:
+                    await self._wait(running)  # in-flight calls finish and persist first
+                    raise
+                if ready is None:
+                    continue
+                if ready.tool.parallel and not ready.tool.is_handoff:
+                    running.add(asyncio.ensure_future(self._execute(ready)))
+                    continue
+                await self._wait(running)
+                running.clear()
+                await self._execute(ready)
+            await self._wait(running)
+        except BaseException:
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            raise
+
+    @staticmethod
+    async def _wait(tasks: set[asyncio.Task[None]]) -> None:
+        if not tasks:
+            return
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            if task.exception() is not None:
+                for other in pending:
+                    other.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                raise task.exception()  # type: ignore[misc]
+        tasks.clear()
+
+    # ------------------------------------------------------------------ preflight
+
+    async def _preflight(self, call: ToolCall, *, interrupted: bool) -> _Ready | None:
+        loop = self.loop
+        loop.ctx.cancel_token.check()
+        if loop.budget is not None:
+            loop.budget.count_tool_call(loop.usage)
+        tool = loop.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(loop.tools)) or "none"
+            await self._reject(call, f"Tool error: unknown tool {call.name!r}. Available tools: {known}.")
+            return None
+        if tool.is_handoff and self.handoff_fired:
+            await self._reject(call, "Tool error: only one handoff per turn; this transfer was ignored.")
+            return None
+        try:
+            args = parse_arguments(call.arguments)
+            if "_raw" in args and len(args) == 1 and isinstance(args["_raw"], str):
+                parse_arguments(args["_raw"])  # re-raise the original JSON error for the model
+            tool.validate(args)
+        except InvalidToolArguments as exc:
+            await self._reject(call, f"Invalid arguments for tool {call.name!r}: {exc.message}", error=exc)
+            return None
+        if tool.needs_approval and not await self._approved(call, tool, args):
+            await self._reject(call, f"Tool error: the call to {call.name!r} was not approved.")
+            return None
+        if tool.is_handoff:
+            self.handoff_fired = True
+        if interrupted and not tool.idempotent:
+            return await self._reconcile(call, tool, args)
+        return _Ready(call, tool, args)
+
+    async def _reject(self, call: ToolCall, message: str, *, error: BaseException | None = None) -> None:
+        if error is not None:
+            await self.loop.emit(ToolCallFailed(error=error, call=call))
+        await self.loop.record_result(call, ToolResultEntry(call_id=call.id, output=message, is_error=True), raw=message)
+
+    async def _approved(self, call: ToolCall, tool: Tool[Any], args: dict[str, Any]) -> bool:
+        loop = self.loop
+        try:
+            gated = tool.needs_approval
+            if callable(gated):
+                verdict = gated(args, loop.ctx)
+                gated = await verdict if inspect.isawaitable(verdict) else verdict
+            if not gated:
+                return True
+            future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            loop.approvals.register(call, future)
+            await loop.emit(ApprovalRequired(call=call, _decision=future))
+            if future.done():
+                return future.result()
+            handler = loop.agent.approval_handler
+            if handler is not None:
+                decision = handler(call, loop.ctx)
+                if inspect.isawaitable(decision):
+                    decision = await decision
+                if decision in (True, "allow", "approve"):
+                    future.cancel()
+                    return True
+                if decision != "ask":
+                    future.cancel()
+                    return False
+            if loop.approvals.opted_in or (handler is not None):
+                return await future
+            future.cancel()
+            return False
+        except (RunCancelled, asyncio.CancelledError):
+            raise
+        except Exception:
+            logger.exception("approval for %s failed; denying", call.name)
+            return False
+
+    async def _reconcile(self, call: ToolCall, tool: Tool[Any], args: dict[str, Any]) -> _Ready | None:
+        """A non-idempotent call that started before a crash: never blindly re-run it."""
+        loop = self.loop
+        ctx = loop.ctx.for_call(call.id)
+        if tool.reconcile is None:
+            await loop.record_result(call, ToolResultEntry(call_id=call.id, output=OUTCOME_UNKNOWN, is_error=True), raw=None)
+            return None
+        try:
+            verdict = tool.reconcile(args, ctx)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+        except Exception as exc:
+            await self._finish_error(call, exc)
+            return None
+        if verdict is RERUN:
+            return _Ready(call, tool, args)
+        await self._finish_ok(call, tool, verdict, ctx)
+        return None
+
+    # ------------------------------------------------------------------ execution
+
+    async def _execute(self, ready: _Ready) -> None:
+        loop = self.loop
+        call, tool = ready.call, ready.tool
+        ctx = loop.ctx.for_call(call.id)
+        if not tool.idempotent:
+            await loop.mark_started(call.id)
+        await loop.emit(ToolCallStarted(call=call))
+        retries = tool.retries if tool.retries is not None else loop.agent.default_tool_retries
+        timeout = tool.timeout if tool.timeout is not None else loop.agent.default_tool_timeout
+        failures: list[BaseException] = []
+        with loop.tracer.span("tool_call", name=call.name, call_id=call.id) as span:
+            try:
+                raw = await run_tool(tool, ready.args, ctx, retries=retries, timeout=timeout, on_attempt_failed=failures.append)
+            except (RunCancelled, asyncio.CancelledError):
+                raise
+            except BudgetExceeded:
+                raise
+            except Exception as exc:
+                span.record_exception(exc)
+                for failure in failures[:-1]:
+                    await loop.emit(ToolCallFailed(error=failure, call=call))
+                await self._finish_error(call, exc)
+                return
+        for failure in failures:
+            await loop.emit(ToolCallFailed(error=failure, call=call))
+        await self._finish_ok(call, tool, raw, ctx)
+        if tool.is_handoff:
+            loop.fire_handoff(call.name)
+
+    async def _finish_ok(self, call: ToolCall, tool: Tool[Any], raw: Any, ctx: Any) -> None:
+        loop = self.loop
+        renderer = tool.result_renderer or loop.agent.tool_result_renderer
+        try:
+            output, parts = render_tool_result(raw, ctx, renderer=renderer)
+        except Exception as exc:
+            await self._finish_error(call, exc)
+            return
+        cap = tool.max_output_chars if tool.max_output_chars is not None else loop.agent.max_tool_output_chars
+        truncated = truncate_tool_output(output, cap)
+        keep_raw = raw if truncated is output else None
+        entry = ToolResultEntry(call_id=call.id, output=truncated, raw=keep_raw, parts=parts)
+        await loop.record_result(call, entry, raw=raw)
+
+    async def _finish_error(self, call: ToolCall, exc: BaseException) -> None:
+        loop = self.loop
+        logger.info("tool.error %s call_id=%s error=%s", call.name, call.id, exc)
+        await loop.emit(ToolCallFailed(error=exc, call=call))
+        if isinstance(exc, ToolError):
+            message = f"Tool error: {exc.message}" + (f" (hint: {exc.hint})" if exc.hint else "")
+        else:
+            message = f"Tool error: {type(exc).__name__}: {exc}"
+        await loop.record_result(call, ToolResultEntry(call_id=call.id, output=message, is_error=True), raw=None)
+
+
+def completed_event(call: ToolCall, entry: ToolResultEntry, raw: Any) -> ToolCallCompleted:
+    """The terminal event of one call."""
+    return ToolCallCompleted(call=call, result=raw, is_error=entry.is_error, output=entry.output)

@@ -1,0 +1,163 @@
+"""``ScriptedProvider``: an in-memory provider that replays canned assistant turns."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..messages import Message, Usage
+from ..providers.base import ModelSettings, ToolDefinition
+from ..transcript import (
+    FinishDelta,
+    ModelDelta,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    TranscriptEntry,
+    UsageDelta,
+    entries_to_messages,
+)
+
+__all__ = ["ScriptedProvider", "ScriptedRequest", "ScriptedTurn", "batch", "call", "fail", "text"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedTurn:
+    """One canned model response: deltas to stream, then optionally an error to raise."""
+
+    deltas: tuple[ModelDelta, ...]
+    error: BaseException | None = None
+    delay: float = 0.0
+    """Seconds to sleep before each delta (to make timing visible in tests)."""
+
+
+@dataclass(slots=True)
+class ScriptedRequest:
+    """What the provider received for one call."""
+
+    entries: list[TranscriptEntry]
+    tools: list[ToolDefinition] = field(default_factory=list)
+    response_format: dict[str, Any] | None = None
+    settings: ModelSettings | None = None
+
+
+def text(content: str, *, reasoning: str | None = None, usage: Usage | None = None, delay: float = 0.0) -> ScriptedTurn:
+    """A text answer streamed character by character (reasoning deltas first)."""
+    deltas: list[ModelDelta] = [ReasoningDelta(ch) for ch in reasoning or ""]
+    deltas.extend(TextDelta(ch) for ch in content)
+    deltas.append(UsageDelta(usage or Usage(input_tokens=10, output_tokens=max(1, len(content) // 4))))
+    deltas.append(FinishDelta("stop"))
+    return ScriptedTurn(tuple(deltas), delay=delay)
+
+
+def _call_deltas(index: int, name: str, args: dict[str, Any] | str, call_id: str | None) -> list[ModelDelta]:
+    raw = args if isinstance(args, str) else json.dumps(args)
+    return [ToolCallDelta(index=index, call_id=call_id or f"call_{name}", name=name), ToolCallDelta(index=index, arguments=raw)]
+
+
+def call(name: str, args: dict[str, Any] | str | None = None, *, call_id: str | None = None, text: str | None = None) -> ScriptedTurn:
+    """A turn with one tool call (``args`` may be a raw string, e.g. malformed JSON)."""
+    deltas: list[ModelDelta] = [TextDelta(text)] if text else []
+    deltas.extend(_call_deltas(0, name, args if args is not None else {}, call_id))
+    deltas.append(UsageDelta(Usage(input_tokens=10, output_tokens=5)))
+    deltas.append(FinishDelta("tool_calls"))
+    return ScriptedTurn(tuple(deltas))
+
+
+def batch(*calls: tuple[str, dict[str, Any] | str] | tuple[str, dict[str, Any] | str, str]) -> ScriptedTurn:
+    """A turn with several tool calls: ``batch(("a", {...}), ("b", {...}, "call-id"))``."""
+    deltas: list[ModelDelta] = []
+    for index, spec in enumerate(calls):
+        name, args = spec[0], spec[1]
+        call_id = spec[2] if len(spec) > 2 else f"call_{name}_{index}"  # type: ignore[misc]
+        deltas.extend(_call_deltas(index, name, args, call_id))
+    deltas.append(UsageDelta(Usage(input_tokens=10, output_tokens=5)))
+    deltas.append(FinishDelta("tool_calls"))
+    return ScriptedTurn(tuple(deltas))
+
+
+def fail(error: BaseException, *, after: ScriptedTurn | None = None, after_deltas: int = 0) -> ScriptedTurn:
+    """A turn that raises ``error``, optionally after streaming part of another turn."""
+    deltas = after.deltas[:after_deltas] if after is not None else ()
+    return ScriptedTurn(tuple(deltas), error=error)
+
+
+TurnFunction = Callable[[list[TranscriptEntry], list[ToolDefinition]], Any]
+
+
+class ScriptedProvider:
+    """Replays canned turns, one per model call; records every prompt.
+
+    Pass a list of turns (``text``, ``call``, ``batch``, ``fail``, or plain strings), or a
+    function ``(entries, tools) -> turn`` (sync or async) that decides each response. It is
+    single-use and not safe for concurrent runs; running out of turns raises ``AssertionError``.
+    """
+
+    def __init__(self, turns: Sequence[ScriptedTurn | str] | TurnFunction, *, model: str = "scripted", supports_json_schema: bool = False) -> None:
+        self._fn: TurnFunction | None = turns if callable(turns) else None
+        self._turns: list[ScriptedTurn] = [] if callable(turns) else [_coerce(t) for t in turns]
+        self._model = model
+        self._supports_json_schema = supports_json_schema
+        self.calls: list[list[Message]] = []
+        self.requests: list[ScriptedRequest] = []
+
+    @property
+    def name(self) -> str:
+        """Provider name."""
+        return "scripted"
+
+    @property
+    def model(self) -> str:
+        """Model name."""
+        return self._model
+
+    @property
+    def supports_json_schema(self) -> bool:
+        """Whether native structured output is advertised (False: the prompt contract is used)."""
+        return self._supports_json_schema
+
+    @property
+    def remaining(self) -> int:
+        """Canned turns not used yet."""
+        return len(self._turns)
+
+    async def stream(
+        self,
+        entries: Sequence[TranscriptEntry],
+        *,
+        tools: Sequence[ToolDefinition] | None = None,
+        response_format: dict[str, Any] | None = None,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[ModelDelta]:
+        """Stream the next canned turn."""
+        self.calls.append(entries_to_messages(entries))
+        self.requests.append(ScriptedRequest(list(entries), list(tools or []), response_format, settings))
+        turn = await self._next(list(entries), list(tools or []))
+        for delta in turn.deltas:
+            if turn.delay:
+                await asyncio.sleep(turn.delay)
+            yield delta
+        if turn.error is not None:
+            raise turn.error
+
+    async def _next(self, entries: list[TranscriptEntry], tools: list[ToolDefinition]) -> ScriptedTurn:
+        if self._fn is not None:
+            out = self._fn(entries, tools)
+            if inspect.isawaitable(out):
+                out = await out
+            return _coerce(out)
+        if not self._turns:
+            raise AssertionError("ScriptedProvider ran out of canned responses")
+        return self._turns.pop(0)
+
+
+def _coerce(turn: ScriptedTurn | str) -> ScriptedTurn:
+    if isinstance(turn, str):
+        return text(turn)
+    if isinstance(turn, ScriptedTurn):
+        return turn
+    raise TypeError(f"scripted turns must be ScriptedTurn or str, got {type(turn).__name__}")

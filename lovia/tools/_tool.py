@@ -1,0 +1,247 @@
+"""``Tool`` and ``@tool``: what a model may call, and how one call is executed and rendered."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from ..exceptions import InvalidToolArguments, UserError
+from ..messages import FilePart, ImagePart, TextPart
+from ..transcript import to_json_safe
+from ._schema import FunctionSignature, inspect_function
+
+if TYPE_CHECKING:
+    from ..run_context import RunContext
+
+__all__ = [
+    "RERUN",
+    "Tool",
+    "ToolPolicy",
+    "apply_tool_policies",
+    "default_result_renderer",
+    "render_tool_result",
+    "tool",
+    "truncate_tool_output",
+]
+
+T = TypeVar("T")
+Invoke = Callable[[dict[str, Any], "RunContext[Any]"], Awaitable[Any]]
+ToolPolicy = Callable[[Invoke, dict[str, Any], "RunContext[Any]"], Awaitable[Any]]
+"""``(invoke, raw_args, ctx) -> result``: wraps a tool call (logging, caching, dedup...)."""
+Renderer = Callable[[Any, "RunContext[Any]"], str]
+ApprovalPredicate = Callable[[dict[str, Any], "RunContext[Any]"], "bool | Awaitable[bool]"]
+Reconcile = Callable[[dict[str, Any], "RunContext[Any]"], Any]
+
+
+class _Rerun:
+    def __repr__(self) -> str:
+        return "RERUN"
+
+
+RERUN: Any = _Rerun()
+"""Return this from a ``reconcile`` hook to execute the dangling call again."""
+
+
+@dataclass(eq=False)
+class Tool(Generic[T]):
+    """A callable the model may use.
+
+    ``invoke(args, ctx)`` receives the parsed JSON arguments (a dict) and the live
+    :class:`~lovia.run_context.RunContext`. Build one by hand, or with :func:`tool`.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    invoke: Invoke
+    strict: bool = False
+    needs_approval: bool | ApprovalPredicate = False
+    retries: int | None = None
+    """Extra attempts after a failure (``None`` = the agent's ``default_tool_retries``)."""
+    timeout: float | None = None
+    """Seconds per attempt (``None`` = the agent's ``default_tool_timeout``)."""
+    parallel: bool = True
+    """``False`` makes the call a barrier: it runs alone."""
+    max_output_chars: int | None = None
+    result_renderer: Renderer | None = None
+    policies: Sequence[ToolPolicy] = ()
+    idempotent: bool = True
+    """``False``: a call left dangling by a crash is not re-run on resume (see ``reconcile``)."""
+    reconcile: Reconcile | None = None
+    """For non-idempotent tools: ``(args, ctx) -> result | RERUN`` decides a dangling call's fate."""
+    signature: FunctionSignature | None = field(default=None, repr=False)
+    is_handoff: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise UserError("a tool needs a non-empty name", hint="pass name=... or decorate a named function")
+        if self.retries is not None and self.retries < 0:
+            raise UserError(f"tool {self.name!r}: retries must be >= 0", hint="use 0 for no retries")
+
+    def validate(self, args: dict[str, Any]) -> None:
+        """Raise :class:`InvalidToolArguments` when ``args`` do not fit the schema."""
+        if self.signature is not None:
+            self.signature.validate(args)
+
+    def reconciler(self, fn: Reconcile) -> Reconcile:
+        """Decorator form of ``reconcile``: ``@charge.reconciler``."""
+        self.reconcile = fn
+        return fn
+
+
+def _bind(fn: Callable[..., Any], sig: FunctionSignature) -> Invoke:
+    is_async = inspect.iscoroutinefunction(fn)
+
+    async def invoke(args: dict[str, Any], ctx: RunContext[Any]) -> Any:
+        kwargs = sig.validate(args)
+        if sig.context_param is not None:
+            kwargs[sig.context_param] = ctx
+        if is_async:
+            return await fn(**kwargs)
+        # Sync tools run on a worker thread so the loop (and sibling calls) keep going.
+        return await asyncio.to_thread(functools.partial(fn, **kwargs))
+
+    return invoke
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool[Any]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
+    needs_approval: bool | ApprovalPredicate = False,
+    retries: int | None = None,
+    timeout: float | None = None,
+    parallel: bool = True,
+    max_output_chars: int | None = None,
+    result_renderer: Renderer | None = None,
+    policies: Sequence[ToolPolicy] = (),
+    idempotent: bool = True,
+    reconcile: Reconcile | None = None,
+) -> Callable[[Callable[..., Any]], Tool[Any]]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    strict: bool = False,
+    needs_approval: bool | ApprovalPredicate = False,
+    retries: int | None = None,
+    timeout: float | None = None,
+    parallel: bool = True,
+    max_output_chars: int | None = None,
+    result_renderer: Renderer | None = None,
+    policies: Sequence[ToolPolicy] = (),
+    idempotent: bool = True,
+    reconcile: Reconcile | None = None,
+) -> Tool[Any] | Callable[[Callable[..., Any]], Tool[Any]]:
+    """Make a function (sync or async) a :class:`Tool`; usable bare or with options.
+
+    The JSON Schema comes from the type hints, the description from the docstring's first
+    paragraph, argument descriptions from ``Annotated`` metadata or a Google-style ``Args:``.
+    """
+
+    def build(f: Callable[..., Any]) -> Tool[Any]:
+        tool_name = name or f.__name__
+        sig = inspect_function(f, name=tool_name, strict=strict)
+        doc = inspect.getdoc(f) or ""
+        summary = doc.split("\n\n")[0].strip() if doc else ""
+        return Tool(
+            name=tool_name,
+            description=description if description is not None else summary,
+            parameters=sig.parameters,
+            invoke=_bind(f, sig),
+            strict=strict,
+            needs_approval=needs_approval,
+            retries=retries,
+            timeout=timeout,
+            parallel=parallel,
+            max_output_chars=max_output_chars,
+            result_renderer=result_renderer,
+            policies=tuple(policies),
+            idempotent=idempotent,
+            reconcile=reconcile,
+            signature=sig,
+        )
+
+    return build(fn) if fn is not None else build
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    """Parse the model's raw argument JSON; anything but an object is ``InvalidToolArguments``."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidToolArguments(
+            f"arguments are not valid JSON ({exc.msg} at position {exc.pos})",
+            hint="send the arguments as one JSON object",
+        ) from None
+    if not isinstance(value, dict):
+        raise InvalidToolArguments("arguments must be a JSON object", hint="send the arguments as one JSON object")
+    return value
+
+
+def default_result_renderer(raw: Any) -> str:
+    """Strings pass through; everything else becomes JSON."""
+    if isinstance(raw, str):
+        return raw
+    dump = getattr(raw, "model_dump_json", None)
+    if callable(dump):
+        return str(dump())
+    try:
+        return json.dumps(raw, ensure_ascii=False, default=str) if raw is not None else "null"
+    except (TypeError, ValueError):
+        return json.dumps(to_json_safe(raw), ensure_ascii=False)
+
+
+def render_tool_result(raw: Any, ctx: RunContext[Any], *, renderer: Renderer | None) -> tuple[str, list[Any] | None]:
+    """Render a successful result: (text the model sees, rich parts or ``None``)."""
+    parts: list[Any] | None = None
+    if isinstance(raw, (ImagePart, FilePart)):
+        parts = [raw]
+    elif isinstance(raw, list) and raw and all(isinstance(p, (TextPart, ImagePart, FilePart)) for p in raw):
+        parts = list(raw)
+    if parts is not None:
+        text = "\n".join(p.text for p in parts if isinstance(p, TextPart)) or f"[{len(parts)} attachment(s)]"
+        return text, parts
+    if renderer is not None:
+        return str(renderer(raw, ctx)), None
+    return default_result_renderer(raw), None
+
+
+def truncate_tool_output(text: str, max_chars: int | None) -> str:
+    """Keep the head and tail of an over-long output with a marker in between."""
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    marker = f"\n\n[... {len(text) - max_chars} characters truncated ...]\n\n"
+    keep = max(max_chars - len(marker), 0)
+    head = keep * 2 // 3
+    tail = keep - head
+    return text[:head] + marker + (text[-tail:] if tail else "")
+
+
+def apply_tool_policies(invoke: Invoke, policies: Sequence[ToolPolicy]) -> Invoke:
+    """Wrap ``invoke`` in ``policies`` (the first one outermost)."""
+    wrapped = invoke
+    for policy in reversed(policies):
+        wrapped = functools.partial(_call_policy, policy, wrapped)
+    return wrapped
+
+
+async def _call_policy(policy: ToolPolicy, inner: Invoke, args: dict[str, Any], ctx: RunContext[Any]) -> Any:
+    return await policy(inner, args, ctx)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import events
 from ._logging import enable_logging
 from .agent import Agent
-from .checkpointer import CheckpointOptions, Checkpointer, RunHead, RunSnapshot
+from .checkpointer import Checkpointer, CheckpointOptions, RunHead, RunSnapshot
 from .context import ContextPolicy
 from .exceptions import (
     BudgetExceeded,

@@ -31,7 +31,11 @@ class ApprovalChannel:
     def register(self, call: ToolCall, future: asyncio.Future[bool]) -> None:
         """Track a pending call (used by the loop)."""
         self._pending[call.id] = (call, future)
-        future.add_done_callback(lambda _f, cid=call.id: self._pending.pop(cid, None))
+
+        def forget(_f: asyncio.Future[bool]) -> None:
+            self._pending.pop(call.id, None)
+
+        future.add_done_callback(forget)
 
     @property
     def pending(self) -> list[ToolCall]:

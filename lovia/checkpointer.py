@@ -98,8 +98,8 @@ class RunHead:
             context_state=dict(data.get("context_state") or {}),
             pending_handoff=data.get("pending_handoff"),
             started_calls=[str(c) for c in data.get("started_calls") or []],
-            started_at=float(data.get("started_at", data.get("updated_at", now))),
-            updated_at=float(data.get("updated_at", now)),
+            started_at=float(data.get("started_at") or data.get("updated_at") or now),
+            updated_at=float(data.get("updated_at") or now),
         )
 
     def to_json(self) -> str:

@@ -45,8 +45,8 @@ class RetryPolicy:
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""
-        base = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
-        return base * random.uniform(0.5, 1.5)
+        base = min(self.backoff_max, self.backoff_base * 2.0 ** (attempt - 1))
+        return float(base * random.uniform(0.5, 1.5))
 
 
 @dataclass(slots=True)

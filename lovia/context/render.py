@@ -42,18 +42,20 @@ SUMMARY_WRAPPER = (
 """Frames a summary in the view; ``{summary}`` is replaced by the text."""
 
 
-def clear_marker(call_id: str, *, is_error: bool = False, recall: bool = False) -> str:
+def clear_marker(call_id: str, *, is_error: bool = False, recall: bool = False, ref: str | None = None) -> str:
     """The text that replaces a cleared tool output.
 
     Args:
-        call_id: The result's call id (also the recall reference).
+        call_id: The result's call id (the recall reference unless ``ref`` is given).
         is_error: Whether the original result was an error.
         recall: Whether to point the model at ``recall_tool_result``.
+        ref: The recall reference when it is not the call id (an archived output's digest).
     """
+    ref = ref or call_id
     kind = "error output" if is_error else "output"
-    text = f"[Tool {kind} cleared from context to save space; ref: {call_id}."
+    text = f"[Tool {kind} cleared from context to save space; ref: {ref}."
     if recall:
-        text += f' Call {RECALL_TOOL_NAME}(ref="{call_id}") to read it again.'
+        text += f' Call {RECALL_TOOL_NAME}(ref="{ref}") to read it again.'
     return text + "]"
 
 
@@ -83,14 +85,15 @@ def render_entry(index: int, entry: TranscriptEntry, state: CompactionState) -> 
     if not isinstance(entry, ToolResultEntry):
         return entry
     recall = bool(state.mention_recall)
-    if state.cleared.get(index) == entry.call_id:
-        return ToolResultEntry(
-            call_id=entry.call_id,
-            output=clear_marker(entry.call_id, is_error=entry.is_error, recall=recall),
-            is_error=entry.is_error,
-        )
     record = state.offloaded.get(index)
-    if record is not None and record.call_id == entry.call_id:
+    if record is not None and record.call_id != entry.call_id:
+        record = None
+    if state.cleared.get(index) == entry.call_id:
+        # A cleared result that had been archived points at the archive (it outlives session trims).
+        ref = record.key if record is not None else None
+        marker = clear_marker(entry.call_id, is_error=entry.is_error, recall=recall, ref=ref)
+        return ToolResultEntry(call_id=entry.call_id, output=marker, is_error=entry.is_error)
+    if record is not None:
         return ToolResultEntry(
             call_id=entry.call_id, output=offload_marker(record, recall=recall), is_error=entry.is_error
         )

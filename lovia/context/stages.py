@@ -96,14 +96,20 @@ class Stage(Protocol):
         ...
 
 
-def _undecided_results(body: Sequence[TranscriptEntry], ctx: StageContext, keep_last: int) -> list[int]:
-    """Indices of tool results a stage may act on, oldest first."""
+def _candidate_results(
+    body: Sequence[TranscriptEntry], ctx: StageContext, keep_last: int, *, offloaded: bool = False
+) -> list[int]:
+    """Indices of tool results a stage may act on, oldest first: not cleared, outside the
+    protected tail and the newest ``keep_last``; with ``offloaded`` only archived ones, else
+    only undecided ones."""
     state = ctx.state
     results = [i for i in range(ctx.visible_from, len(body)) if isinstance(body[i], ToolResultEntry)]
     if keep_last > 0:
         results = results[:-keep_last]
     return [
-        i for i in results if i not in state.cleared and i not in state.offloaded and ctx.is_unprotected(i, body[i])
+        i
+        for i in results
+        if i not in state.cleared and (i in state.offloaded) == offloaded and ctx.is_unprotected(i, body[i])
     ]
 
 
@@ -129,7 +135,7 @@ class OffloadToolResults:
         keep = 0 if ctx.reactive else self.keep_last
         floor = self.preview_chars + 400 if ctx.reactive else max(self.min_chars, self.preview_chars + 400)
         moved = 0
-        for i in _undecided_results(body, ctx, keep):
+        for i in _candidate_results(body, ctx, keep):
             entry = body[i]
             assert isinstance(entry, ToolResultEntry)
             if entry.parts or len(entry.output) < floor:
@@ -178,13 +184,24 @@ class ClearToolResults:
         """Clear the oldest outputs until the target is met (only where the marker is smaller)."""
         keep = 0 if ctx.reactive else self.keep_last
         floor = 0 if ctx.reactive else self.min_chars
+        cleared = self._clear(body, ctx, _candidate_results(body, ctx, keep), floor)
+        if ctx.over_target:  # last resort: shrink archived previews to markers too
+            cleared += self._clear(body, ctx, _candidate_results(body, ctx, keep, offloaded=True), 0)
+        if cleared:
+            ctx.detail.append(f"cleared {cleared} tool result(s)")
+        return cleared > 0
+
+    @staticmethod
+    def _clear(body: Sequence[TranscriptEntry], ctx: StageContext, indices: list[int], floor: int) -> int:
         cleared = 0
-        for i in _undecided_results(body, ctx, keep):
+        for i in indices:
+            if not ctx.over_target:
+                break
             entry = body[i]
             assert isinstance(entry, ToolResultEntry)
             if len(entry.output) < floor and not entry.parts:
                 continue
-            before = ctx.counter.count(entry)
+            before = ctx.tokens_of(i, entry)
             ctx.state.cleared[i] = entry.call_id
             after = ctx.tokens_of(i, entry)
             if after >= before:
@@ -192,11 +209,7 @@ class ClearToolResults:
                 continue
             ctx.account(before - after)
             cleared += 1
-            if not ctx.over_target:
-                break
-        if cleared:
-            ctx.detail.append(f"cleared {cleared} tool result(s)")
-        return cleared > 0
+        return cleared
 
 
 def _is_turn_start(body: Sequence[TranscriptEntry], i: int) -> bool:

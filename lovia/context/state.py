@@ -5,9 +5,10 @@ leading system entries) and remember the entry's ``call_id``; rendering applies 
 while the entry at that index still carries that ``call_id``. Indices are stable because the
 transcript only ever grows: session history is append-only and a run appends.
 
-Invariant: once recorded, a decision is never changed or removed except when the entries it
-concerns are hidden behind a summary (or no longer exist after a rewind). That is what keeps the
-view's prefix byte-identical from one turn to the next.
+Invariant: once recorded, a decision is never reverted; it is removed only when the entries it
+concerns are hidden behind a summary (or no longer exist after a rewind), and the only further
+step is an archived preview shrinking to a cleared marker. So between compactions the view's
+prefix stays byte-identical from one turn to the next, and it never grows back.
 """
 
 from __future__ import annotations

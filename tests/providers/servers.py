@@ -1,8 +1,9 @@
 """Fake vendor servers on 127.0.0.1 speaking the real wire formats (reusable by any test).
 
 A :class:`FakeServer` is a threaded ``http.server`` on an ephemeral loopback port. Tests queue
-:class:`Reply` objects (or set ``responder``); each incoming request takes the next one and is
-recorded in ``server.requests`` so tests can assert on the payload the adapter sent. Replies are
+:class:`Reply` objects (or set ``responder``); each incoming POST takes the next one (GETs are
+answered from ``routes``, path → reply, else 404, so discovery calls never eat a scripted reply);
+every request is recorded in ``server.requests`` so tests can assert on the payload the adapter sent. Replies are
 written piece by piece (``Reply.chunks``), so a test controls where the byte stream is split, and
 can make the server drop the connection half-way (``die_after``).
 
@@ -180,6 +181,7 @@ class FakeServer:
         self.requests: list[RecordedRequest] = []
         self.replies: deque[Reply] = deque()
         self.responder: Callable[[RecordedRequest], Reply] | None = None
+        self.routes: dict[str, Reply] = {}
         self._lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
@@ -203,6 +205,9 @@ class FakeServer:
     def _take(self, request: RecordedRequest) -> Reply:
         with self._lock:
             self.requests.append(request)
+            if request.method == "GET":
+                route = self.routes.get(request.path.split("?")[0])
+                return route if route is not None else Reply.json(404, {"error": {"message": "not found"}})
             if self.replies:
                 return self.replies.popleft()
         if self.responder is not None:

@@ -273,7 +273,7 @@ async def test_env_configuration_and_keyless(server: FakeServer, monkeypatch: py
 
 
 async def test_discover_context_window(server: FakeServer) -> None:
-    server.enqueue(Reply.json(200, {"id": "claude-win", "type": "model", "max_input_tokens": 200000}))
+    server.routes["/v1/models/claude-win"] = Reply.json(200, {"id": "claude-win", "type": "model", "max_input_tokens": 200000})
     provider = track(AnthropicProvider("claude-win", base_url=server.base_url))
     assert await provider.discover_context_window() == 200000
     assert await provider.discover_context_window() == 200000

@@ -321,7 +321,8 @@ async def test_client_ownership(server: FakeServer) -> None:
 
 
 async def test_discover_context_window_is_memoized(server: FakeServer) -> None:
-    server.enqueue(Reply.json(200, {"object": "list", "data": [{"id": "other", "max_model_len": 1}, {"id": "win-model", "max_model_len": 32768}]}))
+    models = {"object": "list", "data": [{"id": "other", "max_model_len": 1}, {"id": "win-model", "max_model_len": 32768}]}
+    server.routes["/v1/models"] = Reply.json(200, models)
     provider = track(OpenAIChatProvider("win-model", base_url=server.base_url))
     assert await provider.discover_context_window() == 32768
     assert await provider.discover_context_window() == 32768

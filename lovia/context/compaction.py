@@ -177,7 +177,7 @@ class Compaction:
             summary=summary_text,
             tokens_before=round(state.ratio * (fixed + cache.raw_total)) if exact is None else before,
             tokens_after=after,
-            detail=notes if compacted or req.overflow else [],
+            detail=notes,
         )
 
     # ------------------------------------------------------------------ planning

@@ -42,6 +42,8 @@ class RunHandle(Generic[T]):
         self._iterated = False
         self._abandoned = False
         self._consumer_acks = False
+        self._terminal_seen = False
+        self._waiting = False
 
     # ------------------------------------------------------------------ control
 
@@ -72,7 +74,13 @@ class RunHandle(Generic[T]):
             return
         self._queue = asyncio.Queue()
         self._task = asyncio.ensure_future(self._start(self._sink))
-        self._task.add_done_callback(lambda _t: self._queue.put_nowait((_END, None)) if self._queue else None)
+        self._task.add_done_callback(self._on_done)
+
+    def _on_done(self, task: asyncio.Task[RunResult[T]]) -> None:
+        if self._queue is not None:
+            self._queue.put_nowait((_END, None))
+        if not task.cancelled():
+            task.exception()  # retrieved here: an abandoned run's error is not "never retrieved"
 
     async def _sink(self, event: Event) -> None:
         assert self._queue is not None
@@ -103,13 +111,19 @@ class RunHandle(Generic[T]):
                 if pending_ack is not None and not pending_ack.done():
                     pending_ack.set_result(None)
                 pending_ack = None
-                item, pending_ack = await self._queue.get()
+                self._waiting = True
+                try:
+                    item, pending_ack = await self._queue.get()
+                finally:
+                    self._waiting = False
                 if item is _END:
                     finished = True
                     return
-                yield item
                 if isinstance(item, (RunCompleted, RunFailed)):
+                    self._terminal_seen = True
                     finished = True
+                yield item
+                if finished:
                     return
         finally:
             if pending_ack is not None and not pending_ack.done():
@@ -143,9 +157,15 @@ class RunHandle(Generic[T]):
                 return await self._await_task()
             finally:
                 drain.cancel()
-        if self._abandoned:
+        ended = self._terminal_seen or (self._task is not None and self._task.done() and self._queue_drained())
+        if self._abandoned or (not ended and not self._waiting):
+            # The consumer stopped iterating before the terminal event (a `break`).
+            self._abandon()
             raise RuntimeError("the stream was abandoned before the run finished: no result")
         return await self._await_task()
+
+    def _queue_drained(self) -> bool:
+        return self._queue is not None and self._queue.empty()
 
     async def _await_task(self) -> RunResult[T]:
         assert self._task is not None

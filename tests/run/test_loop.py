@@ -1,0 +1,391 @@
+"""The run loop: turns, tools, events, errors, terminal-event guarantee."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from lovia import (
+    Agent,
+    AgentHooks,
+    CancelToken,
+    Mailbox,
+    MaxTurnsExceeded,
+    ProviderError,
+    RetryPolicy,
+    RunBudget,
+    RunCancelled,
+    RunContext,
+    Runner,
+    ToolError,
+    UserError,
+    events,
+    tool,
+)
+from lovia.exceptions import BudgetExceeded
+from lovia.testing import ScriptedProvider, batch, call, fail, text
+from lovia.transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def agent_with(provider: ScriptedProvider, *tools, **kw) -> Agent:
+    return Agent(name="main", instructions="Be brief.", model=provider, tools=list(tools), **kw)
+
+
+async def test_tool_round_trip_records_own_entries_only():
+    provider = ScriptedProvider([call("add", {"a": 2, "b": 3}), text("5")])
+    result = await Runner.run(agent_with(provider, add), "what is 2+3?")
+    assert result.output == "5"
+    assert result.turns == 2
+    assert [e.type for e in result.entries] == ["input", "tool_call", "tool_result", "assistant_text"]
+    assert result.entries[2] == ToolResultEntry(call_id="call_add", output="5", raw=5)
+    # The second prompt carries the system head, the call and its result.
+    second = provider.calls[1]
+    assert second[0].role == "system" and second[0].content == "Be brief."
+    assert second[-1].role == "tool" and second[-1].tool_call_id == "call_add" and second[-1].content == "5"
+    assert result.messages[-1].text == "5"
+    assert result.usage.total_tokens > 0
+
+
+async def test_stream_event_order_and_single_terminal():
+    provider = ScriptedProvider([call("add", {"a": 1, "b": 1}), text("two")])
+    handle = Runner.stream(agent_with(provider, add), "1+1")
+    kinds = [type(ev).__name__ async for ev in handle]
+    assert kinds[0] == "RunStarted"
+    assert kinds[-1] == "RunCompleted"
+    assert kinds.count("RunCompleted") + kinds.count("RunFailed") == 1
+    first_turn = kinds[: kinds.index("TurnEnded") + 1]
+    assert first_turn == ["RunStarted", "TurnStarted", "MessageCompleted", "ToolCallStarted", "ToolCallCompleted", "TurnEnded"]
+    assert kinds.count("TextDelta") == 3
+    result = await handle
+    assert result.output == "two"
+    with pytest.raises(RuntimeError):
+        handle.__aiter__()
+
+
+async def test_provider_explosion_gives_one_run_failed_and_result_raises():
+    provider = ScriptedProvider([fail(RuntimeError("boom"), after=text("partial"), after_deltas=3)])
+    handle = Runner.stream(agent_with(provider, retry=None), "hi")
+    seen = [ev async for ev in handle]
+    terminal = [ev for ev in seen if isinstance(ev, (events.RunCompleted, events.RunFailed))]
+    assert len(terminal) == 1 and isinstance(terminal[0], events.RunFailed)
+    assert seen[-1] is terminal[0]
+    with pytest.raises(RuntimeError, match="boom"):
+        await handle.result()
+
+
+async def test_hook_and_tool_explosions_do_not_break_the_stream():
+    hooks = AgentHooks()
+
+    @hooks.on(events.TurnStarted)
+    def broken_hook(event, ctx):
+        raise ValueError("hook bug")
+
+    @tool
+    def explode() -> str:
+        """Always fails."""
+        raise KeyError("nope")
+
+    provider = ScriptedProvider([call("explode"), text("recovered")])
+    handle = Runner.stream(agent_with(provider, explode, hooks=hooks), "go")
+    seen = [ev async for ev in handle]
+    completed = [ev for ev in seen if isinstance(ev, events.ToolCallCompleted)]
+    assert completed[0].is_error and completed[0].output.startswith("Tool error: KeyError")
+    assert any(isinstance(ev, events.ToolCallFailed) for ev in seen)
+    assert isinstance(seen[-1], events.RunCompleted)
+    assert (await handle).output == "recovered"
+
+
+async def test_tool_error_hint_reaches_the_model():
+    @tool
+    def lookup(key: str) -> str:
+        """Look something up."""
+        raise ToolError(f"no entry {key!r}", hint="try 'alpha'")
+
+    provider = ScriptedProvider([call("lookup", {"key": "zeta"}), text("ok")])
+    result = await Runner.run(agent_with(provider, lookup), "go")
+    res = result.entries[2]
+    assert isinstance(res, ToolResultEntry) and res.is_error
+    assert res.output == "Tool error: no entry 'zeta' (hint: try 'alpha')"
+
+
+async def test_slow_tools_overlap_and_barrier_runs_alone():
+    spans: dict[str, tuple[float, float]] = {}
+
+    @tool
+    async def slow_a() -> str:
+        """Slow A."""
+        t0 = time.perf_counter()
+        await asyncio.sleep(0.2)
+        spans["a"] = (t0, time.perf_counter())
+        return "a"
+
+    @tool
+    def slow_b() -> str:
+        """Slow B (sync: runs on a worker thread)."""
+        assert threading.current_thread() is not threading.main_thread()
+        t0 = time.perf_counter()
+        time.sleep(0.2)
+        spans["b"] = (t0, time.perf_counter())
+        return "b"
+
+    @tool(parallel=False)
+    async def lonely() -> str:
+        """A barrier."""
+        t0 = time.perf_counter()
+        await asyncio.sleep(0.1)
+        spans["c"] = (t0, time.perf_counter())
+        return "c"
+
+    provider = ScriptedProvider([batch(("slow_a", {}), ("slow_b", {}), ("lonely", {})), text("done")])
+    result = await Runner.run(agent_with(provider, slow_a, slow_b, lonely), "go")
+    assert result.output == "done"
+    a, b, c = spans["a"], spans["b"], spans["c"]
+    assert a[0] < b[1] and b[0] < a[1], "the two parallel tools overlap"
+    assert c[0] >= max(a[1], b[1]), "the barrier starts after the others finish"
+    # Results are paired by call id whatever the completion order.
+    calls = {e.call_id: e.name for e in result.entries if isinstance(e, ToolCallEntry)}
+    outputs = {e.call_id: e.output for e in result.entries if isinstance(e, ToolResultEntry)}
+    assert {calls[cid]: out for cid, out in outputs.items()} == {"slow_a": "a", "slow_b": "b", "lonely": "c"}
+
+
+async def test_invalid_arguments_become_a_result_and_the_run_continues():
+    provider = ScriptedProvider([call("add", {"a": "x", "b": 1}), call("add", '{"a": 1,'), text("gave up")])
+    handle = Runner.stream(agent_with(provider, add), "go")
+    seen = [ev async for ev in handle]
+    results = [ev for ev in seen if isinstance(ev, events.ToolCallCompleted)]
+    assert all(r.is_error for r in results)
+    assert "Invalid arguments for tool 'add'" in results[0].output and "a:" in results[0].output
+    assert "not valid JSON" in results[1].output
+    assert not any(isinstance(ev, events.ToolCallStarted) for ev in seen), "rejected calls never start"
+    result = await handle
+    assert result.output == "gave up"
+    bad_call = result.entries[3]
+    assert isinstance(bad_call, ToolCallEntry) and bad_call.arguments == '{"_raw": "{\\"a\\": 1,"}'
+
+
+async def test_unknown_tool_is_an_error_result():
+    provider = ScriptedProvider([call("nope", {}), text("ok")])
+    result = await Runner.run(agent_with(provider, add), "go")
+    assert "unknown tool 'nope'" in result.entries[2].output
+
+
+async def test_run_context_injection_and_deps():
+    seen = {}
+
+    @tool
+    def whoami(ctx: RunContext, suffix: str = "!") -> str:
+        """Report context."""
+        seen["turn"] = ctx.turn
+        seen["call_id"] = ctx.call_id
+        seen["key"] = ctx.idempotency_key
+        return ctx.deps["name"] + suffix
+
+    assert "ctx" not in whoami.parameters["properties"]
+    provider = ScriptedProvider([call("whoami", {}), text("ok")])
+    result = await Runner.run(agent_with(provider, whoami), "go", context={"name": "ada"})
+    assert result.entries[2].output == "ada!"
+    assert seen["turn"] == 1 and seen["call_id"] == "call_whoami" and len(seen["key"]) == 32
+
+
+async def test_output_cap_and_renderers():
+    @tool(max_output_chars=100)
+    def big() -> str:
+        """Big output."""
+        return "x" * 1000
+
+    @tool(result_renderer=lambda raw, ctx: f"<{raw['v']}>")
+    def rendered() -> dict:
+        """Custom rendering."""
+        return {"v": 7}
+
+    @tool
+    def structured() -> dict:
+        """Default rendering."""
+        return {"v": [1, 2]}
+
+    provider = ScriptedProvider([batch(("big", {}), ("rendered", {}), ("structured", {})), text("ok")])
+    result = await Runner.run(agent_with(provider, big, rendered, structured), "go")
+    outs = {e.call_id: e for e in result.entries if isinstance(e, ToolResultEntry)}
+    assert len(outs["call_big_0"].output) <= 100 and "truncated" in outs["call_big_0"].output
+    assert outs["call_big_0"].raw is None
+    assert outs["call_rendered_1"].output == "<7>"
+    assert outs["call_structured_2"].output == '{"v": [1, 2]}'
+
+
+async def test_tool_retries_and_timeout():
+    attempts = []
+
+    @tool(retries=2)
+    def flaky() -> str:
+        """Fails twice."""
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise ConnectionError("flaky")
+        return "finally"
+
+    @tool(timeout=0.05)
+    async def sleepy() -> str:
+        """Too slow."""
+        await asyncio.sleep(5)
+        return "never"
+
+    provider = ScriptedProvider([batch(("flaky", {}), ("sleepy", {})), text("ok")])
+    result = await Runner.run(agent_with(provider, flaky, sleepy), "go")
+    outs = {e.call_id: e for e in result.entries if isinstance(e, ToolResultEntry)}
+    assert outs["call_flaky_0"].output == "finally" and len(attempts) == 3
+    assert outs["call_sleepy_1"].is_error and "timed out" in outs["call_sleepy_1"].output
+
+
+async def test_max_turns():
+    provider = ScriptedProvider([call("add", {"a": 1, "b": 1}, call_id=f"c{i}") for i in range(5)])
+    with pytest.raises(MaxTurnsExceeded):
+        await Runner.run(agent_with(provider, add), "loop", max_turns=2)
+    assert len(provider.calls) == 2
+
+
+async def test_budget_stops_between_turns():
+    provider = ScriptedProvider([call("add", {"a": 1, "b": 1}, call_id=f"c{i}") for i in range(5)])
+    with pytest.raises(BudgetExceeded):
+        await Runner.run(agent_with(provider, add), "loop", budget=RunBudget(max_tool_calls=2))
+    assert len(provider.calls) == 3
+
+
+async def test_cancel_mid_tool_raises_run_cancelled():
+    started = asyncio.Event()
+
+    @tool
+    async def wait_forever() -> str:
+        """Never ends."""
+        started.set()
+        await asyncio.sleep(60)
+        return "no"
+
+    token = CancelToken()
+    provider = ScriptedProvider([call("wait_forever")])
+    task = asyncio.ensure_future(Runner.run(agent_with(provider, wait_forever), "go", cancel_token=token))
+    await asyncio.wait_for(started.wait(), 5)
+    token.cancel("user stop")
+    with pytest.raises(RunCancelled, match="user stop"):
+        await asyncio.wait_for(task, 5)
+
+
+async def test_handle_cancel_ends_with_run_failed():
+    provider = ScriptedProvider([text("a long answer " * 20, delay=0.01)])
+    handle = Runner.stream(agent_with(provider), "go")
+    seen = []
+    async for ev in handle:
+        seen.append(ev)
+        if isinstance(ev, events.TextDelta) and len(seen) > 5:
+            handle.cancel("enough")
+    assert isinstance(seen[-1], events.RunFailed) and isinstance(seen[-1].error, RunCancelled)
+    with pytest.raises(RunCancelled):
+        await handle
+
+
+async def test_abandoned_stream_makes_result_raise():
+    provider = ScriptedProvider([text("abcdefgh", delay=0.01)])
+    handle = Runner.stream(agent_with(provider), "go")
+    async for ev in handle:
+        if isinstance(ev, events.TextDelta):
+            break
+    with pytest.raises(RuntimeError, match="abandoned"):
+        await handle.result()
+
+
+async def test_mailbox_items_drain_at_turn_start():
+    mailbox = Mailbox()
+    hooks = AgentHooks()
+
+    @hooks.on(events.TurnStarted)
+    def push_on_first(event, ctx):
+        if event.turn == 1:
+            ctx.mailbox.push("also, be polite")
+
+    provider = ScriptedProvider([text("hello")])
+    token = mailbox.push("steer me")
+    assert mailbox and mailbox.remove(token) and not mailbox
+    handle = Runner.stream(agent_with(provider, hooks=hooks), "hi", mailbox=mailbox)
+    seen = [ev async for ev in handle]
+    injected = [ev for ev in seen if isinstance(ev, events.UserMessageInjected)]
+    assert [(ev.content, ev.turn) for ev in injected] == [("also, be polite", 1)]
+    result = await handle
+    assert result.entries[1] == InputEntry(role="user", content="also, be polite")
+    assert provider.calls[0][-1].content == "also, be polite"
+
+
+async def test_retry_restarts_partial_stream_with_output_discarded():
+    dropped = ProviderError("stream dropped", retryable=True)
+    provider = ScriptedProvider([fail(dropped, after=text("hel"), after_deltas=2), text("hello")])
+    retry = RetryPolicy(backoff_base=0.001)
+    handle = Runner.stream(agent_with(provider, retry=retry), "hi")
+    seen = [ev async for ev in handle]
+    kinds = [type(ev).__name__ for ev in seen]
+    assert kinds.count("OutputDiscarded") == 1
+    assert kinds.index("OutputDiscarded") < kinds.index("MessageCompleted")
+    result = await handle
+    assert result.output == "hello" and result.turns == 1
+    assert [e.type for e in result.entries] == ["input", "assistant_text"]
+
+
+async def test_non_retryable_provider_error_fails_fast():
+    provider = ScriptedProvider([fail(ProviderError("bad request", status_code=400)), text("never")])
+    with pytest.raises(ProviderError, match="bad request"):
+        await Runner.run(agent_with(provider, retry=RetryPolicy(backoff_base=0.001)), "hi")
+    assert provider.remaining == 1
+
+
+async def test_hooks_receive_the_same_objects_as_the_stream():
+    hooks = AgentHooks()
+    hooked: list = []
+    hooks.on_any(lambda ev, ctx: hooked.append(ev))
+    family: list = []
+
+    @hooks.on(events.ToolEvent)
+    async def tools_only(ev, ctx):
+        family.append(type(ev).__name__)
+
+    provider = ScriptedProvider([call("add", {"a": 1, "b": 2}), text("3")])
+    handle = Runner.stream(agent_with(provider, add, hooks=hooks), "go")
+    streamed = [ev async for ev in handle]
+    assert len(hooked) == len(streamed) and all(a is b for a, b in zip(hooked, streamed))
+    assert family == ["ToolCallStarted", "ToolCallCompleted"]
+
+
+async def test_empty_reply_ends_with_empty_output():
+    provider = ScriptedProvider([text("")])
+    result = await Runner.run(agent_with(provider), "hi")
+    assert result.output == "" and [e.type for e in result.entries] == ["input"]
+
+
+async def test_run_sync_and_misuse_errors():
+    provider = ScriptedProvider([text("x")])
+    with pytest.raises(UserError) as info:
+        Runner.run_sync(agent_with(provider), "hi")
+    assert info.value.hint
+    with pytest.raises(UserError):
+        await Runner.run(Agent(name="nomodel"), "hi")
+    with pytest.raises(UserError):
+        await Runner.run(agent_with(provider), "hi", session_id="orphan")
+    with pytest.raises(UserError):
+        await Runner.run(agent_with(provider), "hi", max_turns=0)
+
+
+def test_run_sync_outside_a_loop():
+    provider = ScriptedProvider([text("sync ok")])
+    assert Runner.run_sync(agent_with(provider), "hi").output == "sync ok"
+
+
+async def test_finish_reason_and_entries_text():
+    provider = ScriptedProvider([text("fine")])
+    result = await Runner.run(agent_with(provider), "hi")
+    assert result.finish_reason == "stop"
+    assert result.entries[-1] == AssistantTextEntry(content="fine")

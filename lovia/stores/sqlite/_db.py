@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -42,10 +43,25 @@ def configure(conn: sqlite3.Connection, *, wal: bool) -> None:
     """Set this connection's pragmas (outside any transaction): the only place they are chosen."""
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     if wal:
-        conn.execute("PRAGMA journal_mode = WAL")
+        _enable_wal(conn)
         conn.execute("PRAGMA synchronous = NORMAL")
     else:
         conn.execute("PRAGMA synchronous = FULL")
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    # Switching a file to WAL needs an exclusive lock and SQLite does not always run the busy
+    # handler for it, so a store opening while another connection writes must retry by hand.
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 @contextmanager

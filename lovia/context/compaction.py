@@ -158,9 +158,12 @@ class Compaction:
         summary_text: str | None = None
         if budget is not None and (req.overflow or before > budget.high):
             sig = _signature(state)
+            decided = set(state.cleared) | set(state.offloaded)
             notes = await self._plan(cache, req, budget, before)
-            if _signature(state) != sig:
+            if state.summary is not sig[2]:
                 self._rerender(cache)
+            else:
+                self._patch(cache, (set(state.cleared) | set(state.offloaded)) - decided | _grown(state, sig))
             after_plan = self._estimate(cache, system, fixed, req, exact)
             compacted = _signature(state)[:3] != sig[:3] and after_plan < before
             if compacted and state.summary is not None and state.summary is not sig[2]:
@@ -268,6 +271,17 @@ class Compaction:
             cache.state.save(cache.scratch)
         self._rerender(cache)
 
+    def _patch(self, cache: _RunCache, indices: set[int]) -> None:
+        """Re-render only the body entries whose decisions changed (the summary did not)."""
+        offset = 1 - cache.state.summary.upto if cache.state.summary else 0
+        for i in indices:
+            pos = i + offset
+            if pos < 0 or pos >= len(cache.view) or i >= len(cache.body):
+                continue
+            shown = render_entry(i, cache.body[i], cache.state)
+            cache.view_total += self.counter.measure(shown) - self.counter.measure(cache.view[pos])
+            cache.view[pos] = shown
+
     def _rerender(self, cache: _RunCache) -> None:
         cache.view = render_body(cache.body, cache.state)
         cache.view_total = self.counter.count_all(cache.view)
@@ -303,6 +317,11 @@ def _validate(state: CompactionState, body: Sequence[TranscriptEntry]) -> bool:
     return changed
 
 
+def _grown(state: CompactionState, sig: tuple[int, int, object, int]) -> set[int]:
+    """Indices both offloaded and cleared: an archived preview that shrank to a marker."""
+    return set(state.cleared) & set(state.offloaded) if len(state.cleared) != sig[0] else set()
+
+
 def _signature(state: CompactionState) -> tuple[int, int, object, int]:
     return (len(state.cleared), len(state.offloaded), state.summary, state.failures)
 
@@ -332,11 +351,13 @@ def _protected_start(body: Sequence[TranscriptEntry], ctx: StageContext, keep_to
         if e.type == "tool_call":
             needed.discard(getattr(e, "call_id", None))
         acc += ctx.tokens_of(start, e) * ratio
-    for u in range(start - 1, lo - 1, -1):
+    affordable, extra = ctx.target // 2, 0.0
+    for u in range(start - 1, lo - 1, -1):  # stops as soon as it gets too expensive
         e = body[u]
+        extra += ctx.tokens_of(u, e) * ratio
+        if acc + extra > affordable:
+            break
         if isinstance(e, InputEntry) and e.role == "user":
-            extra = sum(ctx.tokens_of(i, body[i]) for i in range(u, start)) * ratio
-            if acc + extra <= ctx.target // 2:
-                start = u
+            start = u
             break
     return start

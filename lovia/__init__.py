@@ -6,7 +6,7 @@ from . import events
 from ._logging import enable_logging
 from .agent import Agent
 from .checkpointer import Checkpointer, CheckpointOptions, RunHead, RunSnapshot
-from .context import ContextPolicy
+from .context import Compaction, ContextPolicy, FileResultStore, InMemoryResultStore, NoopContextPolicy, ResultStore
 from .exceptions import (
     BudgetExceeded,
     ContextOverflowError,
@@ -27,12 +27,13 @@ from .handle import RunHandle
 from .handoff import Handoff
 from .hooks import AgentHooks
 from .messages import FilePart, ImagePart, Message, TextPart, Usage, assistant, system, user
-from .providers import ModelSettings, Provider
+from .providers import AnthropicProvider, ModelSettings, OpenAIChatProvider, Provider, model_from_env
 from .reliability import CancelToken, Mailbox, RetryPolicy, RunBudget
 from .result import RunResult
 from .run_context import RunContext
 from .runner import Runner
 from .session import Segment, Session
+from .stores import InMemoryCheckpointer, InMemorySession, SQLiteCheckpointer, SQLiteSession
 from .tools import Tool, tool
 from .transcript import TranscriptEntry
 
@@ -41,16 +42,22 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AgentHooks",
+    "AnthropicProvider",
     "BudgetExceeded",
     "CancelToken",
     "CheckpointOptions",
     "Checkpointer",
+    "Compaction",
     "ContextOverflowError",
     "ContextPolicy",
     "FilePart",
+    "FileResultStore",
     "GuardrailTripped",
     "Handoff",
     "ImagePart",
+    "InMemoryCheckpointer",
+    "InMemoryResultStore",
+    "InMemorySession",
     "InvalidToolArguments",
     "LoviaError",
     "MCPError",
@@ -58,9 +65,12 @@ __all__ = [
     "MaxTurnsExceeded",
     "Message",
     "ModelSettings",
+    "NoopContextPolicy",
+    "OpenAIChatProvider",
     "OutputValidationError",
     "Provider",
     "ProviderError",
+    "ResultStore",
     "RetryPolicy",
     "RunBudget",
     "RunBusy",
@@ -71,6 +81,8 @@ __all__ = [
     "RunResult",
     "RunSnapshot",
     "Runner",
+    "SQLiteCheckpointer",
+    "SQLiteSession",
     "Segment",
     "Session",
     "StoreError",
@@ -84,6 +96,7 @@ __all__ = [
     "assistant",
     "enable_logging",
     "events",
+    "model_from_env",
     "system",
     "tool",
     "user",

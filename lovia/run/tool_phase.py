@@ -206,9 +206,9 @@ class ToolPhase:
                 return
         for failure in failures:
             await loop.emit(ToolCallFailed(error=failure, call=call))
-        await self._finish_ok(call, tool, raw, ctx)
         if tool.is_handoff:
-            loop.fire_handoff(call.name)
+            loop.fire_handoff(call.name)  # before the result save, so the checkpoint records it
+        await self._finish_ok(call, tool, raw, ctx)
 
     async def _finish_ok(self, call: ToolCall, tool: Tool[Any], raw: Any, ctx: Any) -> None:
         loop = self.loop

@@ -115,25 +115,42 @@ def lovia_agent() -> Agent[Any]:
     return Agent("calc", instructions="You add numbers.", model=provider, tools=[add])
 
 
-async def lovia_runs(runs: int = RUNS, *, session_path: str | None = None, wal: bool = False) -> float:
-    """Seconds per run over ``runs`` sequential runs (agent construction included)."""
-    from lovia.stores import SQLiteSession
+async def lovia_runs(
+    runs: int = RUNS, *, session_path: str | None = None, wal: bool = False, checkpoint: bool = False
+) -> float:
+    """Seconds per run over ``runs`` sequential runs (agent construction included).
+
+    With ``session_path`` each run is its own session id in one ``SQLiteSession`` file; with
+    ``checkpoint`` too, each run also checkpoints every turn into a ``SQLiteCheckpointer`` on
+    the same file.
+    """
+    from lovia import CheckpointOptions
+    from lovia.stores import SQLiteCheckpointer, SQLiteSession
 
     session = SQLiteSession(session_path, wal=wal) if session_path else None
+    checkpointer = SQLiteCheckpointer(session_path, wal=wal) if session_path and checkpoint else None
+
+    async def one(i: int | str) -> Any:
+        return await Runner.run(
+            lovia_agent(),
+            QUESTION,
+            session=session,
+            session_id=f"s{i}" if session else None,
+            checkpoint=CheckpointOptions(checkpointer, f"r{i}") if checkpointer else None,
+        )
+
     try:
-        # one untimed warm-up run (imports, first connection, schema)
-        await Runner.run(lovia_agent(), QUESTION, session=session, session_id="warm" if session else None)
+        await one("warm")  # untimed: imports, first connection, schema
         start = time.perf_counter()
         for i in range(runs):
-            result = await Runner.run(
-                lovia_agent(), QUESTION, session=session, session_id=f"s{i}" if session else None
-            )
+            result = await one(i)
         elapsed = time.perf_counter() - start
         assert result.output == ANSWER, result.output
         return elapsed / runs
     finally:
-        if session is not None:
-            await session.close()
+        for store in (session, checkpointer):
+            if store is not None:
+                await store.close()
 
 
 def measure(*, session: bool, wal: bool = False, runs: int = RUNS, repeats: int = REPEATS) -> Spread:

@@ -15,12 +15,24 @@ from ._tool import (
     truncate_tool_output,
 )
 
+
+
+def __getattr__(name: str) -> object:
+    # recall imports the context package, which imports tools: resolve it on first use.
+    if name == "make_recall_tool":
+        from .recall import make_recall_tool
+
+        return make_recall_tool
+    raise AttributeError(f"module 'lovia.tools' has no attribute {name!r}")
+
+
 __all__ = [
     "RERUN",
     "Tool",
     "ToolPolicy",
     "apply_tool_policies",
     "default_result_renderer",
+    "make_recall_tool",
     "parse_arguments",
     "render_tool_result",
     "run_tool",

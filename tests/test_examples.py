@@ -1,0 +1,26 @@
+"""Every example in examples/ runs offline and prints what its docstring promises."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_crash_and_resume_example():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "crash_and_resume.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    out = proc.stdout
+    assert "killed (SIGKILL) mid-tool" in out
+    assert out.count("measuring a") == 1, "the stored result of measure(a) was not re-run"
+    assert out.count("measuring b") == 2, "the dangling call ran again"
+    assert "finished: 'Total: 42.'" in out
+    assert "replayed from the checkpoint: 'Total: 42.' (model calls in this process: 0)" in out
+    assert "status=completed" in out and "session: 1 run(s)" in out

@@ -1,0 +1,10 @@
+"""``python -m lovia.web [flags]``: the same as ``lovia web [flags]``."""
+
+from __future__ import annotations
+
+import sys
+
+from ..cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["web", *sys.argv[1:]]))

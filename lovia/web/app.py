@@ -1,0 +1,150 @@
+"""``create_app``: the FastAPI application (page, chat SSE, sessions API)."""
+
+from __future__ import annotations
+
+from ._deps import require_web
+
+require_web()
+
+import contextlib  # noqa: E402
+from collections.abc import AsyncIterator, Mapping  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from fastapi import Depends, FastAPI, HTTPException, Request  # noqa: E402
+from fastapi.responses import FileResponse, JSONResponse  # noqa: E402
+from fastapi.staticfiles import StaticFiles  # noqa: E402
+
+from ..agent import Agent  # noqa: E402
+from ..exceptions import LoviaError  # noqa: E402
+from .agents import AgentSet, default_agents, resolve_agents  # noqa: E402
+from .auth import token_matches  # noqa: E402
+from .routes_chat import chat_router  # noqa: E402
+from .routes_sessions import sessions_router  # noqa: E402
+from .store import ChatStore  # noqa: E402
+from .supervisor import RunSupervisor  # noqa: E402
+
+__all__ = ["DEFAULT_DB", "WebState", "create_app"]
+
+DEFAULT_DB = "./.lovia/lovia.db"
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+@dataclass(eq=False)
+class WebState:
+    """What every route needs: the store, the supervisor, the agents and the auth token."""
+
+    store: ChatStore
+    supervisor: RunSupervisor
+    agents: AgentSet
+    token: str | None
+    title: str
+
+
+def _model_name(agent: Agent[Any]) -> str | None:
+    model = agent.model
+    if model is None or isinstance(model, str):
+        return model
+    return f"{model.name}:{model.model}"
+
+
+def _info(state: WebState) -> dict[str, Any]:
+    from .. import __version__
+
+    agents = [
+        {"name": n, "model": _model_name(a), "tools": [t.name for t in a.tools]} for n, a in state.agents.agents.items()
+    ]
+    return {
+        "title": state.title,
+        "version": __version__,
+        "agents": agents,
+        "default_agent": state.agents.default,
+        "configured": state.agents.configured,
+        "demo": state.agents.demo,
+        "features": {"rewind": state.store.supports_rewind, "stop": True, "approvals": True},
+    }
+
+
+def _auth_dependency(state: WebState) -> Any:
+    async def require_token(request: Request) -> None:
+        if state.token is None:
+            return
+        if not token_matches(state.token, request.headers.get("authorization")):
+            raise HTTPException(
+                status_code=401,
+                detail="missing or wrong token: send 'Authorization: Bearer <token>' with the token the server printed at startup",
+            )
+
+    return Depends(require_token)
+
+
+def create_app(
+    agents: Agent[Any] | Mapping[str, Agent[Any]] | None = None,
+    *,
+    store: ChatStore | None = None,
+    db_path: str | None = None,
+    token: str | None = None,
+    title: str = "lovia",
+    max_turns: int = 50,
+    ui: bool = True,
+) -> FastAPI:
+    """Build the ASGI app.
+
+    Args:
+        agents: an ``Agent`` or ``{name: agent}`` (the first is the default). ``None``: an
+            assistant on ``LOVIA_MODEL``, or the offline demo model when none is configured.
+        store: a ready :class:`ChatStore`; otherwise one SQLite file at ``db_path``.
+        db_path: the SQLite file (default ``./.lovia/lovia.db``) when ``store`` is not given.
+        token: when set, every API route requires ``Authorization: Bearer <token>``.
+        title: shown in the page header.
+        max_turns: per-run turn limit.
+        ui: serve the page at ``/`` (``False``: API only).
+
+    Returns:
+        A FastAPI application; run it with a single uvicorn worker (runs are process-local).
+    """
+    agent_set = resolve_agents(agents) if agents is not None else default_agents()
+    owned = store is None
+    chat_store = store if store is not None else ChatStore.sqlite(db_path or DEFAULT_DB)
+    supervisor = RunSupervisor(chat_store, agent_set.agents, default_agent=agent_set.default, max_turns=max_turns)
+    state = WebState(chat_store, supervisor, agent_set, token, title)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await supervisor.shutdown()
+            if owned:
+                await chat_store.close()
+
+    app = FastAPI(title=title, lifespan=lifespan, docs_url="/api/docs", openapi_url="/api/openapi.json", redoc_url=None)
+    app.state.lovia = state
+    auth = _auth_dependency(state)
+
+    @app.exception_handler(LoviaError)
+    async def lovia_error(_request: Request, exc: LoviaError) -> JSONResponse:
+        return JSONResponse({"detail": exc.message, "hint": exc.hint, "type": type(exc).__name__}, status_code=400)
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/api/info", dependencies=[auth])
+    async def info() -> dict[str, Any]:
+        return _info(state)
+
+    app.include_router(chat_router(state), dependencies=[auth])
+    app.include_router(sessions_router(state), dependencies=[auth])
+    if ui:
+        _mount_ui(app)
+    return app
+
+
+def _mount_ui(app: FastAPI) -> None:
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-store"})

@@ -1,0 +1,171 @@
+"""Chat routes: start/attach (SSE), reconnect (SSE, resumes interrupted runs), stop, approve, blocking chat."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from ..exceptions import UserError
+from .sse import KEEPALIVE, Frame
+from .supervisor import Subscription
+
+if TYPE_CHECKING:
+    from .app import WebState
+
+__all__ = ["ApproveRequest", "ChatRequest", "chat_router", "sse_response"]
+
+KEEPALIVE_SECONDS = 15.0
+
+
+class ChatRequest(BaseModel):
+    """Body of ``POST /api/chat/stream`` and ``POST /api/chat``."""
+
+    message: str = Field(default="", max_length=200_000)
+    session_id: str | None = Field(default=None, max_length=200)
+    agent: str | None = None
+
+
+class ApproveRequest(BaseModel):
+    """Body of ``POST /api/chat/approve``."""
+
+    session_id: str
+    call_id: str
+    decision: str = Field(pattern="^(approve|deny)$")
+
+
+def title_from(message: str) -> str:
+    """A chat title from its first message (whitespace collapsed, at most 60 characters)."""
+    text = re.sub(r"\s+", " ", message).strip()
+    return text if len(text) <= 60 else text[:59].rstrip() + "…"
+
+
+async def _frames(head: list[Frame], sub: Subscription) -> AsyncIterator[bytes]:
+    try:
+        for frame in (*head, *sub.prologue):
+            yield frame.encode()
+        if sub.queue is None:
+            return
+        while True:
+            try:
+                item = await asyncio.wait_for(sub.queue.get(), KEEPALIVE_SECONDS)
+            except asyncio.TimeoutError:
+                yield KEEPALIVE
+                continue
+            if item is None:
+                return
+            yield item.encode()
+    finally:
+        sub.close()  # a disconnect only unsubscribes: the run goes on
+
+
+def sse_response(head: list[Frame], sub: Subscription) -> StreamingResponse:
+    """Stream ``head`` frames, the subscription's prologue and its live tail."""
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(_frames(head, sub), media_type="text/event-stream", headers=headers)
+
+
+def chat_router(state: WebState) -> APIRouter:
+    """The ``/api/chat`` routes bound to one app state."""
+    router = APIRouter(prefix="/api/chat")
+    _stream_routes(router, state)
+    _control_routes(router, state)
+    return router
+
+
+def _opener(state: WebState) -> Callable[[ChatRequest], Awaitable[Subscription]]:
+    """``open_chat(body)``: start a run, or attach to the live one (injecting the message)."""
+    store, sup = state.store, state.supervisor
+
+    async def open_chat(body: ChatRequest) -> Subscription:
+        message = body.message.strip()
+        if sup.closing:
+            raise HTTPException(503, "the server is shutting down")
+        meta = await store.get(body.session_id) if body.session_id else None
+        if meta is None:
+            if not message:
+                raise HTTPException(400, "message is empty")
+            meta = await store.create(title=title_from(message), agent=body.agent, session_id=body.session_id)
+        sid = meta.id
+        async with sup.lock(sid):
+            live = sup.live(sid)
+            if live is not None:
+                if message:
+                    live.mailbox.push(message)  # steer the live run: its next turn sees the message
+            elif message:
+                if meta.active_run_id:  # an interrupted run nobody resumed: keep its completed turns
+                    await sup.finalize_partial(sid, meta.active_run_id)
+                try:
+                    sup.start(sid, message, agent=body.agent or meta.agent)
+                except UserError as exc:
+                    raise HTTPException(400, str(exc)) from exc
+                if not meta.title:
+                    await store.update(sid, title=title_from(message))
+            return await sup.subscribe(sid)
+
+    return open_chat
+
+
+def _stream_routes(router: APIRouter, state: WebState) -> None:
+    store, sup = state.store, state.supervisor
+    open_chat = _opener(state)
+
+    @router.post("/stream")
+    async def stream(body: ChatRequest) -> StreamingResponse:
+        sub = await open_chat(body)
+        sid = sub.live.session_id if sub.live is not None else body.session_id
+        meta = await store.get(sid or "")
+        head = [Frame("session", {"session_id": sid, "title": meta.title if meta else ""})]
+        return sse_response(head, sub)
+
+    @router.post("/reconnect")
+    async def reconnect(session_id: str) -> StreamingResponse:
+        meta = await store.get(session_id)
+        if meta is None:
+            raise HTTPException(404, f"no chat {session_id!r}")
+        async with sup.lock(session_id):
+            if sup.live(session_id) is None and meta.active_run_id and not sup.closing:
+                await sup.resume(session_id, meta.active_run_id, agent=meta.agent)
+            sub = await sup.subscribe(session_id)
+        return sse_response([Frame("session", {"session_id": session_id, "title": meta.title})], sub)
+
+
+def _control_routes(router: APIRouter, state: WebState) -> None:
+    sup = state.supervisor
+    open_chat = _opener(state)
+
+    @router.post("/cancel")
+    async def cancel(session_id: str) -> dict[str, Any]:
+        stopped = await sup.stop(session_id)
+        return {"stopped": stopped}
+
+    @router.post("/approve")
+    async def approve(body: ApproveRequest) -> dict[str, Any]:
+        live = sup.live(body.session_id)
+        if live is None or live.handle is None:
+            raise HTTPException(404, "no live run in this chat")
+        ok = live.handle.approvals.resolve(body.call_id, body.decision == "approve")
+        if not ok:
+            raise HTTPException(404, f"call {body.call_id!r} is not waiting for a decision")
+        return {"ok": True}
+
+    @router.post("")
+    async def chat(body: ChatRequest) -> dict[str, Any]:
+        if body.session_id and sup.live(body.session_id) is not None:
+            raise HTTPException(409, "a run is already live in this chat")
+        sub = await open_chat(body)
+        result: dict[str, Any] = {"session_id": sub.live.session_id if sub.live else body.session_id}
+        try:
+            while sub.queue is not None and (frame := await sub.queue.get()) is not None:
+                if frame.event == "done":
+                    result.update(output=frame.data.get("output"), usage=frame.data.get("usage"))
+                elif frame.event == "error" and frame.data.get("scope") != "tool":
+                    raise HTTPException(502, frame.data.get("message", "run failed"))
+        finally:
+            sub.close()
+        return result

@@ -1,0 +1,184 @@
+"""Session routes: list/search, create, read, rename, delete, rewind, export; live runs."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, Field
+
+from ..session import Segment
+from ..transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
+from .store import ChatMeta
+
+if TYPE_CHECKING:
+    from .app import WebState
+
+__all__ = ["RenameRequest", "RewindRequest", "sessions_router", "transcript_markdown"]
+
+
+class RenameRequest(BaseModel):
+    """Body of ``PATCH /api/sessions/{id}``."""
+
+    title: str = Field(max_length=200)
+
+
+class RewindRequest(BaseModel):
+    """Body of ``POST /api/sessions/{id}/rewind``: drop user message ``user_turn`` and all after it."""
+
+    user_turn: int = Field(ge=0)
+
+
+class CreateRequest(BaseModel):
+    """Body of ``POST /api/sessions``."""
+
+    title: str = Field(default="", max_length=200)
+    agent: str | None = None
+
+
+def _user_positions(entries: list[TranscriptEntry]) -> list[int]:
+    return [i for i, e in enumerate(entries) if isinstance(e, InputEntry) and e.role == "user"]
+
+
+def _runs(segments: list[Segment], records: dict[str, Any]) -> list[dict[str, Any]]:
+    out, start = [], 0
+    for seg in segments:
+        record = records.get(seg.run_id)
+        meta = seg.meta or {}
+        out.append(
+            {
+                "run_id": seg.run_id,
+                "start": start,
+                "count": len(seg.entries),
+                "usage": record.usage if record is not None else None,
+                "stopped": bool(meta.get("stopped")),
+                "timing": meta.get("timing"),
+            }
+        )
+        start += len(seg.entries)
+    return out
+
+
+def transcript_markdown(title: str, entries: list[TranscriptEntry]) -> str:
+    """A readable Markdown export of a transcript."""
+    lines = [f"# {title or 'Chat'}", ""]
+    for e in entries:
+        if isinstance(e, InputEntry) and e.role == "user":
+            lines += ["## User", "", e.text, ""]
+        elif isinstance(e, AssistantTextEntry):
+            lines += ["## Assistant", "", e.content, ""]
+        elif isinstance(e, ToolCallEntry):
+            lines += [f"- tool call `{e.name}` `{e.arguments}`"]
+        elif isinstance(e, ToolResultEntry):
+            lines += [f"- tool result{' (error)' if e.is_error else ''}: `{e.output[:300]}`", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def sessions_router(state: WebState) -> APIRouter:
+    """The ``/api/sessions`` and ``/api/runs`` routes bound to one app state."""
+    router = APIRouter(prefix="/api")
+    _read_routes(router, state)
+    _write_routes(router, state)
+    return router
+
+
+async def _require(state: WebState, session_id: str) -> ChatMeta:
+    meta = await state.store.get(session_id)
+    if meta is None:
+        raise HTTPException(404, f"no chat {session_id!r}")
+    return meta
+
+
+def _read_routes(router: APIRouter, state: WebState) -> None:
+    store, sup = state.store, state.supervisor
+
+    @router.get("/sessions")
+    async def list_sessions(q: str | None = None, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+        metas = await store.list(query=q or None, limit=max(1, min(limit, 500)), offset=max(0, offset))
+        return {"sessions": [{**m.to_dict(), "live": sup.live(m.id) is not None} for m in metas]}
+
+    @router.post("/sessions")
+    async def create_session(body: CreateRequest) -> dict[str, Any]:
+        return (await store.create(title=body.title, agent=body.agent)).to_dict()
+
+    @router.get("/sessions/{session_id}")
+    async def get_session(session_id: str) -> dict[str, Any]:
+        meta = await _require(state, session_id)
+        segments = await store.session.segments(session_id)
+        entries = [e for s in segments for e in s.entries]
+        return {
+            **meta.to_dict(),
+            "entries": [entry_to_dict(e) for e in entries],
+            "runs": _runs(segments, await store.runs(session_id)),
+            "live": sup.live(session_id) is not None,
+        }
+
+    @router.get("/sessions/{session_id}/export")
+    async def export(session_id: str, format: str = "md") -> Any:
+        meta = await _require(state, session_id)
+        entries = await store.session.load(session_id)
+        if format == "json":
+            body = json.dumps(
+                {"session": meta.to_dict(), "entries": [entry_to_dict(e) for e in entries]}, indent=2, default=str
+            )
+            return PlainTextResponse(body, media_type="application/json")
+        if format != "md":
+            raise HTTPException(422, "format must be 'md' or 'json'")
+        return PlainTextResponse(transcript_markdown(meta.title, entries), media_type="text/markdown")
+
+    @router.get("/runs")
+    async def runs() -> dict[str, Any]:
+        live = [{"session_id": r.session_id, "run_id": r.run_id, "agent": r.agent.name} for r in sup.live_runs]
+        return {"runs": live}
+
+
+def _write_routes(router: APIRouter, state: WebState) -> None:
+    store, sup = state.store, state.supervisor
+
+    @router.patch("/sessions/{session_id}")
+    async def rename(session_id: str, body: RenameRequest) -> dict[str, Any]:
+        await _require(state, session_id)
+        await store.update(session_id, title=body.title.strip(), touch=False)
+        return (await _require(state, session_id)).to_dict()
+
+    @router.delete("/sessions/{session_id}")
+    async def delete(session_id: str) -> dict[str, Any]:
+        await _require(state, session_id)
+        await sup.stop(session_id)
+        async with sup.lock(session_id):
+            await store.delete(session_id)
+        return {"deleted": session_id}
+
+    @router.post("/sessions/{session_id}/rewind")
+    async def rewind(session_id: str, body: RewindRequest) -> dict[str, Any]:
+        meta = await _require(state, session_id)
+        if not store.supports_rewind:
+            raise HTTPException(501, "this session store has no rewind: edit and regenerate are unavailable")
+        async with sup.lock(session_id):
+            if sup.live(session_id) is not None:
+                raise HTTPException(409, "a run is live in this chat: stop it first")
+            segments = await store.session.segments(session_id)
+            flat = [e for s in segments for e in s.entries]
+            users = _user_positions(flat)
+            if body.user_turn >= len(users):
+                raise HTTPException(404, f"chat has {len(users)} user messages; no user_turn {body.user_turn}")
+            keep = users[body.user_turn]
+            removed = await store.session.rewind(session_id, keep_entries=keep)  # type: ignore[attr-defined]
+            await _drop_rewound_checkpoints(state, segments, keep)
+            if meta.active_run_id:
+                await store.checkpointer.delete(meta.active_run_id)
+                await store.set_active_run(session_id, None)
+            await store.update(session_id)
+        return {"removed": removed, "keep_entries": keep}
+
+
+async def _drop_rewound_checkpoints(state: WebState, segments: list[Segment], keep: int) -> None:
+    """Delete any checkpoint of a run the rewind truncated or removed (a resume would replay it)."""
+    start = 0
+    for seg in segments:
+        end = start + len(seg.entries)
+        if end > keep:
+            await state.store.checkpointer.delete(seg.run_id)
+        start = end

@@ -1,0 +1,80 @@
+"""``serve``: run the web app under uvicorn (single worker), with a graceful shutdown that keeps checkpoints."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..agent import Agent
+from ._deps import require_web
+from .auth import generate_token, is_loopback
+from .store import ChatStore
+
+__all__ = ["serve"]
+
+
+def _server_class() -> Any:
+    import uvicorn
+
+    class LoviaServer(uvicorn.Server):  # type: ignore[misc]
+        """Cancels live runs (keeping their checkpoints) before uvicorn waits for connections to close."""
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            state = getattr(self.config.loaded_app, "state", None) or getattr(
+                getattr(self.config, "app", None), "state", None
+            )
+            lovia_state = getattr(state, "lovia", None)
+            if lovia_state is not None:
+                await lovia_state.supervisor.shutdown()
+            await super().shutdown(sockets)
+
+    return LoviaServer
+
+
+def serve(
+    agents: Agent[Any] | Mapping[str, Agent[Any]] | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    db_path: str | None = None,
+    store: ChatStore | None = None,
+    token: str | None = None,
+    title: str = "lovia",
+    max_turns: int = 50,
+    log_level: str = "info",
+    echo: Callable[[str], None] | None = None,
+) -> None:
+    """Serve the chat app until interrupted (Ctrl+C / SIGTERM: live runs keep their checkpoints).
+
+    Args:
+        agents: an ``Agent`` or ``{name: agent}``; ``None`` uses ``LOVIA_MODEL`` or the offline demo.
+        host: bind address; anything but loopback requires a token.
+        port: TCP port.
+        db_path: the SQLite file (default ``./.lovia/lovia.db``).
+        store: a ready :class:`ChatStore` instead of ``db_path``.
+        token: the API token; generated and printed for a non-loopback ``host`` when omitted.
+        title: page title.
+        max_turns: per-run turn limit.
+        log_level: uvicorn log level.
+        echo: where to print the startup lines (default: stdout).
+    """
+    require_web()
+    from .app import create_app
+
+    say = echo or (lambda line: print(line, file=sys.stdout, flush=True))
+    if token is None and not is_loopback(host):
+        token = generate_token()
+        say(f"lovia web: {host} is not a loopback address, so API calls need this token: {token}")
+    app = create_app(agents, store=store, db_path=db_path, token=token, title=title, max_turns=max_turns)
+    shown = "localhost" if host in ("0.0.0.0", "::") else host
+    link = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+    state = app.state.lovia
+    if state.agents.demo:
+        say("lovia web: no model configured (set LOVIA_MODEL); the page offers the offline demo model")
+    say(f"lovia web: open {link}")
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1, timeout_graceful_shutdown=15)
+    _server_class()(config).run()

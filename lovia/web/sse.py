@@ -1,0 +1,103 @@
+"""The chat SSE wire format: ``event:`` name plus one ``data:`` JSON line per frame.
+
+Frames (see ``docs/web.md``): ``session``, ``snapshot``, ``turn_started``, ``text_delta``,
+``reasoning_delta``, ``output_discarded``, ``message_completed``, ``user_injected``, ``tool_call``,
+``tool_result``, ``approval_required``, ``handoff``, ``context_compacted``, ``error``, ``done``.
+Lines starting with ``:`` are keep-alives.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .. import events as ev
+from ..transcript import AssistantTextEntry, ToolCallEntry, TranscriptEntry, entry_to_dict, to_json_safe
+
+__all__ = ["KEEPALIVE", "Frame", "event_to_frame", "message_payload"]
+
+KEEPALIVE = b": keep-alive\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One SSE frame: an event name and its JSON payload."""
+
+    event: str
+    data: dict[str, Any]
+
+    def encode(self) -> bytes:
+        """The frame as bytes on the wire."""
+        payload = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"), default=str)
+        return f"event: {self.event}\ndata: {payload}\n\n".encode()
+
+
+def message_payload(entries: list[TranscriptEntry]) -> dict[str, Any]:
+    """The assistant message a ``message_completed`` frame carries (text, calls and raw entries)."""
+    text = "".join(e.content for e in entries if isinstance(e, AssistantTextEntry))
+    calls = [
+        {"id": e.call_id, "name": e.name, "arguments": e.arguments} for e in entries if isinstance(e, ToolCallEntry)
+    ]
+    return {"role": "assistant", "content": text, "tool_calls": calls, "entries": [entry_to_dict(e) for e in entries]}
+
+
+def _tool_result(event: ev.ToolCallCompleted) -> Frame:
+    result = to_json_safe(event.result)
+    return Frame(
+        "tool_result",
+        {
+            "id": event.call.id,
+            "name": event.call.name,
+            "result": result if result is not None or event.result is None else str(event.result),
+            "is_error": event.is_error,
+            "output": event.output,
+        },
+    )
+
+
+def event_to_frame(event: ev.Event) -> Frame | None:
+    """Translate a run event into its wire frame (``None`` for events the page does not need).
+
+    Terminal events (``RunCompleted``/``RunFailed``) are framed by the supervisor, which knows
+    whether a failure was a user stop, a shutdown or an error.
+    """
+    if isinstance(event, ev.TextDelta):
+        return Frame("text_delta", {"delta": event.delta})
+    if isinstance(event, ev.ReasoningDelta):
+        return Frame("reasoning_delta", {"delta": event.delta})
+    if isinstance(event, ev.OutputDiscarded):
+        return Frame("output_discarded", {})
+    if isinstance(event, ev.TurnStarted):
+        return Frame("turn_started", {"turn": event.turn, "agent": event.agent.name})
+    if isinstance(event, ev.MessageCompleted):
+        return Frame("message_completed", {"message": message_payload(list(event.entries))})
+    if isinstance(event, ev.UserMessageInjected):
+        return Frame("user_injected", {"content": to_json_safe(event.content), "turn": event.turn})
+    if isinstance(event, ev.ToolCallStarted):
+        return Frame("tool_call", {"id": event.call.id, "name": event.call.name, "arguments": event.call.arguments})
+    if isinstance(event, ev.ToolCallCompleted):
+        return _tool_result(event)
+    if isinstance(event, ev.ApprovalRequired):
+        return Frame(
+            "approval_required", {"id": event.call.id, "name": event.call.name, "arguments": event.call.arguments}
+        )
+    if isinstance(event, ev.HandoffOccurred):
+        return Frame("handoff", {"from": event.from_agent.name, "to": event.to_agent.name})
+    if isinstance(event, ev.ContextCompacted):
+        return Frame(
+            "context_compacted",
+            {"entries_before": event.entries_before, "entries_after": event.entries_after, **event.notice.to_dict()},
+        )
+    if isinstance(event, ev.ToolCallFailed):
+        message = str(getattr(event.error, "message", None) or event.error)
+        return Frame(
+            "error",
+            {
+                "type": type(event.error).__name__,
+                "message": message,
+                "scope": "tool",
+                "id": event.call.id if event.call else None,
+            },
+        )
+    return None

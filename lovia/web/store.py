@@ -1,0 +1,283 @@
+"""``ChatStore``: the web app's storage — a session, a checkpointer and a small chat index.
+
+The chat index lives in two tables next to the stores' own tables (same SQLite file, WAL):
+
+* ``chat_sessions(id, title, agent, created_at, updated_at, active_run_id)``: one row per chat;
+  ``active_run_id`` names the run in flight (its checkpoint key) so a restarted server can resume it.
+* ``chat_runs(run_id, session_id, status, usage_json, started_at, finished_at)``: per-run usage
+  and outcome, shown under each answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..checkpointer import Checkpointer
+from ..exceptions import StoreError
+from ..session import Session
+
+__all__ = ["ChatMeta", "ChatStore", "RunRecord"]
+
+T = TypeVar("T")
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS chat_sessions (
+        id TEXT PRIMARY KEY,
+        title TEXT NOT NULL DEFAULT '',
+        agent TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        active_run_id TEXT
+    )""",
+    """CREATE TABLE IF NOT EXISTS chat_runs (
+        run_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        usage_json TEXT,
+        started_at REAL NOT NULL,
+        finished_at REAL
+    )""",
+    "CREATE INDEX IF NOT EXISTS chat_runs_session ON chat_runs (session_id)",
+)
+
+_META_COLUMNS = "id, title, agent, created_at, updated_at, active_run_id"
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMeta:
+    """One chat in the sidebar."""
+
+    id: str
+    title: str
+    agent: str | None
+    created_at: float
+    updated_at: float
+    active_run_id: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return {
+            "id": self.id,
+            "title": self.title,
+            "agent": self.agent,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "active_run_id": self.active_run_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """What the web app remembers about one run of a chat."""
+
+    run_id: str
+    session_id: str
+    status: str
+    usage: dict[str, int] | None
+    started_at: float
+    finished_at: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "usage": self.usage,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+
+
+class _MetaDB:
+    """One sqlite3 connection guarded by a lock; every call runs in a worker thread."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            if path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._conn.execute("PRAGMA busy_timeout = 5000")
+            if path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+            for statement in _SCHEMA:
+                self._conn.execute(statement)
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot open chat index in {path}: {exc}", hint="check the --db path and its permissions"
+            ) from exc
+
+    def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            return fn(self._conn)
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.to_thread(self.call, fn)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _meta(row: tuple[Any, ...] | None) -> ChatMeta | None:
+    if row is None:
+        return None
+    return ChatMeta(row[0], row[1] or "", row[2], float(row[3]), float(row[4]), row[5])
+
+
+class ChatStore:
+    """A session store, a checkpointer and the chat index, used together by the web app.
+
+    Args:
+        session: where finished runs are kept (``rewind`` optional: without it the page hides
+            edit and regenerate).
+        checkpointer: where the run in flight is kept.
+        meta_path: the SQLite file of the chat index (``":memory:"`` for a throwaway one).
+    """
+
+    def __init__(
+        self, *, session: Session, checkpointer: Checkpointer, meta_path: str | os.PathLike[str] = ":memory:"
+    ) -> None:
+        self.session = session
+        self.checkpointer = checkpointer
+        self._db = _MetaDB(os.fspath(meta_path))
+
+    @classmethod
+    def sqlite(cls, path: str | os.PathLike[str]) -> ChatStore:
+        """Everything in one SQLite file in WAL mode (created with its folder when missing)."""
+        from ..stores import SQLiteCheckpointer, SQLiteSession
+
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        return cls(
+            session=SQLiteSession(path, wal=True), checkpointer=SQLiteCheckpointer(path, wal=True), meta_path=path
+        )
+
+    @classmethod
+    def in_memory(cls) -> ChatStore:
+        """A store that forgets everything when the process ends (tests, demos)."""
+        from ..stores import InMemoryCheckpointer, InMemorySession
+
+        return cls(session=InMemorySession(), checkpointer=InMemoryCheckpointer())
+
+    @property
+    def supports_rewind(self) -> bool:
+        """Whether the session store offers ``rewind`` (edit-and-resend and regenerate)."""
+        return callable(getattr(self.session, "rewind", None))
+
+    @property
+    def path(self) -> str:
+        """The chat index file."""
+        return self._db.path
+
+    # ------------------------------------------------------------------ chats
+
+    async def create(self, *, title: str = "", agent: str | None = None, session_id: str | None = None) -> ChatMeta:
+        """Add a chat (a fresh id unless ``session_id`` is given; an existing row is returned)."""
+        sid = session_id or f"chat_{uuid.uuid4().hex[:16]}"
+        stamp = time.time()
+
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR IGNORE INTO chat_sessions (id, title, agent, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+                (sid, title, agent, stamp, stamp),
+            )
+
+        await self._db.run(insert)
+        meta = await self.get(sid)
+        assert meta is not None
+        return meta
+
+    async def get(self, session_id: str) -> ChatMeta | None:
+        """One chat, or ``None``."""
+        sql = f"SELECT {_META_COLUMNS} FROM chat_sessions WHERE id = ?"
+        return _meta(await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchone()))
+
+    async def list(self, *, query: str | None = None, limit: int = 100, offset: int = 0) -> list[ChatMeta]:
+        """Chats, most recently updated first; ``query`` matches title or id (case-insensitive)."""
+        pattern = f"%{query.lower()}%" if query else None
+        sql = (
+            f"SELECT {_META_COLUMNS} FROM chat_sessions WHERE ? IS NULL OR lower(title) LIKE ? OR lower(id) LIKE ? "
+            "ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?"
+        )
+        rows = await self._db.run(lambda c: c.execute(sql, (pattern, pattern, pattern, limit, offset)).fetchall())
+        return [m for m in (_meta(r) for r in rows) if m is not None]
+
+    async def update(self, session_id: str, *, title: str | None = None, touch: bool = True) -> None:
+        """Rename and/or bump ``updated_at``."""
+        stamp = time.time()
+
+        def write(conn: sqlite3.Connection) -> None:
+            if title is not None:
+                conn.execute("UPDATE chat_sessions SET title = ? WHERE id = ?", (title, session_id))
+            if touch:
+                conn.execute("UPDATE chat_sessions SET updated_at = ? WHERE id = ?", (stamp, session_id))
+
+        await self._db.run(write)
+
+    async def set_active_run(self, session_id: str, run_id: str | None) -> None:
+        """Remember (or forget, with ``None``) the run in flight of a chat."""
+        await self._db.run(
+            lambda c: c.execute("UPDATE chat_sessions SET active_run_id = ? WHERE id = ?", (run_id, session_id))
+        )
+
+    async def delete(self, session_id: str) -> None:
+        """Forget a chat: its transcript, its live checkpoint and its index rows."""
+        meta = await self.get(session_id)
+        if meta is not None and meta.active_run_id:
+            await self.checkpointer.delete(meta.active_run_id)
+        await self.session.clear(session_id)
+
+        def drop(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM chat_sessions WHERE id = ?", (session_id,))
+            conn.execute("DELETE FROM chat_runs WHERE session_id = ?", (session_id,))
+
+        await self._db.run(drop)
+
+    # ------------------------------------------------------------------ runs
+
+    async def record_run(
+        self, run_id: str, session_id: str, *, status: str, usage: dict[str, int] | None = None, finished: bool = False
+    ) -> None:
+        """Insert or update a run's row."""
+        stamp = time.time()
+        usage_json = json.dumps(usage) if usage is not None else None
+
+        def upsert(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO chat_runs (run_id, session_id, status, usage_json, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(run_id) DO UPDATE SET status = excluded.status, "
+                "usage_json = COALESCE(excluded.usage_json, chat_runs.usage_json), finished_at = excluded.finished_at",
+                (run_id, session_id, status, usage_json, stamp, stamp if finished else None),
+            )
+
+        await self._db.run(upsert)
+
+    async def runs(self, session_id: str) -> dict[str, RunRecord]:
+        """The chat's run records by run id."""
+        sql = (
+            "SELECT run_id, session_id, status, usage_json, started_at, finished_at FROM chat_runs WHERE session_id = ?"
+        )
+        rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
+        return {r[0]: RunRecord(r[0], r[1], r[2], json.loads(r[3]) if r[3] else None, float(r[4]), r[5]) for r in rows}
+
+    async def close(self) -> None:
+        """Close the chat index and the stores that can be closed."""
+        self._db.close()
+        for store in (self.session, self.checkpointer):
+            close = getattr(store, "close", None)
+            if callable(close):
+                result = close()
+                if asyncio.iscoroutine(result):
+                    await result

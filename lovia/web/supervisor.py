@@ -1,0 +1,318 @@
+"""``RunSupervisor``: chat runs owned by the server, not by the HTTP request that started them.
+
+* A client disconnect is not a cancel: the run keeps going and its result lands in the session.
+* One live run per chat; a second stream attaches to it and gets a prologue: a ``snapshot`` of
+  the completed turns, then the frames of the turn in flight, then the live tail.
+* A user stop finalizes what the run completed (dangling tool calls dropped) into the session
+  and deletes the checkpoint.
+* A graceful shutdown cancels cooperatively and keeps the checkpoint; the chat's
+  ``active_run_id`` lets the next process resume it (``if_run_exists="resume_only"``, input ``[]``)
+  when a client reconnects. A crash (SIGKILL) leaves the same state behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import events as ev
+from ..agent import Agent
+from ..checkpointer import CheckpointOptions
+from ..exceptions import UserError
+from ..handle import RunHandle
+from ..messages import Usage
+from ..reliability import Mailbox
+from ..runner import Runner
+from ..session import new_run_id
+from ..transcript import (
+    InputEntry,
+    ToolResultEntry,
+    TranscriptEntry,
+    drop_dangling_tool_calls,
+    entry_to_dict,
+    to_json_safe,
+)
+from .sse import Frame, event_to_frame
+from .store import ChatStore
+
+__all__ = ["LiveRun", "RunSupervisor", "Subscription"]
+
+logger = logging.getLogger("lovia.web")
+_CLOSE: Frame | None = None
+
+
+@dataclass(eq=False)
+class LiveRun:
+    """One run in flight, with what a late subscriber needs to catch up."""
+
+    session_id: str
+    run_id: str
+    agent: Agent[Any]
+    mailbox: Mailbox
+    entries: list[TranscriptEntry]
+    """The run's own entries so far (input, completed messages, tool results)."""
+    turn_mark: int
+    """``len(entries)`` when the turn in flight started: the snapshot boundary."""
+    handle: RunHandle[Any] | None = None
+    buffer: list[Frame] = field(default_factory=list)
+    """Frames of the turn in flight (replayed to subscribers after the snapshot)."""
+    subscribers: set[asyncio.Queue[Frame | None]] = field(default_factory=set)
+    task: asyncio.Task[None] | None = None
+    stop_requested: bool = False
+    shutting_down: bool = False
+    resumed: bool = False
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def broadcast(self, frame: Frame, *, buffer: bool = True) -> None:
+        """Send a frame to every subscriber (and keep it for late ones)."""
+        if buffer:
+            self.buffer.append(frame)
+        for queue in self.subscribers:
+            queue.put_nowait(frame)
+
+
+@dataclass(slots=True)
+class Subscription:
+    """A stream's view of a chat: the prologue frames and, when a run is live, its queue."""
+
+    prologue: list[Frame]
+    queue: asyncio.Queue[Frame | None] | None
+    live: LiveRun | None
+
+    def close(self) -> None:
+        """Stop receiving frames (the run goes on)."""
+        if self.live is not None and self.queue is not None:
+            self.live.subscribers.discard(self.queue)
+
+
+class RunSupervisor:
+    """Starts, tracks, resumes and stops the chat runs of one server process.
+
+    Args:
+        store: the chat store.
+        agents: the agents by name.
+        default_agent: the name used when a request names none.
+        max_turns: per-run turn limit.
+    """
+
+    def __init__(
+        self, store: ChatStore, agents: dict[str, Agent[Any]], *, default_agent: str, max_turns: int = 50
+    ) -> None:
+        self.store = store
+        self.agents = agents
+        self.default_agent = default_agent
+        self.max_turns = max_turns
+        self._live: dict[str, LiveRun] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._closing = False
+
+    # ------------------------------------------------------------------ queries
+
+    def live(self, session_id: str) -> LiveRun | None:
+        """The run in flight for a chat, if any."""
+        return self._live.get(session_id)
+
+    @property
+    def live_runs(self) -> list[LiveRun]:
+        """Every run in flight."""
+        return list(self._live.values())
+
+    @property
+    def closing(self) -> bool:
+        """True once shutdown began (new runs are refused)."""
+        return self._closing
+
+    def lock(self, session_id: str) -> asyncio.Lock:
+        """The per-chat lock that serialises start / resume / rewind decisions."""
+        return self._locks.setdefault(session_id, asyncio.Lock())
+
+    def agent_for(self, name: str | None) -> Agent[Any]:
+        """Resolve an agent name (``None``: the default)."""
+        agent = self.agents.get(name or self.default_agent)
+        if agent is None:
+            raise UserError(f"unknown agent {name!r}", hint=f"use one of {', '.join(sorted(self.agents))}")
+        return agent
+
+    # ------------------------------------------------------------------ start / resume
+
+    def start(self, session_id: str, message: str, *, agent: str | None = None) -> LiveRun:
+        """Start a new run of the chat on ``message`` (the caller checked nothing is live)."""
+        chosen = self.agent_for(agent)
+        run_id = new_run_id()
+        live = LiveRun(session_id, run_id, chosen, Mailbox(), [InputEntry(role="user", content=message)], 1)
+        options = CheckpointOptions(self.store.checkpointer, run_id, delete_on_success=True)
+        self._launch(live, message, options)
+        return live
+
+    async def resume(self, session_id: str, run_id: str, *, agent: str | None = None) -> LiveRun | None:
+        """Continue the chat's interrupted run from its checkpoint; ``None`` when nothing is stored."""
+        snapshot = await self.store.checkpointer.load(run_id)
+        if snapshot is None:
+            await self.store.set_active_run(session_id, None)
+            return None
+        try:
+            chosen = self.agent_for(agent)
+        except UserError:
+            chosen = self.agent_for(None)
+        entries = list(snapshot.entries)
+        live = LiveRun(session_id, run_id, chosen, Mailbox(), entries, len(entries), resumed=True)
+        options = CheckpointOptions(
+            self.store.checkpointer, run_id, if_run_exists="resume_only", delete_on_success=True
+        )
+        self._launch(live, [], options)
+        logger.info("resuming run %s of chat %s from its checkpoint (%d entries)", run_id, session_id, len(entries))
+        return live
+
+    def _launch(self, live: LiveRun, message: Any, options: CheckpointOptions) -> None:
+        if self._closing:
+            raise UserError("the server is shutting down", hint="retry after it restarts")
+        live.handle = Runner.stream(
+            live.agent,
+            message,
+            session=self.store.session,
+            session_id=live.session_id,
+            checkpoint=options,
+            mailbox=live.mailbox,
+            max_turns=self.max_turns,
+        )
+        _ = live.handle.approvals  # opt in: gated calls wait for /api/chat/approve
+        self._live[live.session_id] = live
+        live.task = asyncio.ensure_future(self._drive(live))
+
+    # ------------------------------------------------------------------ subscribe
+
+    async def subscribe(self, session_id: str) -> Subscription:
+        """The prologue (``snapshot`` + in-flight frames) and a queue for the live tail."""
+        for _ in range(3):
+            history = await self.store.session.load(session_id)
+            live = self._live.get(session_id)
+            if live is None:
+                return Subscription([self._snapshot(session_id, history, "idle")], None, None)
+            if live.finished.is_set():
+                await live.finished.wait()
+                continue
+            prologue = [self._snapshot(session_id, [*history, *live.entries[: live.turn_mark]], "running", live)]
+            prologue.extend(live.buffer)
+            queue: asyncio.Queue[Frame | None] = asyncio.Queue()
+            live.subscribers.add(queue)
+            return Subscription(prologue, queue, live)
+        history = await self.store.session.load(session_id)
+        return Subscription([self._snapshot(session_id, history, "idle")], None, None)
+
+    def _snapshot(
+        self, session_id: str, entries: list[TranscriptEntry], status: str, live: LiveRun | None = None
+    ) -> Frame:
+        data: dict[str, Any] = {
+            "session_id": session_id,
+            "status": status,
+            "entries": [entry_to_dict(e) for e in entries],
+        }
+        if live is not None:
+            data["run_id"] = live.run_id
+            data["resumed"] = live.resumed
+        return Frame("snapshot", data)
+
+    # ------------------------------------------------------------------ driving
+
+    async def _drive(self, live: LiveRun) -> None:
+        assert live.handle is not None
+        try:
+            await self.store.set_active_run(live.session_id, live.run_id)
+            await self.store.record_run(live.run_id, live.session_id, status="running")
+            async for event in live.handle:
+                if isinstance(event, ev.RunCompleted):
+                    await self._completed(live, event.result)
+                elif isinstance(event, ev.RunFailed):
+                    await self._failed(live, event.error)
+                else:
+                    self._on_event(live, event)
+        except Exception as exc:  # a store failure around the run: report it, never hang the streams
+            logger.exception("chat run %s failed outside the run loop", live.run_id)
+            live.broadcast(Frame("error", {"type": type(exc).__name__, "message": str(exc)}))
+        finally:
+            self._live.pop(live.session_id, None)
+            live.finished.set()
+            for queue in live.subscribers:
+                queue.put_nowait(_CLOSE)
+
+    def _on_event(self, live: LiveRun, event: ev.Event) -> None:
+        if isinstance(event, ev.TurnStarted):
+            live.turn_mark = len(live.entries)
+            live.buffer.clear()
+        elif isinstance(event, ev.MessageCompleted):
+            live.entries.extend(event.entries)
+        elif isinstance(event, ev.UserMessageInjected):
+            live.entries.append(InputEntry(role="user", content=event.content))
+        elif isinstance(event, ev.ToolCallCompleted):
+            live.entries.append(ToolResultEntry(event.call.id, event.output, raw=event.result, is_error=event.is_error))
+        frame = event_to_frame(event)
+        if frame is not None:
+            live.broadcast(frame)
+
+    async def _completed(self, live: LiveRun, result: Any) -> None:
+        usage = result.usage.to_dict()
+        await self.store.set_active_run(live.session_id, None)
+        await self.store.record_run(live.run_id, live.session_id, status="completed", usage=usage, finished=True)
+        await self.store.update(live.session_id)
+        live.broadcast(Frame("done", {"output": to_json_safe(result.output), "usage": usage, "run_id": live.run_id}))
+
+    async def _failed(self, live: LiveRun, error: BaseException) -> None:
+        if live.shutting_down:
+            await self.store.record_run(live.run_id, live.session_id, status="interrupted")
+            message = "the server is shutting down; the run resumes from its checkpoint when you reconnect"
+            live.broadcast(Frame("error", {"type": "ServerShutdown", "message": message, "resumable": True}))
+            return
+        usage = await self.finalize_partial(live.session_id, live.run_id, fallback=live.entries)
+        status = "cancelled" if live.stop_requested else "failed"
+        await self.store.record_run(live.run_id, live.session_id, status=status, usage=usage.to_dict(), finished=True)
+        await self.store.update(live.session_id)
+        if live.stop_requested:
+            live.broadcast(
+                Frame("done", {"output": None, "usage": usage.to_dict(), "run_id": live.run_id, "stopped": True})
+            )
+        else:
+            payload = {"type": type(error).__name__, "message": str(getattr(error, "message", None) or error)}
+            hint = getattr(error, "hint", None)
+            if hint:
+                payload["hint"] = hint
+            live.broadcast(Frame("error", payload))
+
+    async def finalize_partial(
+        self, session_id: str, run_id: str, *, fallback: list[TranscriptEntry] | None = None
+    ) -> Usage:
+        """Record a stopped run's completed work in the session, tool-consistently, and drop its checkpoint."""
+        snapshot = await self.store.checkpointer.load(run_id)
+        entries = list(snapshot.entries) if snapshot is not None else list(fallback or [])
+        kept = drop_dangling_tool_calls(entries)
+        if kept:
+            await self.store.session.append(session_id, kept, run_id=run_id, meta={"stopped": True})
+        await self.store.checkpointer.delete(run_id)
+        await self.store.set_active_run(session_id, None)
+        return snapshot.usage if snapshot is not None else Usage()
+
+    # ------------------------------------------------------------------ control
+
+    async def stop(self, session_id: str, *, timeout: float = 10.0) -> bool:
+        """Stop the chat's live run and wait until its completed turns are in the session."""
+        live = self._live.get(session_id)
+        if live is None or live.handle is None:
+            return False
+        live.stop_requested = True
+        live.handle.cancel("stopped by the user")
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(live.finished.wait(), timeout)
+        return True
+
+    async def shutdown(self, *, timeout: float = 10.0) -> None:
+        """Cancel every live run cooperatively, keeping checkpoints for a resume after restart."""
+        self._closing = True
+        runs = list(self._live.values())
+        for live in runs:
+            live.shutting_down = True
+            if live.handle is not None:
+                live.handle.cancel("server shutting down")
+        if runs:
+            await asyncio.wait([asyncio.ensure_future(r.finished.wait()) for r in runs], timeout=timeout)

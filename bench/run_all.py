@@ -332,6 +332,7 @@ def profile_lovia_load(n: int = 10_000, top: int = 12) -> list[str]:
     import tempfile
 
     import peers
+
     from lovia.stores.sqlite.session import _segments
 
     prof = cProfile.Profile()

@@ -127,7 +127,7 @@ class RunLoop:
             session_id=spec.session_id,
             budget=spec.budget,
             cancel_token=spec.cancel_token or CancelToken(),
-            mailbox=spec.mailbox or Mailbox(),
+            mailbox=spec.mailbox if spec.mailbox is not None else Mailbox(),
             tracer=self.tracer,
         )
         self.provider: Provider | None = None

@@ -1,0 +1,186 @@
+"""Internal: the PostgreSQL schema of each store component and its ordered, named migrations.
+
+Same discipline as the SQLite stores: ``lovia_schema(component, version, migration, applied_at)``
+records, per component, the last migration applied in this namespace (schema + table prefix).
+Each migration and the update of its record commit in one transaction, which first takes a
+transaction-scoped advisory lock, so many workers opening a new database at once migrate it
+exactly once. A namespace migrated past what this lovia knows is refused with
+:class:`~lovia.exceptions.SchemaTooNewError`.
+
+Statements are templates: ``{name}`` is replaced by the quoted, validated identifier of table
+``name`` (``{name_idx}`` style keys by an unqualified index name). Never edit a released
+migration; append a new one.
+
+Layout, version 1 of each component:
+
+* ``session_runs(id BIGSERIAL, session_id, run_id, entries_json TEXT, entry_count, meta_json TEXT,
+  created_at, UNIQUE(session_id, run_id))`` + index ``(session_id, id)``; run order is ``id``.
+* ``snapshot_heads(run_id PK, head_json TEXT, status, batches, entry_count, updated_at)`` and
+  ``snapshot_turns(run_id, seq, entries_json TEXT, entry_count, PK(run_id, seq))``.
+* ``run_leases(run_id PK, owner, token, expires_at)``, times in database-clock epoch seconds.
+
+Entries are ``TEXT`` holding the shared codec's JSON, not ``JSONB``: the store never queries
+inside them, ``TEXT`` keeps the bytes exactly as encoded (``JSONB`` rejects ``\\u0000`` and
+reorders keys) and is cheaper to write (``bench/pg_checkpoint.py --jsonb`` measures both).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...exceptions import SchemaTooNewError
+from ._db import Names
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+__all__ = ["MIGRATIONS", "Migration", "ensure_schema", "latest_version", "read_version"]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema step: ``statements`` (templates) run in order inside one transaction with the record."""
+
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: dict[str, tuple[Migration, ...]] = {
+    "session": (
+        Migration(
+            1,
+            "create_session_runs",
+            (
+                """CREATE TABLE IF NOT EXISTS {session_runs} (
+                    id BIGSERIAL PRIMARY KEY,
+                    session_id TEXT NOT NULL,
+                    run_id TEXT NOT NULL,
+                    entries_json TEXT NOT NULL,
+                    entry_count INTEGER NOT NULL,
+                    meta_json TEXT,
+                    created_at DOUBLE PRECISION NOT NULL,
+                    UNIQUE (session_id, run_id)
+                )""",
+                "CREATE INDEX IF NOT EXISTS {session_runs_session_id} ON {session_runs} (session_id, id)",
+            ),
+        ),
+    ),
+    "checkpoint": (
+        Migration(
+            1,
+            "create_snapshot_tables",
+            (
+                """CREATE TABLE IF NOT EXISTS {snapshot_heads} (
+                    run_id TEXT PRIMARY KEY,
+                    head_json TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    batches BIGINT NOT NULL,
+                    entry_count BIGINT NOT NULL,
+                    updated_at DOUBLE PRECISION NOT NULL
+                )""",
+                "CREATE INDEX IF NOT EXISTS {snapshot_heads_updated} ON {snapshot_heads} (updated_at DESC, run_id DESC)",
+                """CREATE TABLE IF NOT EXISTS {snapshot_turns} (
+                    run_id TEXT NOT NULL,
+                    seq BIGINT NOT NULL,
+                    entries_json TEXT NOT NULL,
+                    entry_count INTEGER NOT NULL,
+                    PRIMARY KEY (run_id, seq)
+                )""",
+                """CREATE TABLE IF NOT EXISTS {run_leases} (
+                    run_id TEXT PRIMARY KEY,
+                    owner TEXT NOT NULL,
+                    token BIGINT NOT NULL,
+                    expires_at DOUBLE PRECISION NOT NULL
+                )""",
+            ),
+        ),
+    ),
+}
+
+_INDEXES = ("session_runs_session_id", "snapshot_heads_updated")
+_TABLES = ("session_runs", "snapshot_heads", "snapshot_turns", "run_leases")
+
+
+def latest_version(component: str) -> int:
+    """The newest schema version this lovia knows for ``component``."""
+    return MIGRATIONS[component][-1].version
+
+
+def render(template: str, names: Names) -> Any:
+    """A migration template with every table and index name filled in as a quoted identifier."""
+    from psycopg import sql
+
+    idents: dict[str, Any] = {t: names.table(t) for t in _TABLES}
+    idents.update({i: names.plain(i) for i in _INDEXES})
+    return sql.SQL(template).format(**{k: v for k, v in idents.items() if "{" + k + "}" in template})
+
+
+async def read_version(conn: AsyncConnection[Any], component: str, names: Names) -> int:
+    """The version recorded in this namespace (0 when nothing was ever migrated there)."""
+    cur = await conn.execute("SELECT to_regclass(%s)", (names.regclass("lovia_schema"),))
+    row = await cur.fetchone()
+    if row is None or row[0] is None:
+        return 0
+    from psycopg import sql
+
+    cur = await conn.execute(
+        sql.SQL("SELECT version FROM {} WHERE component = %s").format(names.table("lovia_schema")), (component,)
+    )
+    found = await cur.fetchone()
+    return int(found[0]) if found else 0
+
+
+def _refuse_if_too_new(version: int, component: str, names: Names) -> None:
+    latest = latest_version(component)
+    if version > latest:
+        where = f"{names.schema}." if names.schema else ""
+        raise SchemaTooNewError(
+            f"PostgreSQL {component} schema in {where}{names.prefix}lovia_schema is version {version}, "
+            f"newer than this lovia supports (up to {latest})",
+            hint="a newer lovia migrated this database; upgrade lovia (pip install -U lovia) to use it",
+        )
+
+
+async def _create_namespace(conn: AsyncConnection[Any], names: Names) -> None:
+    from psycopg import sql
+
+    if names.schema:
+        await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(names.schema)))
+    await conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (component TEXT PRIMARY KEY, version INTEGER NOT NULL, "
+            "migration TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+        ).format(names.table("lovia_schema"))
+    )
+
+
+async def ensure_schema(conn: AsyncConnection[Any], component: str, names: Names) -> None:
+    """Bring ``component`` up to date in this namespace, or refuse one migrated by a newer lovia."""
+    from psycopg import sql
+
+    current = await read_version(conn, component, names)
+    _refuse_if_too_new(current, component, names)
+    for migration in MIGRATIONS[component]:
+        if migration.version <= current:
+            continue
+        async with conn.transaction():
+            # Serialise concurrent first opens; another worker may have migrated while we waited.
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (names.lock_key(),))
+            await _create_namespace(conn, names)
+            current = await read_version(conn, component, names)
+            _refuse_if_too_new(current, component, names)
+            if migration.version > current:
+                for statement in migration.statements:
+                    await conn.execute(render(statement, names))
+                await conn.execute(
+                    sql.SQL(
+                        "INSERT INTO {} (component, version, migration, applied_at) VALUES (%s, %s, %s, %s) "
+                        "ON CONFLICT (component) DO UPDATE SET version = excluded.version, "
+                        "migration = excluded.migration, applied_at = excluded.applied_at"
+                    ).format(names.table("lovia_schema")),
+                    (component, migration.version, migration.name, time.time()),
+                )
+        current = max(current, migration.version)

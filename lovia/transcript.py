@@ -243,6 +243,44 @@ _FIELDS: dict[str, frozenset[str]] = {
 }
 
 
+def _input_from(d: Mapping[str, Any]) -> InputEntry:
+    content = d["content"]
+    return InputEntry(d["role"], content if isinstance(content, str) else [_part_from_dict(p) for p in content])
+
+
+def _text_from(d: Mapping[str, Any]) -> AssistantTextEntry:
+    return AssistantTextEntry(d["content"], d.get("id"))
+
+
+def _reasoning_from(d: Mapping[str, Any]) -> ReasoningEntry:
+    return ReasoningEntry(d["content"], d.get("id"), d.get("provider"), dict(d.get("metadata") or {}))
+
+
+def _call_from(d: Mapping[str, Any]) -> ToolCallEntry:
+    return ToolCallEntry(d["call_id"], d["name"], d["arguments"])
+
+
+def _result_from(d: Mapping[str, Any]) -> ToolResultEntry:
+    parts = d.get("parts")
+    return ToolResultEntry(
+        d["call_id"],
+        d["output"],
+        d.get("raw"),
+        bool(d.get("is_error", False)),
+        [_part_from_dict(p) for p in parts] if parts else None,
+    )
+
+
+# One builder per kind: loading a long session is dominated by this dispatch, keep it flat.
+_BUILDERS: dict[str, Any] = {
+    "input": _input_from,
+    "assistant_text": _text_from,
+    "reasoning": _reasoning_from,
+    "tool_call": _call_from,
+    "tool_result": _result_from,
+}
+
+
 def entry_from_dict(data: Mapping[str, Any], *, strict: bool = True) -> TranscriptEntry:
     """Rebuild an entry from :func:`entry_to_dict` output.
 
@@ -251,35 +289,18 @@ def entry_from_dict(data: Mapping[str, Any], *, strict: bool = True) -> Transcri
     lovia still load (their extra fields are ignored).
     """
     kind = data.get("type")
-    allowed = _FIELDS.get(kind) if isinstance(kind, str) else None
-    if allowed is None:
+    build = _BUILDERS.get(kind) if isinstance(kind, str) else None
+    if build is None:
         raise ValueError(f"unknown transcript entry type {kind!r}")
     if strict:
-        extra = set(data) - allowed
+        extra = set(data) - _FIELDS[kind]  # type: ignore[index]
         if extra:
             raise ValueError(f"unknown field(s) {sorted(extra)} in {kind!r} entry")
     try:
-        if kind == "input":
-            content = data["content"]
-            if not isinstance(content, str):
-                content = [_part_from_dict(p) for p in content]
-            return InputEntry(role=data["role"], content=content)
-        if kind == "assistant_text":
-            return AssistantTextEntry(content=data["content"], id=data.get("id"))
-        if kind == "reasoning":
-            return ReasoningEntry(content=data["content"], id=data.get("id"), provider=data.get("provider"), metadata=dict(data.get("metadata") or {}))
-        if kind == "tool_call":
-            return ToolCallEntry(call_id=data["call_id"], name=data["name"], arguments=data["arguments"])
-        parts = data.get("parts")
-        return ToolResultEntry(
-            call_id=data["call_id"],
-            output=data["output"],
-            raw=data.get("raw"),
-            is_error=bool(data.get("is_error", False)),
-            parts=[_part_from_dict(p) for p in parts] if parts else None,
-        )
+        entry: TranscriptEntry = build(data)
     except KeyError as exc:
         raise ValueError(f"{kind!r} entry is missing field {exc.args[0]!r}") from None
+    return entry
 
 
 def entries_to_json(entries: Iterable[TranscriptEntry]) -> str:

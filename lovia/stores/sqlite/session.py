@@ -46,6 +46,19 @@ def _segments(conn: sqlite3.Connection, session_id: str) -> list[Segment]:
     ]
 
 
+def _load(conn: sqlite3.Connection, session_id: str) -> list[TranscriptEntry]:
+    # load() skips the meta column entirely: it is the hot path of every run start.
+    with read(conn):
+        rows = conn.execute(
+            "SELECT run_id, entries_json FROM session_runs WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        ).fetchall()
+    out: list[TranscriptEntry] = []
+    for run_id, entries_json in rows:
+        out += decode_entries(entries_json, session_id=session_id, run_id=run_id)
+    return out
+
+
 def _trim(conn: sqlite3.Connection, session_id: str, keep_chars: int, keep_runs: int) -> int:
     total = 0
     with write(conn):
@@ -115,7 +128,7 @@ class SQLiteSession:
 
     async def load(self, session_id: str) -> list[TranscriptEntry]:
         """The flat concatenation of every segment's entries."""
-        return [e for seg in await self.segments(session_id) for e in seg.entries]
+        return await self._db.run(lambda conn: _load(conn, session_id))
 
     async def append(
         self,

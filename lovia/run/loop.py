@@ -112,6 +112,7 @@ class RunLoop:
         self.started_at = now()
         self.pending_target: Agent[Any] | None = None
         self.writer: CheckpointWriter | None = None
+        self._claimed: CheckpointWriter | None = None  # leased before planning, not yet writing
         self.tracer: Any = spec.tracer or NoopTracer()
         self.approvals = spec.approvals or ApprovalChannel()
         self.budget = spec.budget
@@ -160,6 +161,7 @@ class RunLoop:
                 await self._cleanup()
 
     async def _run(self) -> RunResult[Any]:
+        await self._claim()
         plan = await plan_run(self.spec.checkpoint)
         if plan.mode == "replay":
             assert plan.snapshot is not None
@@ -288,12 +290,28 @@ class RunLoop:
         self.ctx.system_prompt = prompt
         return InputEntry(role="system", content=prompt)
 
+    async def _claim(self) -> None:
+        # With a lease, take it before reading (or, with "restart", deleting) the snapshot: a
+        # caller that gets RunBusy must not have touched the run, and the snapshot we plan from
+        # cannot move under us once we hold the lease.
+        options = self.spec.checkpoint
+        if options is None or options.checkpointer is None or options.lease_ttl is None:
+            return
+        writer = CheckpointWriter(options, head=self._head, own=self.own, persisted=0)
+        await writer.start()
+        self._claimed = writer
+
     async def _open_writer(self, *, persisted: int) -> None:
         options = self.spec.checkpoint
         if options is None or options.checkpointer is None:
             return
-        self.writer = CheckpointWriter(options, head=self._head, own=self.own, persisted=persisted)
-        await self.writer.start()
+        writer, self._claimed = self._claimed, None
+        if writer is None:
+            writer = CheckpointWriter(options, head=self._head, own=self.own, persisted=persisted)
+            await writer.start()
+        else:
+            writer._persisted = persisted
+        self.writer = writer  # only a started writer: a refused lease must not lead to a save in _fail
 
     def _head(self) -> RunHead:
         return RunHead(
@@ -709,6 +727,8 @@ class RunLoop:
     async def _cleanup(self) -> None:
         if self.writer is not None:
             await self.writer.close()
+        if self._claimed is not None:
+            await self._claimed.close()
         for provider in self._owned_providers.values():
             close = getattr(provider, "aclose", None)
             if callable(close):

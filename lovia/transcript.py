@@ -448,6 +448,8 @@ def safe_window(entries: Sequence[TranscriptEntry], *, head: int = 0, tail: int)
         e = entries[start]
         if isinstance(e, ToolCallEntry):
             needed.discard(e.call_id)
+        elif isinstance(e, ToolResultEntry):
+            needed.add(e.call_id)
     # A tail that opens on a tool result (its call lies in the head) or with siblings of a batch
     # whose other calls were cut is still paired: drop any result whose call is not kept.
     window = list(entries[:head_end]) + list(entries[start:])

@@ -263,7 +263,7 @@ def scripted_agent(gate: Gate | None = None, *, name: str = "scripted", delay: f
             counter["n"] += 1
             return text(f"Answer number {counter['n']}.")
         if word == "stream":
-            return text("Streaming " + "word " * 40 + "end.", delay=0.02)
+            return text("Streaming " + "word " * 15 + "end.", delay=0.02)
         if results:
             return text(f"Done: the tools said their piece about **{said}**.")
         return text(f"You said: {said}", delay=delay)

@@ -12,6 +12,7 @@ const state = {
   running: false,
   abort: null,
   generation: 0,
+  armedDelete: null,
 };
 
 const transcript = new Transcript($("messages"), {
@@ -124,13 +125,15 @@ function sessionItem(meta) {
     event.stopPropagation();
     startRename(li, name, meta);
   };
+  if (state.armedDelete === meta.id) del.textContent = "Delete?";
   del.onclick = (event) => {
     event.stopPropagation();
-    if (del.dataset.armed !== "1") {
-      del.dataset.armed = "1";
+    if (state.armedDelete !== meta.id) {
+      state.armedDelete = meta.id; // a second click confirms (kept across list refreshes)
       del.textContent = "Delete?";
       return;
     }
+    state.armedDelete = null;
     deleteSession(meta.id).catch(fail);
   };
   return li;

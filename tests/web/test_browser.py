@@ -1,0 +1,269 @@
+"""The page, driven in headless Chromium through its data-testid hooks."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from lovia.stores import InMemoryCheckpointer, InMemorySession
+from lovia.web import ChatStore, create_app
+
+from .helpers import Gate, NoRewindSession, ThreadServer, scripted_agent, wait_for
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1100, "height": 760})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.set_default_timeout(10_000)
+    yield pg
+    context.close()
+    assert errors == [], errors
+
+
+def send(page: Any, message: str) -> None:
+    page.get_by_test_id("composer").fill(message)
+    page.get_by_test_id("send").click()
+
+
+def idle(page: Any) -> None:
+    """Wait until no run is live (the stop button is hidden again)."""
+    page.get_by_test_id("stop").wait_for(state="hidden")
+
+
+def texts(page: Any, testid: str) -> list[str]:
+    """Inner texts of the hooked elements (message bodies / session names, without their buttons)."""
+    part = {"message-user": ".body", "message-assistant": ".body", "session-item": ".name"}.get(testid)
+    loc = page.get_by_test_id(testid)
+    return [t.strip() for t in (loc.locator(part) if part else loc).all_inner_texts()]
+
+
+def test_answer_streams_in_and_survives_reload(server: ThreadServer, page: Any) -> None:
+    page.goto(server.url)
+    send(page, "stream please")
+    assistant = page.get_by_test_id("message-assistant")
+    full = "Streaming " + "word " * 15 + "end."
+    seen: list[str] = []
+
+    def grows() -> bool:
+        if assistant.count():
+            seen.append(assistant.first.inner_text())
+        return any(full.split()[-1] in s for s in seen)
+
+    wait_for(grows, timeout=15, interval=0.01)
+    partial = [s for s in seen if s.strip() and "end." not in s]
+    assert partial, "the answer never showed partially: it did not stream"
+    idle(page)
+    assert texts(page, "message-user") == ["stream please"]
+    assert "word word" in texts(page, "message-assistant")[0]
+    assert "in ·" in page.locator(".usage").first.inner_text()  # usage per run
+    page.reload()
+    page.get_by_test_id("message-assistant").wait_for()
+    assert texts(page, "message-user") == ["stream please"]
+    assert full.split()[0] in texts(page, "message-assistant")[0]
+    assert page.get_by_test_id("session-item").count() == 1
+
+
+def test_tool_call_is_shown(server: ThreadServer, page: Any) -> None:
+    page.goto(server.url)
+    send(page, "tool lookup of the answer")
+    tool = page.get_by_test_id("tool-call")
+    tool.wait_for()
+    idle(page)
+    assert "lookup" in tool.inner_text()
+    assert "done" in (tool.get_attribute("class") or "")
+    assert "Done:" in texts(page, "message-assistant")[0]
+    tool.locator("summary").click()
+    assert '"answer": 42' in tool.inner_text()
+    page.screenshot(path=str(IMG / "web-chat.png"))
+
+
+def test_stop_keeps_completed_turns(server: ThreadServer, page: Any, gate: Gate) -> None:
+    page.goto(server.url)
+    send(page, "slow run please")
+    wait_for(lambda: gate.runs.get("slow"))
+    page.get_by_test_id("stop").click()
+    idle(page)
+    page.locator(".usage").first.wait_for()
+    tools = page.get_by_test_id("tool-call")
+    assert tools.count() == 1 and "lookup" in tools.first.inner_text()  # the slow call had no result: dropped
+    assert "stopped" in page.locator(".usage").first.inner_text()
+    page.reload()
+    page.get_by_test_id("tool-call").wait_for()
+    assert texts(page, "message-user") == ["slow run please"]
+    assert page.get_by_test_id("tool-call").count() == 1
+    send(page, "after the stop")
+    page.get_by_text("You said: after the stop").wait_for()
+
+
+def test_edit_and_resend_replaces_the_exchange(server: ThreadServer, page: Any) -> None:
+    page.goto(server.url)
+    send(page, "count first")
+    page.get_by_text("Answer number 1.").wait_for()
+    idle(page)
+    send(page, "count second")
+    page.get_by_text("Answer number 2.").wait_for()
+    idle(page)
+    page.get_by_test_id("edit").first.click()
+    box = page.get_by_test_id("edit-box")
+    assert box.input_value() == "count first"
+    box.fill("count edited")
+    page.screenshot(path=str(IMG / "web-edit.png"))
+    page.get_by_test_id("save-edit").click()
+    page.get_by_text("Answer number 3.").wait_for()
+    idle(page)
+    assert texts(page, "message-user") == ["count edited"]
+    assert [t.splitlines()[0] for t in texts(page, "message-assistant")] == ["Answer number 3."]
+
+
+def test_regenerate_replaces_the_last_answer(server: ThreadServer, page: Any) -> None:
+    page.goto(server.url)
+    send(page, "count once")
+    page.get_by_text("Answer number 1.").wait_for()
+    idle(page)
+    send(page, "count twice")
+    page.get_by_text("Answer number 2.").wait_for()
+    idle(page)
+    assert page.get_by_test_id("regenerate").count() == 1
+    page.get_by_test_id("regenerate").click()
+    page.get_by_text("Answer number 3.").wait_for()
+    idle(page)
+    assert texts(page, "message-user") == ["count once", "count twice"]
+    answers = [t.splitlines()[0] for t in texts(page, "message-assistant")]
+    assert answers == ["Answer number 1.", "Answer number 3."]
+
+
+def test_store_without_rewind_hides_edit_and_regenerate(page: Any) -> None:
+    store = ChatStore(session=NoRewindSession(InMemorySession()), checkpointer=InMemoryCheckpointer())
+    with ThreadServer(create_app(scripted_agent(), store=store)) as srv:
+        page.goto(srv.url)
+        send(page, "hello without rewind")
+        page.get_by_text("You said: hello without rewind").wait_for()
+        idle(page)
+        assert page.get_by_test_id("message-user").count() == 1
+        assert page.get_by_test_id("edit").count() == 0
+        assert page.get_by_test_id("regenerate").count() == 0
+
+
+def test_rewind_buttons_present_with_rewind(server: ThreadServer, page: Any) -> None:
+    # the counterpart of the test above: same flow, buttons shown
+    page.goto(server.url)
+    send(page, "hello with rewind")
+    page.get_by_text("You said: hello with rewind").wait_for()
+    idle(page)
+    assert page.get_by_test_id("edit").count() == 1
+    assert page.get_by_test_id("regenerate").count() == 1
+
+
+def test_model_output_cannot_inject_script(server: ThreadServer, page: Any) -> None:
+    page.goto(server.url)
+    send(page, "xss attempt")
+    page.get_by_text("bold?").wait_for()
+    idle(page)
+    page.wait_for_timeout(200)
+    assert page.evaluate("window.__pwned") is None
+    msg = page.get_by_test_id("message-assistant").first
+    assert msg.locator("script, img, b, [onerror], [onmouseover]").count() == 0
+    assert msg.locator("a").count() == 0  # the javascript: link is rendered as plain text
+    assert "<script>" in msg.inner_text() and "onerror" in msg.inner_text()
+    page.reload()
+    page.get_by_text("bold?").wait_for()
+    page.wait_for_timeout(200)
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_sidebar_new_search_rename_delete(server: ThreadServer, page: Any) -> None:
+    page.goto(server.url)
+    send(page, "alpha topic")
+    page.get_by_text("You said: alpha topic").wait_for()
+    idle(page)
+    page.get_by_test_id("new-chat").click()
+    assert page.get_by_test_id("message-user").count() == 0
+    send(page, "beta topic")
+    page.get_by_text("You said: beta topic").wait_for()
+    idle(page)
+    items = page.get_by_test_id("session-item")
+    wait_for(lambda: items.count() == 2)
+    page.get_by_test_id("search").fill("alpha")
+    wait_for(lambda: texts(page, "session-item") == ["alpha topic"])
+    items.first.click()
+    page.get_by_text("You said: alpha topic").wait_for()
+    items.first.get_by_test_id("rename").click()
+    page.get_by_test_id("rename-input").fill("Renamed chat")
+    page.get_by_test_id("rename-input").press("Enter")
+    page.get_by_test_id("search").fill("")
+    wait_for(lambda: sorted(texts(page, "session-item")) == ["Renamed chat", "beta topic"])
+    target = page.get_by_test_id("session-item").filter(has_text="beta topic")
+    target.hover()
+    target.get_by_test_id("delete").click()
+    target.get_by_test_id("delete").click()  # second click confirms
+    wait_for(lambda: texts(page, "session-item") == ["Renamed chat"])
+    assert [s["title"] for s in httpx.get(f"{server.url}/api/sessions").json()["sessions"]] == ["Renamed chat"]
+
+
+def test_narrow_window(server: ThreadServer, browser: Any) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 780})
+    page = context.new_page()
+    try:
+        page.goto(server.url)
+        assert not page.get_by_test_id("new-chat").is_visible()  # the sidebar folds away
+        send(page, "tool on a phone")
+        page.get_by_test_id("tool-call").wait_for()
+        page.get_by_text("Done:").wait_for()
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"page scrolls sideways ({width}px)"
+        page.screenshot(path=str(IMG / "web-narrow.png"))
+        page.get_by_label("Open chat list").click()
+        page.get_by_test_id("new-chat").wait_for(state="visible")
+    finally:
+        context.close()
+
+
+def test_demo_notice_when_no_model(page: Any, db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LOVIA_MODEL", raising=False)
+    with ThreadServer(create_app(db_path=db)) as srv:
+        page.goto(srv.url)
+        page.get_by_text("No model configured").wait_for()
+        assert page.get_by_test_id("composer").is_disabled()
+        assert page.get_by_test_id("demo-badge").is_hidden()
+        page.screenshot(path=str(IMG / "web-no-model.png"))
+        page.get_by_test_id("use-demo").click()
+        assert page.get_by_test_id("demo-badge").is_visible()
+        send(page, "what time is it?")
+        page.get_by_test_id("tool-call").wait_for()
+        page.get_by_text("The clock tool says").wait_for()
+        idle(page)
+        assert "offline demo model" in page.get_by_test_id("message-assistant").first.inner_text().lower()

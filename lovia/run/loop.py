@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..approvals import ApprovalChannel
@@ -48,6 +49,7 @@ from ..guardrails import run_guardrails
 from ..handoff import handoff_tool
 from ..messages import ToolCall, Usage
 from ..output import OutputSpec, RepairOnce
+from ..plugins import Plugin, PluginInstance
 from ..providers.base import Provider
 from ..reliability import CancelToken, Mailbox, RetryPolicy
 from ..result import RunResult
@@ -136,6 +138,8 @@ class RunLoop:
         self.output: OutputSpec | None = None
         self.native_output = False
         self._owned_providers: dict[str, Provider] = {}
+        self.plugins: list[PluginInstance] = []
+        self._closers: list[Callable[[], Awaitable[None]]] = []
         self._finalized = False
         self._started_emitted = False
         self._turn_mark = 0
@@ -179,7 +183,7 @@ class RunLoop:
         logger.info("run.start agent=%s run_id=%s mode=%s", self.agent.name, self.run_id, plan.mode)
         await self._emit_started()
         if plan.mode == "fresh":
-            guards = self.agent.input_guardrails
+            guards = [*self.agent.input_guardrails, *(g for p in self.plugins for g in p.input_guardrails)]
             if guards:
                 await run_guardrails(guards, entries_to_messages(self.transcript), self.ctx, kind="input")
             if self.writer is not None:
@@ -236,10 +240,16 @@ class RunLoop:
         self.own.extend(snap.entries)
 
     async def _activate(self, agent: Agent[Any]) -> None:
-        """Resolve provider, tools and output contract for the active agent."""
+        """Resolve provider, plugins, tools and output contract for the active agent."""
+        if agent.workspace is not None:
+            raise UserError(
+                f"agent {agent.name!r} sets a workspace, which this version of lovia does not support",
+                hint="give the agent file or shell tools of your own and leave workspace=None",
+            )
         self.agent = agent
         self.ctx.agent = agent
         self.provider = self._provider_for(agent)
+        self.plugins = await self._setup_plugins(agent)
         self.tools = self._tools_for(agent)
         output_type = self.spec.output_type if self.spec.output_type is not None else agent.output_type
         self.output = None if output_type is str else OutputSpec(output_type)
@@ -262,10 +272,26 @@ class RunLoop:
             self._owned_providers[model] = provider
         return provider
 
+    async def _setup_plugins(self, agent: Agent[Any]) -> list[PluginInstance]:
+        names = [getattr(p, "name", None) for p in agent.plugins]
+        for plugin, name in zip(agent.plugins, names, strict=True):
+            if not isinstance(plugin, Plugin) or not isinstance(name, str) or not name:
+                raise UserError(f"agent {agent.name!r}: {plugin!r} is not a Plugin", hint="a plugin needs a name and async setup()")
+            if names.count(name) > 1:
+                raise UserError(f"agent {agent.name!r} has two plugins named {name!r}", hint="plugin names must be unique per agent")
+        instances: list[PluginInstance] = []
+        for plugin in agent.plugins:
+            instance = await plugin.setup()
+            instances.append(instance)
+            self._closers.append(instance.aclose)
+        return instances
+
     def _tools_for(self, agent: Agent[Any]) -> dict[str, Tool[Any]]:
         tools: dict[str, Tool[Any]] = {}
         sources: dict[str, str] = {}
         candidates: list[tuple[Tool[Any], str]] = [(t, "agent tools") for t in agent.tools]
+        for plugin, instance in zip(agent.plugins, self.plugins, strict=True):
+            candidates += [(t, f"plugin {plugin.name!r}") for t in instance.tools]
         candidates += [(handoff_tool(h), "handoffs") for h in agent.handoff_list]
         for tool, source in candidates:
             if tool.name in tools:
@@ -284,6 +310,7 @@ class RunLoop:
         blocks = await self.agent.render_instructions(self.ctx)
         if self.spec.extra_instructions:
             blocks.append(self.spec.extra_instructions)
+        blocks.extend(p.instructions for p in self.plugins if p.instructions)
         if self.output is not None and not self.native_output:
             blocks.append(self.output.prompt_contract())
         prompt = "\n\n".join(blocks)
@@ -333,6 +360,9 @@ class RunLoop:
         hooks = self.agent.hooks
         if hooks is not None:
             await hooks.dispatch(event, self.ctx)
+        for plugin in self.plugins:
+            if plugin.hooks is not None:
+                await plugin.hooks.dispatch(event, self.ctx)
         await self.sink(event)
 
     async def _emit_started(self) -> None:
@@ -446,7 +476,7 @@ class RunLoop:
             result = await self._view_result(overflow=True, reported_window=exc.reported_window)
             if not result.compacted:
                 raise
-            assembled = await self._call_model(result.entries)
+            assembled = await self._call_model(await self._inject(result.entries))
         self.usage.add(assembled.usage)
         if assembled.usage.input_tokens:
             self.last_input_tokens = assembled.usage.input_tokens
@@ -460,7 +490,24 @@ class RunLoop:
         return entries
 
     async def _view(self, *, overflow: bool, reported_window: int | None) -> list[TranscriptEntry]:
-        return (await self._view_result(overflow=overflow, reported_window=reported_window)).entries
+        view = (await self._view_result(overflow=overflow, reported_window=reported_window)).entries
+        return await self._inject(view)
+
+    async def _inject(self, view: list[TranscriptEntry]) -> list[TranscriptEntry]:
+        """Append plugins' transient entries to the view tail (never persisted; fail-open)."""
+        extra: list[TranscriptEntry] = []
+        for plugin in self.plugins:
+            for injector in plugin.view_injectors:
+                try:
+                    out = injector(self.ctx)
+                    if inspect.isawaitable(out):
+                        out = await out
+                except Exception:
+                    logger.exception("view injector %r failed (ignored)", injector)
+                    continue
+                if out:
+                    extra.extend(out)
+        return [*view, *extra] if extra else view
 
     async def _view_result(self, *, overflow: bool, reported_window: int | None) -> ContextResult:
         base = self.transcript if self.transcript[0].content else self.transcript[1:]  # type: ignore[union-attr]
@@ -601,8 +648,9 @@ class RunLoop:
     # ================================================================== completion
 
     async def _complete(self, output: Any) -> RunResult[Any]:
-        if self.agent.output_guardrails:
-            await run_guardrails(self.agent.output_guardrails, output, self.ctx, kind="output")
+        guards = [*self.agent.output_guardrails, *(g for p in self.plugins for g in p.output_guardrails)]
+        if guards:
+            await run_guardrails(guards, output, self.ctx, kind="output")
         if self.writer is not None:
             await self._finalize_checkpoint(output)
         self._finalized = True
@@ -725,15 +773,20 @@ class RunLoop:
             await self.emit(RunFailed(error=exc))
 
     async def _cleanup(self) -> None:
+        for close in reversed(self._closers):
+            try:
+                await close()
+            except Exception:
+                logger.exception("plugin aclose failed (ignored)")
         if self.writer is not None:
             await self.writer.close()
         if self._claimed is not None:
             await self._claimed.close()
         for provider in self._owned_providers.values():
-            close = getattr(provider, "aclose", None)
-            if callable(close):
+            provider_close = getattr(provider, "aclose", None)
+            if callable(provider_close):
                 with contextlib.suppress(Exception):
-                    await close()
+                    await provider_close()
 
     @contextlib.asynccontextmanager
     async def _cancellable(self) -> AsyncIterator[None]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ._scripted import ScriptedProvider, ScriptedRequest, ScriptedTurn, batch, call, fail, text
 from .crash import Boundary, CrashReport, CrashScenario, crash_point, crash_test, record_effect
 
+
 def __getattr__(name: str) -> object:
     # The contract suites import pytest: load them only when asked for.
     if name in ("SessionContract", "CheckpointerContract"):

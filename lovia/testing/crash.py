@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..checkpointer import CheckpointOptions, Checkpointer, RunHead, RunSnapshot
+from ..checkpointer import Checkpointer, CheckpointOptions, RunHead, RunSnapshot
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 
 if TYPE_CHECKING:

@@ -16,7 +16,6 @@ from ._tool import (
 )
 
 
-
 def __getattr__(name: str) -> object:
     # recall imports the context package, which imports tools: resolve it on first use.
     if name == "make_recall_tool":

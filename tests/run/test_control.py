@@ -209,3 +209,48 @@ async def test_duplicate_tool_names_rejected_at_run_start():
     agent = Agent(name="A", model=ScriptedProvider([text("x")]), tools=[clash], handoffs=[b])
     with pytest.raises(Exception, match="defined twice"):
         await Runner.run(agent, "hi")
+
+
+async def test_plugins_contribute_tools_prompt_view_hooks_and_close():
+    from lovia.plugins import PluginInstance
+
+    log: list[str] = []
+
+    @tool
+    def plugin_tool() -> str:
+        """From a plugin."""
+        return "plugged"
+
+    class Notes:
+        name = "notes"
+
+        async def setup(self) -> PluginInstance:
+            log.append("setup")
+            hooks = __import__("lovia").AgentHooks()
+            hooks.on(events.RunCompleted)(lambda ev, ctx: log.append("completed"))
+
+            async def close() -> None:
+                log.append("closed")
+
+            return PluginInstance(
+                tools=[plugin_tool],
+                instructions="Notes plugin is on.",
+                view_injectors=[lambda ctx: [InputEntry(role="user", content=f"(reminder, turn {ctx.turn})")]],
+                hooks=hooks,
+                aclose=close,
+            )
+
+    provider = ScriptedProvider([call("plugin_tool"), text("ok")])
+    result = await Runner.run(Agent(name="p", instructions="Base.", model=provider, plugins=[Notes()]), "go")
+    assert result.entries[2].output == "plugged"
+    assert provider.calls[0][0].content == "Base.\n\nNotes plugin is on."
+    assert provider.calls[1][-1].content == "(reminder, turn 2)"
+    assert not any(isinstance(e, InputEntry) and "reminder" in e.text for e in result.entries), "injected entries are not persisted"
+    assert log == ["setup", "completed", "closed"]
+
+
+async def test_workspace_is_refused_clearly():
+    from lovia import UserError
+
+    with pytest.raises(UserError, match="workspace"):
+        await Runner.run(Agent(name="w", model=ScriptedProvider([text("x")]), workspace=object()), "go")

@@ -356,7 +356,7 @@ async def test_hooks_receive_the_same_objects_as_the_stream():
     provider = ScriptedProvider([call("add", {"a": 1, "b": 2}), text("3")])
     handle = Runner.stream(agent_with(provider, add, hooks=hooks), "go")
     streamed = [ev async for ev in handle]
-    assert len(hooked) == len(streamed) and all(a is b for a, b in zip(hooked, streamed))
+    assert len(hooked) == len(streamed) and all(a is b for a, b in zip(hooked, streamed, strict=True))
     assert family == ["ToolCallStarted", "ToolCallCompleted"]
 
 

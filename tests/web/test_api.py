@@ -207,3 +207,25 @@ def test_unconfigured_server_offers_the_labelled_demo_model(db: str, monkeypatch
         assert "offline demo model" in s.text().lower() or "Offline demo model" in s.text()
         page = httpx.get(f"{srv.url}/").text
         assert 'data-testid="composer"' in page and "cdn" not in page.lower()
+
+
+def test_graceful_shutdown_ends_streams_and_keeps_the_checkpoint(db: str) -> None:
+    gate = Gate()
+    srv = ThreadServer(create_app(scripted_agent(gate), db_path=db)).__enter__()
+    box: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: box.update(s=sse(srv.url, "/api/chat/stream", {"message": "slow run"})))
+    t.start()
+    wait_for(lambda: gate.runs.get("slow"))
+    started = time.monotonic()
+    srv.stop()  # the open stream must not hold the shutdown hostage
+    t.join(10)
+    assert time.monotonic() - started < 8
+    s = box["s"]
+    assert s.of("error")[-1]["type"] == "ServerShutdown" and "done" not in s.names()
+    sid, run_id = s.of("session")[0]["session_id"], s.of("snapshot")[0]["run_id"]
+    meta = inspect_store(db, lambda st: st.get(sid))
+    snap = inspect_store(db, lambda st: st.checkpointer.load(run_id))
+    assert meta.active_run_id == run_id
+    assert snap is not None and snap.status == "interrupted"
+    assert [e.type for e in snap.entries] == ["input", "tool_call", "tool_result", "tool_call"]
+    assert inspect_store(db, lambda st: st.session.load(sid)) == []  # not finalized: it will resume

@@ -267,3 +267,26 @@ def test_demo_notice_when_no_model(page: Any, db: str, monkeypatch: pytest.Monke
         page.get_by_text("The clock tool says").wait_for()
         idle(page)
         assert "offline demo model" in page.get_by_test_id("message-assistant").first.inner_text().lower()
+
+
+def test_page_on_env_configured_openai_endpoint(page: Any, tmp_path: Path) -> None:
+    from tests.providers.servers import FakeServer, Reply, openai_text_stream
+
+    from .helpers import ProcessServer
+
+    with FakeServer() as fake:
+        fake.responder = lambda request: Reply.sse(
+            openai_text_stream(f"Echo #{len(fake.posts())}: hi from the endpoint")
+        )
+        env = {"LOVIA_MODEL": "openai:fake-model", "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test"}
+        with ProcessServer("--db", str(tmp_path / "w.db"), env=env) as srv:
+            page.goto(srv.url)
+            assert page.get_by_test_id("model").inner_text() == "openai:fake-model"
+            send(page, "hello endpoint")
+            page.get_by_text("Echo #1: hi from the endpoint").wait_for()
+            idle(page)
+            page.get_by_test_id("regenerate").click()
+            page.get_by_text("Echo #2: hi from the endpoint").wait_for()
+            idle(page)
+            assert texts(page, "message-user") == ["hello endpoint"]
+            assert texts(page, "message-assistant") == ["Echo #2: hi from the endpoint"]

@@ -140,22 +140,33 @@ class Database:
             self._lock = asyncio.Lock()
         async with self._lock:
             if not self._ready:
+                await self._migrate()
                 if self._pool is None:
                     self._pool = await self._make_pool()
-                from ._schema import ensure_schema
-
-                async with self._errors("migrating the schema"), self._pool.connection() as conn:
-                    await ensure_schema(conn, self.component, self.names)
                 self._ready = True
         return self._pool
+
+    async def _migrate(self) -> None:
+        from ._schema import ensure_schema
+
+        if self._pool is not None:
+            async with self._errors("migrating the schema"), self._pool.connection() as conn:
+                await ensure_schema(conn, self.component, self.names)
+            return
+        # One direct connection first: an unreachable server fails fast with the driver's own
+        # reason, instead of a pool retrying in the background until its timeout.
+        async with self._errors("connecting"):
+            conn = await self._psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+        async with self._errors("migrating the schema"), conn:
+            await ensure_schema(conn, self.component, self.names)
 
     async def _make_pool(self) -> Any:
         min_size, max_size = self._sizes
         pool = self._pool_cls(
             self.dsn, min_size=min_size, max_size=max_size, open=False, kwargs={"autocommit": True}, timeout=30.0
         )
-        async with self._errors("connecting"):
-            await pool.open(wait=True, timeout=30.0)
+        async with self._errors("opening the connection pool"):
+            await pool.open(wait=False)
         return pool
 
     @asynccontextmanager

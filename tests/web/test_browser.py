@@ -290,3 +290,89 @@ def test_page_on_env_configured_openai_endpoint(page: Any, tmp_path: Path) -> No
             idle(page)
             assert texts(page, "message-user") == ["hello endpoint"]
             assert texts(page, "message-assistant") == ["Echo #2: hi from the endpoint"]
+
+
+def test_reload_during_a_run_reattaches(server: ThreadServer, page: Any, gate: Gate) -> None:
+    page.goto(server.url)
+    send(page, "slow run please")
+    wait_for(lambda: gate.runs.get("slow"))
+    page.reload()
+    slow = page.locator('[data-testid="tool-call"][data-call-id^="call_slow"]')
+    slow.wait_for()
+    assert "running" in (slow.get_attribute("class") or "")
+    assert page.get_by_test_id("stop").is_visible()
+    gate.release.set()
+    page.get_by_text("Done: the tools said their piece").wait_for()
+    idle(page)
+    assert page.get_by_test_id("tool-call").count() == 2
+    assert texts(page, "message-user") == ["slow run please"]
+    assert gate.runs == {"lookup": 1, "slow": 1}
+
+
+PAYLOADS = [
+    "<script>window.__pwned='a'</script>",
+    "<img src=x onerror=\"window.__pwned='b'\">",
+    "[x](javascript:window.__pwned='c')",
+    "[x](JaVaScRiPt:window.__pwned='d')",
+    "[x](data:text/html,<script>window.__pwned='e'</script>)",
+    "[x](https://ok.example/\"onmouseover=\"window.__pwned='f')",
+    "`<svg onload=window.__pwned='g'>`",
+    "```\n</code></pre><script>window.__pwned='h'</script>\n```",
+    "| a | b |\n|---|---|\n| <iframe src=javascript:1> | **<b>x</b>** |",
+    "> <style>body{display:none}</style>",
+    "**[bold link](https://example.com/a_b*c*)**",
+]
+
+
+def test_markdown_renderer_emits_only_safe_markup(server: ThreadServer, page: Any) -> None:
+    page.goto(server.url)
+    result = page.evaluate(
+        """async (payloads) => {
+            const { renderMarkdown } = await import('/static/markdown.js');
+            const box = document.createElement('div');
+            document.body.append(box);
+            const out = [];
+            for (const p of payloads) {
+                box.innerHTML = renderMarkdown(p);
+                const tags = [...box.querySelectorAll('*')].map((n) => n.tagName.toLowerCase());
+                const attrs = [...box.querySelectorAll('*')].flatMap((n) => [...n.attributes].map((a) => a.name));
+                const hrefs = [...box.querySelectorAll('a')].map((a) => a.getAttribute('href'));
+                out.push({ tags, attrs, hrefs, text: box.textContent });
+            }
+            await new Promise((r) => setTimeout(r, 100));
+            return { out, pwned: window.__pwned ?? null };
+        }""",
+        PAYLOADS,
+    )
+    allowed_tags = {
+        "p",
+        "br",
+        "code",
+        "pre",
+        "strong",
+        "em",
+        "del",
+        "a",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+        "blockquote",
+        "ul",
+        "ol",
+        "li",
+        "h1",
+        "h2",
+        "h3",
+        "hr",
+    }
+    assert result["pwned"] is None
+    for payload, r in zip(PAYLOADS, result["out"], strict=True):
+        assert set(r["tags"]) <= allowed_tags, (payload, r["tags"])
+        assert set(r["attrs"]) <= {"href", "target", "rel", "data-lang"}, (payload, r["attrs"])
+        for href in r["hrefs"]:
+            assert href.startswith("https://"), (payload, href)
+    assert result["out"][0]["text"] == PAYLOADS[0]  # shown as text, verbatim
+    assert result["out"][-1]["tags"] == ["p", "strong", "a"]

@@ -109,20 +109,35 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def lovia_agent() -> Agent[Any]:
-    """A fresh agent with a fresh single-use script: one call to ``add``, then the answer."""
+BASE_AGENT: Agent[Any] = Agent("calc", instructions="You add numbers.", tools=[add])
+
+
+def lovia_agent(*, fresh: bool = False) -> Agent[Any]:
+    """The agent with a fresh single-use script: one call to ``add``, then the answer.
+
+    By default the agent is configured once (``BASE_AGENT``) and only the scripted provider is
+    new (``clone(model=...)``), as the peers' agent and graph are built once. ``fresh=True``
+    builds a whole new ``Agent`` per run instead (new default context policy and all).
+    """
     provider = ScriptedProvider([call("add", {"a": 2, "b": 3}), text(ANSWER)])
-    return Agent("calc", instructions="You add numbers.", model=provider, tools=[add])
+    if fresh:
+        return Agent("calc", instructions="You add numbers.", model=provider, tools=[add])
+    return BASE_AGENT.clone(model=provider)
 
 
 async def lovia_runs(
-    runs: int = RUNS, *, session_path: str | None = None, wal: bool = False, checkpoint: bool = False
+    runs: int = RUNS,
+    *,
+    session_path: str | None = None,
+    wal: bool = False,
+    checkpoint: bool = False,
+    fresh_agent: bool = False,
 ) -> float:
     """Seconds per run over ``runs`` sequential runs (agent construction included).
 
     With ``session_path`` each run is its own session id in one ``SQLiteSession`` file; with
     ``checkpoint`` too, each run also checkpoints every turn into a ``SQLiteCheckpointer`` on
-    the same file.
+    the same file. ``fresh_agent``: see :func:`lovia_agent`.
     """
     from lovia import CheckpointOptions
     from lovia.stores import SQLiteCheckpointer, SQLiteSession
@@ -132,7 +147,7 @@ async def lovia_runs(
 
     async def one(i: int | str) -> Any:
         return await Runner.run(
-            lovia_agent(),
+            lovia_agent(fresh=fresh_agent),
             QUESTION,
             session=session,
             session_id=f"s{i}" if session else None,
@@ -153,14 +168,14 @@ async def lovia_runs(
                 await store.close()
 
 
-def measure(*, session: bool, wal: bool = False, runs: int = RUNS, repeats: int = REPEATS) -> Spread:
+def measure(*, session: bool, wal: bool = False, fresh_agent: bool = False, runs: int = RUNS, repeats: int = REPEATS) -> Spread:
     """Per-run seconds (median of repetitions), optionally with a file-backed SQLiteSession."""
 
     async def once() -> float:
         if not session:
-            return await lovia_runs(runs)
+            return await lovia_runs(runs, fresh_agent=fresh_agent)
         with tempfile.TemporaryDirectory(prefix="lovia-bench-") as tmp:
-            return await lovia_runs(runs, session_path=os.path.join(tmp, "session.db"), wal=wal)
+            return await lovia_runs(runs, session_path=os.path.join(tmp, "session.db"), wal=wal, fresh_agent=fresh_agent)
 
     return spread(repeat(once, repeats))
 
@@ -174,7 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     print(f"machine: {info['cores']} cores, {info['cpu']}, {info['python']}, SQLite {info['sqlite']}")
     print(f"lovia {versions(('lovia',))['lovia']}; {args.runs} runs x {args.repeats} repetitions; ms per run, median [min-max]")
-    rows = [("no persistence", measure(session=False, runs=args.runs, repeats=args.repeats))]
+    rows = [
+        ("no persistence", measure(session=False, runs=args.runs, repeats=args.repeats)),
+        ("no persistence, new Agent per run", measure(session=False, fresh_agent=True, runs=args.runs, repeats=args.repeats)),
+    ]
     if args.session:
         rows.append(("SQLiteSession (default journal)", measure(session=True, runs=args.runs, repeats=args.repeats)))
         rows.append(("SQLiteSession (wal=True)", measure(session=True, wal=True, runs=args.runs, repeats=args.repeats)))

@@ -44,7 +44,14 @@ from ..events import (
     TurnStarted,
     UserMessageInjected,
 )
-from ..exceptions import ContextOverflowError, MaxTurnsExceeded, OutputValidationError, RunCancelled, UserError
+from ..exceptions import (
+    ContextOverflowError,
+    LeaseLostError,
+    MaxTurnsExceeded,
+    OutputValidationError,
+    RunCancelled,
+    UserError,
+)
 from ..guardrails import run_guardrails
 from ..handoff import handoff_tool
 from ..messages import ToolCall, Usage
@@ -337,7 +344,7 @@ class RunLoop:
             writer = CheckpointWriter(options, head=self._head, own=self.own, persisted=persisted)
             await writer.start()
         else:
-            writer._persisted = persisted
+            writer.rebase(persisted)
         self.writer = writer  # only a started writer: a refused lease must not lead to a save in _fail
 
     def _head(self) -> RunHead:
@@ -676,17 +683,10 @@ class RunLoop:
     async def _finalize_checkpoint(self, output: Any) -> None:
         assert self.writer is not None
         safe = to_json_safe(output)
-        original_head = self._head
-
-        def head() -> RunHead:
-            h = original_head()
-            h.output = safe
-            if safe is None and output is not None:
-                h.error = {"type": "OutputNotSerializable", "message": f"{type(output).__name__} is not JSON-serializable"}
-            return h
-
-        self.writer._head = head
-        await self.writer.save(status="completed")
+        error = None
+        if safe is None and output is not None:
+            error = {"type": "OutputNotSerializable", "message": f"{type(output).__name__} is not JSON-serializable"}
+        await self.writer.save(status="completed", output=safe, error=error)
 
     async def _append_session(self, entries: Sequence[TranscriptEntry], *, started_at: float, finished_at: float) -> None:
         session, sid = self.spec.session, self.spec.session_id
@@ -755,16 +755,10 @@ class RunLoop:
         if self.writer is not None and not self._finalized:
             if self._in_turn and len(self.own) == self._turn_mark:
                 self.turns -= 1  # the in-flight turn added nothing: do not count it
-            head_fn = self._head
-
-            def head() -> RunHead:
-                h = head_fn()
-                h.error = error_payload(exc)
-                return h
-
-            self.writer._head = head
             try:
-                await asyncio.shield(self.writer.save(status=status))
+                await asyncio.shield(self.writer.save(status=status, error=error_payload(exc)))
+            except LeaseLostError:
+                logger.warning("run %s: lease lost, the terminal save was refused (another worker owns the run)", self.run_id)
             except BaseException:
                 logger.exception("terminal checkpoint save failed for run %s", self.run_id)
         if self.spec.parent_usage is not None and not self._finalized:

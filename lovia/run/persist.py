@@ -161,8 +161,13 @@ class CheckpointWriter:
             except Exception:  # transient store trouble: try again on the next tick
                 logger.exception("lease renewal failed for run %s", self.run_id)
 
-    async def save(self, *, status: RunStatus = "running") -> None:
-        """Append entries new since the last save and overwrite the head."""
+    def rebase(self, persisted: int) -> None:
+        """Set how many of the run's own entries are already stored (after planning)."""
+        self._persisted = persisted
+
+    async def save(self, *, status: RunStatus = "running", output: Any = None, error: dict[str, Any] | None = None) -> None:
+        """Append entries new since the last save and overwrite the head (with a terminal status,
+        the JSON-safe ``output`` or the ``error`` payload)."""
         async with self._lock:
             if self._lease_error is not None:
                 raise LeaseLostError(
@@ -172,6 +177,8 @@ class CheckpointWriter:
             new = list(self._own[self._persisted :])
             head = self._head()
             head.status = status
+            head.output = output
+            head.error = error
             if self._lease is not None:
                 cp = self.checkpointer
                 assert isinstance(cp, LeasingCheckpointer)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Any
 
 from ..context.render import RECALL_TOOL_NAME
 from ..context.stores import ResultStore, content_key, is_valid_key
+from ..exceptions import InvalidToolArguments
 from ..run_context import RunContext
 from ..transcript import ToolResultEntry, TranscriptEntry
-from ._tool import Tool, tool
+from ._tool import Tool
 
 __all__ = ["find_tool_result", "make_recall_tool"]
 
@@ -49,13 +50,26 @@ async def find_tool_result(ref: str, entries: Sequence[TranscriptEntry], store: 
     return None
 
 
-def make_recall_tool(store: ResultStore | None) -> Tool[Any]:
-    """Build the ``recall_tool_result`` tool over ``store`` (may be ``None``: transcript only)."""
+_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "ref": {"type": "string", "description": "The ref shown in the placeholder: a call id or a content digest."},
+    },
+    "required": ["ref"],
+}
 
-    async def recall_tool_result(
-        ref: Annotated[str, "The ref shown in the placeholder: a call id or a content digest."],
-        ctx: RunContext[Any],
-    ) -> str:
+
+def make_recall_tool(store: ResultStore | None) -> Tool[Any]:
+    """Build the ``recall_tool_result`` tool over ``store`` (may be ``None``: transcript only).
+
+    The schema is written out by hand: every agent with a compacting policy gets this tool, so
+    building it must cost next to nothing.
+    """
+
+    async def invoke(args: dict[str, Any], ctx: RunContext[Any]) -> str:
+        ref = args.get("ref")
+        if not isinstance(ref, str) or not ref:
+            raise InvalidToolArguments("'ref' must be a non-empty string", hint="copy the ref from the placeholder")
         found = await find_tool_result(ref, ctx.entries, store)
         if found is None:
             return (
@@ -64,4 +78,4 @@ def make_recall_tool(store: ResultStore | None) -> Tool[Any]:
             )
         return found
 
-    return tool(name=RECALL_TOOL_NAME, description=_DESCRIPTION)(recall_tool_result)
+    return Tool(name=RECALL_TOOL_NAME, description=_DESCRIPTION, parameters=_PARAMETERS, invoke=invoke)

@@ -27,6 +27,7 @@ from .handle import RunHandle
 from .handoff import Handoff
 from .hooks import AgentHooks
 from .messages import FilePart, ImagePart, Message, TextPart, Usage, assistant, system, user
+from .plugins import Plugin, PluginInstance
 from .providers import AnthropicProvider, ModelSettings, OpenAIChatProvider, Provider, model_from_env
 from .reliability import CancelToken, Mailbox, RetryPolicy, RunBudget
 from .result import RunResult
@@ -68,6 +69,8 @@ __all__ = [
     "NoopContextPolicy",
     "OpenAIChatProvider",
     "OutputValidationError",
+    "Plugin",
+    "PluginInstance",
     "Provider",
     "ProviderError",
     "ResultStore",

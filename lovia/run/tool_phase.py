@@ -187,6 +187,7 @@ class ToolPhase:
         ctx = loop.ctx.for_call(call.id)
         if not tool.idempotent:
             await loop.mark_started(call.id)
+        logger.debug("tool.start %s call_id=%s", call.name, call.id)
         await loop.emit(ToolCallStarted(call=call))
         retries = tool.retries if tool.retries is not None else loop.agent.default_tool_retries
         timeout = tool.timeout if tool.timeout is not None else loop.agent.default_tool_timeout

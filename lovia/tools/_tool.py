@@ -196,8 +196,8 @@ def parse_arguments(text: str) -> dict[str, Any]:
     return value
 
 
-def default_result_renderer(raw: Any) -> str:
-    """Strings pass through; everything else becomes JSON."""
+def default_result_renderer(raw: Any, ctx: RunContext[Any] | None = None) -> str:
+    """Strings pass through; everything else becomes JSON (usable as a ``(raw, ctx)`` renderer)."""
     if isinstance(raw, str):
         return raw
     dump = getattr(raw, "model_dump_json", None)

@@ -242,11 +242,13 @@ async function runStream(path, body) {
   }
   if (generation !== state.generation) return;
   state.abort = null;
-  setRunning(false);
+  // Re-render from the stored transcript before showing the run as finished, so "idle" always
+  // shows what the server kept (e.g. after a stop, calls without results are gone).
   if (state.sessionId) {
     const data = await api("GET", `/api/sessions/${encodeURIComponent(state.sessionId)}`).catch(fail);
     if (data && generation === state.generation) transcript.render(data.entries, data.runs, false);
   }
+  if (generation === state.generation) setRunning(false);
   refreshSessions().catch(fail);
 }
 

@@ -242,6 +242,7 @@ export class Transcript {
 
   done(data) {
     this.discardLive();
+    if (data.stopped) this.root.querySelectorAll(".tool.pending, .tool.running").forEach((t) => this.setToolState(t, "dropped"));
     if (this.current) this.setFooter(this.current, data.usage, data.stopped);
   }
 

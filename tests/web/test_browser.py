@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,13 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+# Screenshots for docs/web.md: refreshed in place with LOVIA_UPDATE_SCREENSHOTS=1, otherwise
+# written to a scratch folder so a test run leaves the work tree clean.
+IMG = (
+    Path(__file__).resolve().parents[2] / "docs" / "img"
+    if os.environ.get("LOVIA_UPDATE_SCREENSHOTS") == "1"
+    else Path(tempfile.mkdtemp(prefix="lovia-shots-"))
+)
 
 pytestmark = [
     pytest.mark.browser,

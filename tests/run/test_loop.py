@@ -389,3 +389,37 @@ async def test_finish_reason_and_entries_text():
     result = await Runner.run(agent_with(provider), "hi")
     assert result.finish_reason == "stop"
     assert result.entries[-1] == AssistantTextEntry(content="fine")
+
+
+async def test_store_failure_while_saving_a_tool_result_fails_the_run_once():
+    from lovia import CheckpointOptions, InMemoryCheckpointer, StoreError
+    from lovia.transcript import ToolResultEntry as Result
+
+    class Flaky(InMemoryCheckpointer):
+        async def append(self, run_id, entries, head):
+            if any(isinstance(e, Result) for e in entries):
+                raise StoreError("disk full", hint="free some space")
+            await super().append(run_id, entries, head)
+
+    provider = ScriptedProvider([call("add", {"a": 1, "b": 2}), text("never")])
+    handle = Runner.stream(agent_with(provider, add), "go", checkpoint=CheckpointOptions(Flaky(), "r"))
+    seen = [ev async for ev in handle]
+    failed = [ev for ev in seen if isinstance(ev, events.RunFailed)]
+    assert len(failed) == 1 and seen[-1] is failed[0] and not any(isinstance(ev, events.RunCompleted) for ev in seen)
+    with pytest.raises(StoreError, match="disk full"):
+        await handle.result()
+
+
+async def test_tool_that_exhausts_the_budget_ends_the_run():
+    @tool
+    def spend(ctx: RunContext) -> str:
+        """Spends the run's budget."""
+        raise BudgetExceeded("tool says the budget is gone")
+
+    provider = ScriptedProvider([call("spend"), text("never")])
+    handle = Runner.stream(agent_with(provider, spend), "go")
+    seen = [ev async for ev in handle]
+    assert isinstance(seen[-1], events.RunFailed) and isinstance(seen[-1].error, BudgetExceeded)
+    assert sum(isinstance(ev, (events.RunFailed, events.RunCompleted)) for ev in seen) == 1
+    with pytest.raises(BudgetExceeded):
+        await handle

@@ -1,8 +1,14 @@
 """Internal: one SQLite connection per store, driven by one dedicated worker thread.
 
-The event loop never touches SQLite: every statement runs on the store's own worker thread
-(a one-thread executor), which also serialises the store's writes without any lock. Measured
-against ``asyncio.to_thread`` with a locked shared connection in ``bench/session_store.py``.
+The event loop never touches SQLite: every statement runs on the store's own worker thread, which
+also serialises the store's writes without any lock. Measured against ``asyncio.to_thread`` with a
+locked shared connection in ``bench/session_store.py``.
+
+The worker is a plain daemon thread fed through a ``queue.SimpleQueue``, not a
+``ThreadPoolExecutor``: a store collected by the garbage collector must be able to stop its
+thread from inside a finalizer, and ``SimpleQueue.put`` is safe there, whereas
+``executor.submit`` takes a process-wide lock that the collector may already hold (a
+deadlock seen in the test suite).
 
 Durability (set once per connection in :func:`configure`):
 
@@ -22,11 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import queue
 import sqlite3
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -86,15 +93,64 @@ def read(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.rollback()
 
 
+Job = tuple[Callable[[sqlite3.Connection], object], asyncio.AbstractEventLoop, "asyncio.Future[object]"]
+
+
+def _settle(fut: asyncio.Future[object], ok: bool, value: object) -> None:
+    if fut.done():  # the caller was cancelled meanwhile
+        return
+    if ok:
+        fut.set_result(value)
+    else:
+        assert isinstance(value, BaseException)
+        fut.set_exception(value)
+
+
+def _close(conn: sqlite3.Connection) -> None:
+    """Marker job: close the connection without opening it first."""
+
+
 class _Worker:
-    """The thread and connection of one store; closed explicitly or when the store is collected."""
+    """The thread and connection of one store; stopped explicitly or when the store is collected."""
 
     def __init__(self, path: str, wal: bool, component: Component) -> None:
         self.path = path
         self.wal = wal
         self.component = component
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lovia-sqlite")
         self.conn: sqlite3.Connection | None = None
+        self.jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def submit(self, job: Job) -> None:
+        """Queue one job (starting the thread on first use)."""
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None:
+                    # Daemon: a store nobody closed must not keep the interpreter from exiting.
+                    self._thread = threading.Thread(target=self._serve, name="lovia-sqlite", daemon=True)
+                    self._thread.start()
+        self.jobs.put(job)
+
+    def _serve(self) -> None:
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                self.close_connection()
+                return
+            fn, loop, fut = job
+            try:
+                if fn is _close:
+                    self.close_connection()
+                    outcome: tuple[bool, object] = (True, None)
+                else:
+                    outcome = (True, self.call(fn))
+            except BaseException as exc:  # handed to the awaiting coroutine, never lost
+                outcome = (False, exc)
+            try:
+                loop.call_soon_threadsafe(_settle, fut, *outcome)
+            except RuntimeError:  # that event loop is closed: nobody is waiting any more
+                pass
 
     def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         try:
@@ -128,11 +184,8 @@ class _Worker:
             self.conn = None
 
     def shutdown(self) -> None:
-        try:
-            self.executor.submit(self.close_connection)
-        except RuntimeError:  # interpreter shutting down: the thread is gone already
-            pass
-        self.executor.shutdown(wait=False)
+        """Ask the thread to close the connection and stop (safe inside a GC finalizer)."""
+        self.jobs.put(None)
 
 
 class Database:
@@ -150,7 +203,9 @@ class Database:
         if self._closed:
             raise StoreError(f"store for {self.path} is closed", hint="create a new store object")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._worker.executor, self._worker.call, fn)
+        fut: asyncio.Future[object] = loop.create_future()
+        self._worker.submit((fn, loop, fut))
+        return await fut  # type: ignore[return-value]
 
     async def close(self) -> None:
         """Close the connection and stop the worker thread (idempotent)."""
@@ -158,5 +213,7 @@ class Database:
             return
         self._closed = True
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._worker.executor, self._worker.close_connection)
+        fut: asyncio.Future[object] = loop.create_future()
+        self._worker.submit((_close, loop, fut))
+        await fut
         self._finalizer()

@@ -22,7 +22,8 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..approvals import ApprovalChannel
@@ -34,12 +35,9 @@ from ..events import (
     Event,
     HandoffOccurred,
     MessageCompleted,
-    OutputDiscarded,
-    ReasoningDelta,
     RunCompleted,
     RunFailed,
     RunStarted,
-    TextDelta,
     TurnEnded,
     TurnStarted,
     UserMessageInjected,
@@ -49,14 +47,12 @@ from ..exceptions import (
     LeaseLostError,
     MaxTurnsExceeded,
     OutputValidationError,
-    RunCancelled,
     UserError,
 )
 from ..guardrails import run_guardrails
-from ..handoff import handoff_tool
 from ..messages import ToolCall, Usage
 from ..output import OutputSpec, RepairOnce
-from ..plugins import Plugin, PluginInstance
+from ..plugins import PluginInstance
 from ..providers.base import Provider
 from ..reliability import CancelToken, Mailbox, RetryPolicy
 from ..result import RunResult
@@ -66,22 +62,19 @@ from ..tools import Tool
 from ..tracing import NoopTracer
 from ..transcript import (
     AssistantTextEntry,
-    EntryCompletedDelta,
-    FinishDelta,
     InputEntry,
-    ToolCallDelta,
     ToolCallEntry,
     ToolResultEntry,
     TranscriptEntry,
-    UsageDelta,
     entries_to_messages,
     input_to_entries,
     to_json_safe,
 )
-from ..transcript import ReasoningDelta as ProviderReasoningDelta
-from ..transcript import TextDelta as ProviderTextDelta
 from .assemble import TurnAssembler
+from .cancel import cancel_scope
+from .model_call import call_model
 from .persist import CheckpointWriter, agent_graph, classify, error_payload, now, plan_run
+from .setup import merge_tools, setup_plugins
 from .spec import RunSpec
 from .tool_phase import ToolPhase, completed_event
 
@@ -280,38 +273,13 @@ class RunLoop:
         return provider
 
     async def _setup_plugins(self, agent: Agent[Any]) -> list[PluginInstance]:
-        names = [getattr(p, "name", None) for p in agent.plugins]
-        for plugin, name in zip(agent.plugins, names, strict=True):
-            if not isinstance(plugin, Plugin) or not isinstance(name, str) or not name:
-                raise UserError(f"agent {agent.name!r}: {plugin!r} is not a Plugin", hint="a plugin needs a name and async setup()")
-            if names.count(name) > 1:
-                raise UserError(f"agent {agent.name!r} has two plugins named {name!r}", hint="plugin names must be unique per agent")
-        instances: list[PluginInstance] = []
-        for plugin in agent.plugins:
-            instance = await plugin.setup()
-            instances.append(instance)
-            self._closers.append(instance.aclose)
+        instances = await setup_plugins(agent)
+        self._closers.extend(instance.aclose for instance in instances)
         return instances
 
     def _tools_for(self, agent: Agent[Any]) -> dict[str, Tool[Any]]:
-        tools: dict[str, Tool[Any]] = {}
-        sources: dict[str, str] = {}
-        candidates: list[tuple[Tool[Any], str]] = [(t, "agent tools") for t in agent.tools]
-        for plugin, instance in zip(agent.plugins, self.plugins, strict=True):
-            candidates += [(t, f"plugin {plugin.name!r}") for t in instance.tools]
-        candidates += [(handoff_tool(h), "handoffs") for h in agent.handoff_list]
-        for tool, source in candidates:
-            if tool.name in tools:
-                raise UserError(
-                    f"tool name {tool.name!r} is defined twice (in {sources[tool.name]} and {source}) for agent {agent.name!r}",
-                    hint="rename one of them",
-                )
-            tools[tool.name] = tool
-            sources[tool.name] = source
         policy_tools = getattr(self.policy, "tools", None)
-        for tool in policy_tools() if callable(policy_tools) else ():
-            tools.setdefault(tool.name, tool)  # policy tools yield to an explicit tool of the same name
-        return tools
+        return merge_tools(agent, self.plugins, policy_tools() if callable(policy_tools) else [])
 
     async def _system_entry(self) -> InputEntry:
         blocks = await self.agent.render_instructions(self.ctx)
@@ -552,55 +520,18 @@ class RunLoop:
         return result
 
     async def _call_model(self, view: list[TranscriptEntry]) -> TurnAssembler:
-        """Stream one response; retry transient failures (restarting a partial stream)."""
-        provider = self.provider
-        assert provider is not None
-        retry = self.retry or RetryPolicy(max_attempts=1)
-        response_format = self.output.response_format() if self.output is not None and self.native_output else None
-        tool_list = list(self.tools.values()) or None
-        attempt = 0
-        while True:
-            attempt += 1
-            assembler = TurnAssembler()
-            emitted = False
-            logger.debug("model.start model=%s turn=%d attempt=%d", provider.model, self.turns, attempt)
-            try:
-                with self.tracer.span("model_call", model=provider.model, turn=self.turns):
-                    stream = provider.stream(view, tools=tool_list, response_format=response_format, settings=self.agent.settings)
-                    async for delta in stream:
-                        emitted = await self._on_delta(delta, assembler) or emitted
-                logger.debug("model.done model=%s turn=%d", provider.model, self.turns)
-                return assembler
-            except ContextOverflowError:
-                raise  # routed to the context policy by the caller, never retried here
-            except Exception as exc:
-                if attempt >= retry.max_attempts or not retry.retry_on(exc) or (emitted and not retry.restart_on_partial):
-                    raise
-                logger.warning("model.retry model=%s attempt=%d error=%s", provider.model, attempt, exc)
-                if emitted:
-                    await self.emit(OutputDiscarded())
-                await retry.sleep(retry.delay(attempt))
-
-    async def _on_delta(self, delta: Any, asm: TurnAssembler) -> bool:
-        """Fold one delta into the turn; True when something was streamed to the consumer."""
-        if isinstance(delta, ProviderTextDelta):
-            asm.text.append(delta.text)
-            await self.emit(TextDelta(delta=delta.text))
-            return True
-        if isinstance(delta, ProviderReasoningDelta):
-            asm.reasoning.append(delta.text)
-            await self.emit(ReasoningDelta(delta=delta.text))
-            return True
-        if isinstance(delta, ToolCallDelta):
-            asm.add_call(delta)
-            return True
-        if isinstance(delta, UsageDelta):
-            asm.usage.add(delta.usage)
-        elif isinstance(delta, FinishDelta):
-            asm.finish_reason = delta.reason
-        elif isinstance(delta, EntryCompletedDelta):
-            asm.add_completed(delta)
-        return False
+        assert self.provider is not None
+        return await call_model(
+            self.provider,
+            view,
+            tools=list(self.tools.values()) or None,
+            response_format=self.output.response_format() if self.output is not None and self.native_output else None,
+            settings=self.agent.settings,
+            retry=self.retry,
+            emit=self.emit,
+            tracer=self.tracer,
+            turn=self.turns,
+        )
 
     # ================================================================== output
 
@@ -782,35 +713,5 @@ class RunLoop:
                 with contextlib.suppress(Exception):
                     await provider_close()
 
-    @contextlib.asynccontextmanager
-    async def _cancellable(self) -> AsyncIterator[None]:
-        """Turn a fired cancel token into ``RunCancelled`` for the block (cancelling its awaits)."""
-        token = self.ctx.cancel_token
-        task = asyncio.current_task()
-        assert task is not None
-        fired = False
-
-        def on_fire(_f: asyncio.Future[None]) -> None:
-            nonlocal fired
-            if not _f.cancelled():
-                fired = True
-                task.cancel()
-
-        watcher = asyncio.ensure_future(token.wait())
-        watcher.add_done_callback(on_fire)
-        try:
-            yield
-        except asyncio.CancelledError:
-            if fired:
-                uncancel = getattr(task, "uncancel", None)
-                if callable(uncancel):
-                    uncancel()
-                raise RunCancelled(
-                    token.reason or "run cancelled",
-                    hint="re-issue the call with the same run_id to resume from the checkpoint",
-                ) from None
-            raise
-        finally:
-            watcher.remove_done_callback(on_fire)
-            watcher.cancel()
-
+    def _cancellable(self) -> AbstractAsyncContextManager[None]:
+        return cancel_scope(self.ctx.cancel_token)

@@ -1,0 +1,85 @@
+"""Internal: one model call — stream deltas into a turn, retry transient failures."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from ..events import Event, OutputDiscarded, ReasoningDelta, TextDelta
+from ..exceptions import ContextOverflowError
+from ..providers.base import ModelSettings, Provider, ToolDefinition
+from ..reliability import RetryPolicy
+from ..transcript import EntryCompletedDelta, FinishDelta, ToolCallDelta, TranscriptEntry, UsageDelta
+from ..transcript import ReasoningDelta as ProviderReasoningDelta
+from ..transcript import TextDelta as ProviderTextDelta
+from .assemble import TurnAssembler
+
+__all__ = ["call_model"]
+
+logger = logging.getLogger("lovia")
+
+
+async def call_model(
+    provider: Provider,
+    view: list[TranscriptEntry],
+    *,
+    tools: Sequence[ToolDefinition] | None,
+    response_format: dict[str, Any] | None,
+    settings: ModelSettings,
+    retry: RetryPolicy | None,
+    emit: Callable[[Event], Awaitable[None]],
+    tracer: Any,
+    turn: int,
+) -> TurnAssembler:
+    """Stream one response into a :class:`TurnAssembler`.
+
+    A retryable failure is retried under ``retry``; when output was already streamed, the
+    consumer first gets ``OutputDiscarded`` (or, without ``restart_on_partial``, the error).
+    ``ContextOverflowError`` is never retried here: the caller routes it to the context policy.
+    """
+    policy = retry or RetryPolicy(max_attempts=1)
+    attempt = 0
+    while True:
+        attempt += 1
+        assembler = TurnAssembler()
+        emitted = False
+        logger.debug("model.start model=%s turn=%d attempt=%d", provider.model, turn, attempt)
+        try:
+            with tracer.span("model_call", model=provider.model, turn=turn):
+                stream = provider.stream(view, tools=tools, response_format=response_format, settings=settings)
+                async for delta in stream:
+                    emitted = await _fold(delta, assembler, emit) or emitted
+            logger.debug("model.done model=%s turn=%d", provider.model, turn)
+            return assembler
+        except ContextOverflowError:
+            raise
+        except Exception as exc:
+            if attempt >= policy.max_attempts or not policy.retry_on(exc) or (emitted and not policy.restart_on_partial):
+                raise
+            logger.warning("model.retry model=%s attempt=%d error=%s", provider.model, attempt, exc)
+            if emitted:
+                await emit(OutputDiscarded())
+            await policy.sleep(policy.delay(attempt))
+
+
+async def _fold(delta: Any, asm: TurnAssembler, emit: Callable[[Event], Awaitable[None]]) -> bool:
+    """Fold one delta into the turn; True when something was streamed to the consumer."""
+    if isinstance(delta, ProviderTextDelta):
+        asm.text.append(delta.text)
+        await emit(TextDelta(delta=delta.text))
+        return True
+    if isinstance(delta, ProviderReasoningDelta):
+        asm.reasoning.append(delta.text)
+        await emit(ReasoningDelta(delta=delta.text))
+        return True
+    if isinstance(delta, ToolCallDelta):
+        asm.add_call(delta)
+        return True
+    if isinstance(delta, UsageDelta):
+        asm.usage.add(delta.usage)
+    elif isinstance(delta, FinishDelta):
+        asm.finish_reason = delta.reason
+    elif isinstance(delta, EntryCompletedDelta):
+        asm.add_completed(delta)
+    return False

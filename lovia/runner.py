@@ -84,12 +84,47 @@ class Runner:
         return await start(spec).result()
 
     @staticmethod
-    def run_sync(agent: Agent[Any], input: RunInput, **kwargs: Any) -> RunResult[Any]:
-        """``Runner.run`` in a fresh event loop (not allowed inside a running loop)."""
+    def run_sync(
+        agent: Agent[Any],
+        input: RunInput,
+        *,
+        context: Any = None,
+        output_type: Any = None,
+        extra_instructions: str | None = None,
+        max_turns: int = 50,
+        budget: RunBudget | None = None,
+        cancel_token: CancelToken | None = None,
+        mailbox: Mailbox | None = None,
+        retry: RetryPolicy | None = None,
+        context_policy: ContextPolicy | None = None,
+        session: Session | None = None,
+        session_id: str | None = None,
+        checkpoint: CheckpointOptions | None = None,
+        tracer: Any = None,
+    ) -> RunResult[Any]:
+        """``Runner.run`` in a fresh event loop (not allowed inside a running loop); same keywords."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(Runner.run(agent, input, **kwargs))
+            return asyncio.run(
+                Runner.run(
+                    agent,
+                    input,
+                    context=context,
+                    output_type=output_type,
+                    extra_instructions=extra_instructions,
+                    max_turns=max_turns,
+                    budget=budget,
+                    cancel_token=cancel_token,
+                    mailbox=mailbox,
+                    retry=retry,
+                    context_policy=context_policy,
+                    session=session,
+                    session_id=session_id,
+                    checkpoint=checkpoint,
+                    tracer=tracer,
+                )
+            )
         raise UserError(
             "Runner.run_sync was called inside a running event loop",
             hint="use `await Runner.run(...)` in async code",

@@ -150,9 +150,9 @@ class ToolPhase:
                 if decision != "ask":
                     future.cancel()
                     return False
-            if loop.approvals.opted_in or (handler is not None):
+            if loop.approvals.opted_in:  # someone watches handle.approvals: wait for them
                 return await future
-            future.cancel()
+            future.cancel()  # "ask" with nobody to ask (or no handler at all): fail closed
             return False
         except (RunCancelled, asyncio.CancelledError):
             raise

@@ -16,10 +16,10 @@ const state = {
 };
 
 const transcript = new Transcript($("messages"), {
-  onEdit: (turn, text) => resend(turn, text),
+  onEdit: (turn, text) => resend(turn, text).catch(fail),
   onRegenerate: () => {
     const last = transcript.lastUser();
-    if (last) resend(last.turn, last.text);
+    if (last) resend(last.turn, last.text).catch(fail);
   },
 });
 
@@ -37,6 +37,13 @@ function setRunning(running) {
   state.running = running;
   $("stop").hidden = !running;
   transcript.setControls(running);
+}
+
+// Show the run as live from the click on (stop visible) until its stream has ended, so a hidden
+// stop button always means "finished", never "not started yet".
+function markStarting() {
+  state.running = true;
+  $("stop").hidden = false;
 }
 
 function composerEnabled() {
@@ -256,12 +263,20 @@ async function send(text) {
   const message = text.trim();
   if (!message || !composerEnabled()) return;
   $("composer").value = "";
+  if (!state.running) markStarting();
   await runStream("/api/chat/stream", { message, session_id: state.sessionId });
 }
 
 async function resend(turn, text) {
   if (state.running || !state.sessionId) return;
-  await api("POST", `/api/sessions/${encodeURIComponent(state.sessionId)}/rewind`, { user_turn: turn });
+  markStarting();
+  try {
+    await api("POST", `/api/sessions/${encodeURIComponent(state.sessionId)}/rewind`, { user_turn: turn });
+  } catch (error) {
+    state.running = false;
+    $("stop").hidden = true;
+    throw error;
+  }
   await runStream("/api/chat/stream", { message: text, session_id: state.sessionId });
 }
 

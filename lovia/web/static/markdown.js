@@ -34,7 +34,7 @@ function inline(escaped) {
     return keep(`<a href="${escapeHtml(ok)}" target="_blank" rel="noopener noreferrer">${label}</a>`);
   });
   s = s.replace(/\*\*([^*]+)\*\*/g, "<strong>$1</strong>");
-  s = s.replace(/__([^_]+)__/g, "<strong>$1</strong>");
+  s = s.replace(/(^|[^\w])__([^_]+)__(?=$|[^\w])/g, "$1<strong>$2</strong>"); // not inside words (window.__x=1)
   s = s.replace(/(^|[^*])\*([^*\s][^*]*)\*/g, "$1<em>$2</em>");
   s = s.replace(/(^|[^\w])_([^_\s][^_]*)_(?=$|[^\w])/g, "$1<em>$2</em>");
   s = s.replace(/~~([^~]+)~~/g, "<del>$1</del>");

@@ -68,6 +68,7 @@ from ..transcript import (
     TranscriptEntry,
     entries_to_messages,
     input_to_entries,
+    leading_system_count,
     to_json_safe,
 )
 from .assemble import TurnAssembler
@@ -499,6 +500,9 @@ class RunLoop:
             run_id=self.run_id,
         )
         result = await self.policy.compact(request)
+        head = base[: leading_system_count(base)]
+        if head and not leading_system_count(result.entries):
+            result.entries = [*head, *result.entries]  # a policy that dropped the system head gets it back
         if result.compacted:
             notice = CompactionNotice(
                 reason=result.reason or ("overflow" if overflow else "threshold"),

@@ -650,7 +650,10 @@ class RunLoop:
         self.usage.add(snap.usage)
         self.context_state = dict(snap.context_state)
         output = self._revive_output(snap.output, agent)
-        await self._emit_started()
+        # Hooks ran on the original completion: a replay hands its two terminal events to the
+        # stream only, never to agent hooks again (a RunCompleted hook must not fire twice).
+        self._started_emitted = True
+        await self.sink(RunStarted(agent=agent))
         self._finalized = True
         await self._append_session(snap.entries, started_at=snap.started_at, finished_at=snap.updated_at)
         options = self.spec.checkpoint
@@ -669,7 +672,7 @@ class RunLoop:
             session_id=self.spec.session_id,
             replayed=True,
         )
-        await self.emit(RunCompleted(result=result))
+        await self.sink(RunCompleted(result=result))
         return result
 
     def _revive_output(self, stored: Any, agent: Agent[Any]) -> Any:

@@ -13,6 +13,8 @@ const state = {
   abort: null,
   generation: 0,
   armedDelete: null,
+  streamReady: false, // the current stream has said which chat it runs in (its `session` frame)
+  stopPending: false, // stop was clicked before that: cancel as soon as it arrives
 };
 
 const transcript = new Transcript($("messages"), {
@@ -43,6 +45,7 @@ function setRunning(running) {
 // stop button always means "finished", never "not started yet".
 function markStarting() {
   state.running = true;
+  state.streamReady = false;
   $("stop").hidden = false;
 }
 
@@ -179,6 +182,7 @@ async function deleteSession(id) {
 // ------------------------------------------------------------------ chat
 
 function newChat() {
+  state.stopPending = false;
   state.abort?.abort();
   state.generation += 1;
   state.sessionId = null;
@@ -193,6 +197,7 @@ async function openSession(id) {
   state.abort?.abort();
   const generation = ++state.generation;
   state.sessionId = id;
+  state.stopPending = false;
   history.replaceState(null, "", `#/chat/${encodeURIComponent(id)}`);
   $("app").classList.remove("sidebar-open");
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
@@ -206,6 +211,8 @@ async function openSession(id) {
 function onFrame(event, data) {
   switch (event) {
     case "session":
+      state.streamReady = true;
+      if (state.stopPending) queueMicrotask(() => stop().catch(fail)); // after sessionId is set below
       if (state.sessionId !== data.session_id) {
         state.sessionId = data.session_id;
         history.replaceState(null, "", `#/chat/${encodeURIComponent(data.session_id)}`);
@@ -239,6 +246,7 @@ async function runStream(path, body) {
   state.abort?.abort();
   const controller = new AbortController();
   state.abort = controller;
+  state.streamReady = false;
   const generation = ++state.generation;
   try {
     await streamFrames(path, body, (event, data) => {
@@ -249,6 +257,8 @@ async function runStream(path, body) {
   }
   if (generation !== state.generation) return;
   state.abort = null;
+  state.streamReady = false;
+  state.stopPending = false;
   // Re-render from the stored transcript before showing the run as finished, so "idle" always
   // shows what the server kept (e.g. after a stop, calls without results are gone).
   if (state.sessionId) {
@@ -281,7 +291,13 @@ async function resend(turn, text) {
 }
 
 async function stop() {
-  if (!state.sessionId) return;
+  // Clicked before the server has started the run (or, in a new chat, before its id is known):
+  // a cancel now would find nothing to stop, so cancel once the stream's session frame arrives.
+  if (!state.streamReady || !state.sessionId) {
+    if (state.running) state.stopPending = true;
+    return;
+  }
+  state.stopPending = false;
   $("stop").disabled = true;
   try {
     await api("POST", `/api/chat/cancel?session_id=${encodeURIComponent(state.sessionId)}`);

@@ -41,8 +41,15 @@ def _text_tokens(text: str) -> int:
 
 
 def calibrate(ratio: float, observed: float, *, alpha: float = CALIBRATION_ALPHA) -> float:
-    """Fold one observation (reported tokens / heuristic tokens) into the ratio, clamped to 0.5-2.5."""
-    if not math.isfinite(observed) or observed <= 0:
+    """Fold one observation (reported tokens / heuristic tokens) into the ratio, clamped to 0.5-2.5.
+
+    An observation below ``RATIO_MIN / 2`` is ignored: no tokenizer packs four bytes into less
+    than a quarter of a token, so such a count did not cover the whole prompt (a provider that
+    reports only the uncached part, or a fake usage figure). Trusting it would shrink every later
+    estimate and let views outgrow the window; over-counts are only folded in (clamped), since
+    they make the policy compact early, never late.
+    """
+    if not math.isfinite(observed) or observed < RATIO_MIN / 2:
         return ratio
     blended = (1.0 - alpha) * ratio + alpha * observed
     return min(RATIO_MAX, max(RATIO_MIN, blended))

@@ -342,6 +342,7 @@ class _ChunkParser:
         self._slots: dict[int, int] = {}  # vendor index -> our index
         self._ids: dict[int, str] = {}  # our index -> call id
         self._named: set[int] = set()
+        self._args: dict[int, str] = {}  # our index -> argument text so far (for index-less servers)
 
     def feed(self, data: str) -> list[ModelDelta]:
         try:
@@ -381,11 +382,19 @@ class _ChunkParser:
         vendor_index = raw.get("index")
         call_id = raw.get("id")
         if not isinstance(vendor_index, int):
-            # Some servers omit the index: a new id opens a new call, otherwise continue the last.
-            if call_id and call_id not in self._ids.values() or not self._slots:
+            # Some servers omit the index. A known id continues its own call; a new id opens a new
+            # call, and so does a named fragment after the last call's arguments were already
+            # complete JSON (several whole calls, no ids); anything else continues the last call.
+            for slot, seen in self._ids.items():
+                if call_id and seen == call_id:
+                    return slot
+            last = len(self._slots) - 1
+            function = raw.get("function")
+            named = isinstance(function, dict) and bool(function.get("name"))
+            if call_id or not self._slots or (named and last in self._named and _is_json(self._args.get(last, ""))):
                 vendor_index = -1 - len(self._slots)
             else:
-                return len(self._slots) - 1
+                return last
         if vendor_index not in self._slots:
             self._slots[vendor_index] = len(self._slots)
         return self._slots[vendor_index]
@@ -406,6 +415,7 @@ class _ChunkParser:
         arguments = function.get("arguments")
         if isinstance(arguments, (dict, list)):
             arguments = json.dumps(arguments)
+        self._args[index] = self._args.get(index, "") + (arguments or "")
         return ToolCallDelta(index=index, call_id=call_id, name=name, arguments=arguments or "")
 
     def finish(self) -> list[ModelDelta]:
@@ -414,6 +424,14 @@ class _ChunkParser:
             out.append(UsageDelta(self.usage))
         out.append(FinishDelta(self.finish_reason))
         return out
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _int(value: Any) -> int:

@@ -177,6 +177,12 @@ class HTTPProviderBase:
                 if response.status_code >= 300:
                     raw = (await response.aread()).decode("utf-8", errors="replace")
                     raise map_error(response.status_code, _try_json(raw), raw)
+                if response.headers.get("content-type", "").lower().startswith("application/json"):
+                    # A server or proxy that ignored ``stream: true`` and sent one JSON document:
+                    # hand it to the parser as a single event instead of "no events at all".
+                    raw = (await response.aread()).decode("utf-8", errors="replace")
+                    yield _single_event(SSEEvent(data=raw))
+                    return
                 yield iter_sse(response.aiter_bytes())
 
     async def _get_json(self, url: str, headers: Mapping[str, str]) -> Any:
@@ -189,6 +195,10 @@ class HTTPProviderBase:
         if response.status_code >= 300:
             return None
         return _try_json(response.text)
+
+
+async def _single_event(event: SSEEvent) -> AsyncIterator[SSEEvent]:
+    yield event
 
 
 def _try_json(raw: str) -> Any:

@@ -52,6 +52,8 @@ PROVIDER_TAG = "anthropic"
 _VENDOR_KEYS = ("anthropic", "claude")
 _WINDOW_CACHE: dict[tuple[str, str], int | None] = {}
 _TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)", re.I)
+# "input length and `max_tokens` exceed context limit: 195000 + 16384 > 200000, decrease ..."
+_OVER_LIMIT = re.compile(r"exceed context limit:\s*(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)", re.I)
 _RETRYABLE_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
 _EPHEMERAL = {"type": "ephemeral"}
 
@@ -189,11 +191,13 @@ class AnthropicProvider(HTTPProviderBase):
 
     def _overflow(self, kind: str | None, text: str, status: int | None) -> ContextOverflowError | None:
         match = _TOO_LONG.search(text)
-        if not (match or kind == "request_too_large" or status == 413 or "prompt is too long" in text.lower()):
+        limit = _OVER_LIMIT.search(text)
+        if not (match or limit or kind == "request_too_large" or status == 413 or "prompt is too long" in text.lower()):
             return None
+        window = int(match.group(2)) if match else int(limit.group(3)) if limit else None
         return ContextOverflowError(
             f"{self.vendor} ({self._model}): {text}",
-            reported_window=int(match.group(2)) if match else None,
+            reported_window=window,
             vendor=self.vendor,
             model=self._model,
             hint="the context policy should compact the transcript; or pick a model with a larger window",
@@ -206,6 +210,9 @@ class AnthropicProvider(HTTPProviderBase):
         if overflow is not None:
             return overflow
         hint = "check ANTHROPIC_API_KEY / api_key=" if status == 401 else None
+        if status == 404:
+            hint = (f"check the model name and base_url ({self._base_url}); lovia posts to {{base_url}}/messages, "
+                    "so the base URL must include /v1 (unlike the Anthropic SDK's ANTHROPIC_BASE_URL)")
         retryable = status in RETRYABLE_STATUS or status >= 500 or kind in _RETRYABLE_TYPES
         label = f"HTTP {status}" + (f" {kind}" if kind else "")
         return self._error(f"{label}: {text}", status=status, retryable=retryable, hint=hint)

@@ -13,6 +13,7 @@ a session; the overflow path retries once; a failing summarizer never fails the 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import json
@@ -651,3 +652,73 @@ def test_calibration_ignores_usage_that_cannot_cover_the_prompt():
     assert calibrate(1.0, 10 / 6_000) == 1.0
     assert calibrate(1.0, 0.8) == pytest.approx(0.96)
     assert calibrate(1.0, 2.0) == pytest.approx(1.2)
+
+
+async def test_the_window_named_by_an_overflow_is_remembered(tmp_path: Path):
+    model = Model(fetches(3) + [fail(ContextOverflowError("too long", reported_window=WINDOW))] + fetches(3, start=3))
+    session = InMemorySession()
+    _, compacted = await run_collecting(
+        make_agent(model, Pages(), policy(FileResultStore(tmp_path), window=None)),
+        "go",
+        session=session,
+        session_id="s",
+    )
+    assert [ev.notice.reason for ev in compacted][0] == "overflow"
+    assert {ev.notice.reason for ev in compacted[1:]} == {"threshold"}  # proactive from then on
+    assert len(model.provider.requests) == 8  # no second overflow
+    assert max(prompt_tokens(r.entries) for r in model.provider.requests[4:]) < WINDOW
+    assert (await session.segments("s"))[0].meta["context_state"]["window"] == WINDOW
+
+
+async def test_one_policy_object_shared_by_concurrent_runs_keeps_their_views_apart(tmp_path: Path):
+    shared = policy(FileResultStore(tmp_path))
+    together = [Model(fetches(5, start=10 * k)) for k in range(3)]
+    await asyncio.gather(*[Runner.run(make_agent(m, Pages(), shared), "go") for m in together])
+    for k, m in enumerate(together):
+        alone = Model(fetches(5, start=10 * k))
+        await Runner.run(make_agent(alone, Pages(), policy(FileResultStore(tmp_path))), "go")
+        assert [as_bytes(r.entries) for r in m.provider.requests] == [
+            as_bytes(r.entries) for r in alone.provider.requests
+        ]
+
+
+async def test_trim_keeps_a_summary_and_rewind_drops_it(tmp_path: Path):
+    session = SQLiteSession(tmp_path / "s.db")
+    store = tmp_path / "r"
+    first = Model(fetches(6), summary=GOOD_SUMMARY)
+    await Runner.run(
+        make_agent(first, Pages(), policy(FileResultStore(store), summarize=True)),
+        "research",
+        session=session,
+        session_id="u1",
+    )
+    await Runner.run(
+        make_agent(Model([text("ok")]), Pages(), policy(FileResultStore(store), summarize=True)),
+        "hi",
+        session=session,
+        session_id="u1",
+    )
+    assert (await session.segments("u1"))[-1].meta["context_state"]["summary"]
+    assert await session.trim_tool_results("u1") > 0
+
+    after_trim = Model([text("ok")], summary=GOOD_SUMMARY)
+    await Runner.run(
+        make_agent(after_trim, Pages(), policy(FileResultStore(store), summarize=True)),
+        "again",
+        session=session,
+        session_id="u1",
+    )
+    assert after_trim.summary_calls == 0  # the summary still applies: tool outputs are not in its fingerprint
+    assert "## Intent" in str(after_trim.agent_requests[0].entries[1].content)
+
+    await session.rewind("u1", keep_entries=3)  # back into the first run: its meta goes
+    after_rewind = Model([text("ok")])
+    await Runner.run(
+        make_agent(after_rewind, Pages(), policy(FileResultStore(store), summarize=True)),
+        "redo",
+        session=session,
+        session_id="u1",
+    )
+    shown = after_rewind.agent_requests[0].entries
+    assert not any("Context summary" in str(getattr(e, "content", "")) for e in shown)
+    assert list(results_in(shown)) == ["c0"] and results_in(shown)["c0"].startswith(page(0)[:400])

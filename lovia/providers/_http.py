@@ -95,6 +95,19 @@ def apply_options(payload: dict[str, Any], options: Mapping[str, Any]) -> None:
             payload[key] = value
 
 
+
+def api_root(base_url: str) -> str:
+    """The API root for ``base_url``: no trailing slash, and ``/v1`` added to a bare host.
+
+    Both vendors serve their API under ``/v1``. Tools disagree on whether a base URL includes it
+    (the OpenAI SDK's ``OPENAI_BASE_URL`` does, the Anthropic SDK's ``ANTHROPIC_BASE_URL`` does
+    not), so a URL with no path at all gets ``/v1``; any explicit path is kept as given.
+    """
+    url = base_url.strip().rstrip("/")
+    if httpx.URL(url).path in ("", "/"):
+        return f"{url}/v1"
+    return url
+
 class HTTPProviderBase:
     """One ``httpx.AsyncClient`` per provider instance, closed by :meth:`aclose` unless injected."""
 
@@ -112,7 +125,7 @@ class HTTPProviderBase:
         if not model or not model.strip():
             raise UserError("a model name is required", hint="pass the model id, e.g. 'gpt-4.1-mini'")
         self._model = model
-        self._base_url = base_url.rstrip("/")
+        self._base_url = api_root(base_url)
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(
             timeout=resolve_timeout(timeout),

@@ -211,8 +211,8 @@ class AnthropicProvider(HTTPProviderBase):
             return overflow
         hint = "check ANTHROPIC_API_KEY / api_key=" if status == 401 else None
         if status == 404:
-            hint = (f"check the model name and base_url ({self._base_url}); lovia posts to {{base_url}}/messages, "
-                    "so the base URL must include /v1 (unlike the Anthropic SDK's ANTHROPIC_BASE_URL)")
+            hint = (f"check the model name and base_url ({self._base_url}); lovia posts to {{base_url}}/messages "
+                    "(a bare host gets /v1 added; any other path is used as given)")
         retryable = status in RETRYABLE_STATUS or status >= 500 or kind in _RETRYABLE_TYPES
         label = f"HTTP {status}" + (f" {kind}" if kind else "")
         return self._error(f"{label}: {text}", status=status, retryable=retryable, hint=hint)

@@ -31,6 +31,8 @@ PAGES = [
     "docs/runtime.md",
     "docs/sessions.md",
     "docs/checkpoints.md",
+    "docs/context.md",
+    "docs/providers.md",
     "docs/web.md",
     "docs/deployment.md",
     "docs/custom-stores.md",

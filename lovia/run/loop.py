@@ -190,7 +190,7 @@ class RunLoop:
             if self.writer is not None:
                 await self.writer.save()
         else:
-            final = await self._drain_resumed(plan.snapshot)  # type: ignore[arg-type]
+            final = await self._drain_resumed()
             if final is not None:
                 return await self._complete(final.value)
         while True:
@@ -377,7 +377,7 @@ class RunLoop:
 
     # ================================================================== resume
 
-    async def _drain_resumed(self, snap: RunSnapshot) -> _Final | None:
+    async def _drain_resumed(self) -> _Final | None:
         """Re-execute dangling calls under the restored turn, apply a recorded handoff."""
         answered = {e.call_id for e in self.own if isinstance(e, ToolResultEntry)}
         dangling = [e for e in self.own if isinstance(e, ToolCallEntry) and e.call_id not in answered]

@@ -179,13 +179,28 @@ class CheckpointWriter:
             head.status = status
             head.output = output
             head.error = error
-            if self._lease is not None:
-                cp = self.checkpointer
-                assert isinstance(cp, LeasingCheckpointer)
-                await cp.append_fenced(self.run_id, new, head, lease=self._lease)
-            else:
-                await self.checkpointer.append(self.run_id, new, head)
-            self._persisted += len(new)
+            write = asyncio.ensure_future(self._write(new, head))
+            try:
+                await asyncio.shield(write)
+            except asyncio.CancelledError:
+                # A cancelled caller does not stop the store: SQLite, for one, commits on its own
+                # thread. Let the write finish and count it (under the lock) before stopping, or
+                # the terminal save would append the same entries a second time.
+                while not write.done():
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.wait([write])
+                if not write.cancelled():
+                    write.exception()  # retrieved: the cancellation is what propagates
+                raise
+
+    async def _write(self, new: list[TranscriptEntry], head: RunHead) -> None:
+        if self._lease is not None:
+            cp = self.checkpointer
+            assert isinstance(cp, LeasingCheckpointer)
+            await cp.append_fenced(self.run_id, new, head, lease=self._lease)
+        else:
+            await self.checkpointer.append(self.run_id, new, head)
+        self._persisted += len(new)
 
     async def delete(self) -> None:
         """Drop the snapshot (``delete_on_success``)."""

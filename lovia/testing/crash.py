@@ -69,6 +69,10 @@ class Boundary(str, enum.Enum):
     """Right after the save that recorded a fired handoff (not yet applied)."""
     BEFORE_SESSION_APPEND = "before_session_append"
     """After the checkpoint was finalized as completed, before the session append."""
+    AFTER_SAVE = "after_save"
+    """Right after *any* checkpoint save, whatever it held: with ``occurrence=k`` the child dies
+    after its k-th save. Counting the saves of an uninterrupted run and killing after each one in
+    turn covers every persistence point the loop has (see ``tests/run/test_crash_fuzz.py``)."""
 
 
 @dataclass
@@ -140,6 +144,8 @@ class _KillSwitch:
 
     def _matches(self, entries: Sequence[TranscriptEntry], head: RunHead) -> bool:
         b = self.boundary
+        if b == Boundary.AFTER_SAVE.value:
+            return True
         if b == Boundary.AFTER_MODEL_SAVE.value:
             return any(isinstance(e, ToolCallEntry) for e in entries)
         if b == Boundary.AFTER_TOOL_SAVE.value:

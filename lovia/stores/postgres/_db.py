@@ -176,10 +176,11 @@ class Database:
         except LoviaError:
             raise
         except (self._psycopg.Error, OSError) as exc:
-            raise StoreError(
-                f"{self.where}: PostgreSQL error while {doing}: {describe(exc)}",
-                hint="check that the server is reachable, the DSN and credentials, and that the role may create tables",
-            ) from exc
+            hint = "check that the server is reachable, the DSN and credentials, and that the role may create tables"
+            if isinstance(exc, self._psycopg.DataError) and "NUL" in str(exc):
+                # Only an id can carry one: entries, meta and heads travel as JSON, where NUL is escaped.
+                hint = "PostgreSQL text cannot hold a NUL (\\x00) character: keep it out of session_id and run_id"
+            raise StoreError(f"{self.where}: PostgreSQL error while {doing}: {describe(exc)}", hint=hint) from exc
         except Exception as exc:
             if type(exc).__module__.startswith("psycopg_pool"):
                 raise StoreError(

@@ -54,6 +54,8 @@ class RunHead:
     """Name of a handoff target that fired but was not applied yet."""
     started_calls: list[str] = field(default_factory=list)
     """Calls of non-idempotent tools that started and have no stored result yet."""
+    repair_attempts: int = 0
+    """Structured-output repair turns used so far (a resumed run does not get fresh ones)."""
     started_at: float = field(default_factory=time.time)
     """When the run first started (a resumed run keeps it)."""
     updated_at: float = field(default_factory=time.time)
@@ -71,6 +73,7 @@ class RunHead:
             "context_state": self.context_state,
             "pending_handoff": self.pending_handoff,
             "started_calls": list(self.started_calls),
+            "repair_attempts": self.repair_attempts,
             "started_at": self.started_at,
             "updated_at": self.updated_at,
         }
@@ -98,6 +101,7 @@ class RunHead:
             context_state=dict(data.get("context_state") or {}),
             pending_handoff=data.get("pending_handoff"),
             started_calls=[str(c) for c in data.get("started_calls") or []],
+            repair_attempts=int(data.get("repair_attempts") or 0),
             started_at=float(data.get("started_at") or data.get("updated_at") or now),
             updated_at=float(data.get("updated_at") or now),
         )
@@ -123,6 +127,7 @@ _HEAD_FIELDS = (
     "context_state",
     "pending_handoff",
     "started_calls",
+    "repair_attempts",
     "started_at",
     "updated_at",
 )
@@ -144,6 +149,7 @@ class RunSnapshot:
     context_state: dict[str, Any] = field(default_factory=dict)
     pending_handoff: str | None = None
     started_calls: list[str] = field(default_factory=list)
+    repair_attempts: int = 0
     started_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
 

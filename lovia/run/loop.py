@@ -237,6 +237,7 @@ class RunLoop:
         self.context_state = dict(snap.context_state)
         self.last_input_tokens = snap.last_input_tokens
         self.started_calls = list(snap.started_calls)
+        self.repair_attempts = snap.repair_attempts
         self.started_at = snap.started_at
         self.own.extend(snap.entries)
 
@@ -325,6 +326,7 @@ class RunLoop:
             context_state=dict(self.context_state),
             pending_handoff=self.pending_target.name if self.pending_target is not None else None,
             started_calls=list(self.started_calls),
+            repair_attempts=self.repair_attempts,
             started_at=self.started_at,
             updated_at=now(),
         )

@@ -350,3 +350,35 @@ async def test_snapshot_json_round_trip():
     )
     again = RunSnapshot.from_json(snap.to_json())
     assert again == snap and again.head.pending_handoff == "b"
+
+
+async def test_repair_attempts_survive_a_resume():
+    from pydantic import BaseModel
+
+    from lovia import OutputValidationError
+
+    class Answer(BaseModel):
+        value: int
+
+    cp = InMemoryCheckpointer()
+    first = ScriptedProvider([text("not json"), text("still not json")])
+    agent = Agent(name="json", model=first, output_type=Answer)
+
+    class StopAfterRepairPrompt(InMemoryCheckpointer):
+        async def append(self, run_id, entries, head):
+            await cp.append(run_id, entries, head)
+            if head.repair_attempts == 1:
+                raise RuntimeError("simulated crash after the repair prompt was saved")
+
+        async def load(self, run_id):
+            return await cp.load(run_id)
+
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        await Runner.run(agent, "give me json", checkpoint=CheckpointOptions(StopAfterRepairPrompt(), "rep"))
+    snap = await cp.load("rep")
+    assert snap.repair_attempts == 1 and isinstance(snap.entries[-1], InputEntry)
+
+    resumed_model = ScriptedProvider([text("nope again"), text('{"value": 1}')])
+    with pytest.raises(OutputValidationError):
+        await Runner.run(agent.clone(model=resumed_model), [], checkpoint=CheckpointOptions(cp, "rep"))
+    assert len(resumed_model.calls) == 1, "the resumed run had no repair turn left"

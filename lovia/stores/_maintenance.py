@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..exceptions import UserError
-from ..transcript import ToolResultEntry, TranscriptEntry, drop_dangling_tool_calls
+from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 
 __all__ = ["InvalidArgument", "RewindPlan", "check_non_negative", "plan_rewind", "trim_entries", "trim_marker"]
 
@@ -81,6 +81,23 @@ class RewindPlan:
     removed: int
 
 
+def _drop_unanswered(entries: Sequence[TranscriptEntry]) -> list[TranscriptEntry]:
+    """``drop_dangling_tool_calls`` that pairs in order, so a call id reused by a later turn counts.
+
+    Each result answers the earliest still-open call with its id; calls left open and results
+    answering nothing are dropped. On a prefix of a run with unique ids it keeps exactly what
+    ``drop_dangling_tool_calls`` keeps.
+    """
+    open_calls: dict[str, list[int]] = {}
+    paired: set[int] = set()
+    for i, entry in enumerate(entries):
+        if isinstance(entry, ToolCallEntry):
+            open_calls.setdefault(entry.call_id, []).append(i)
+        elif isinstance(entry, ToolResultEntry) and open_calls.get(entry.call_id):
+            paired.update((open_calls[entry.call_id].pop(0), i))
+    return [e for i, e in enumerate(entries) if i in paired or not isinstance(e, (ToolCallEntry, ToolResultEntry))]
+
+
 def plan_rewind(segments: Sequence[Sequence[TranscriptEntry]], keep_entries: int) -> RewindPlan | None:
     """Plan a rewind to the first ``keep_entries`` entries of the flat view; ``None`` is a no-op."""
     check_non_negative(keep_entries=keep_entries)
@@ -93,7 +110,7 @@ def plan_rewind(segments: Sequence[Sequence[TranscriptEntry]], keep_entries: int
             seen += len(entries)
             continue
         take = keep_entries - seen
-        cut = drop_dangling_tool_calls(entries[:take]) if take else None
+        cut = _drop_unanswered(entries[:take]) if take else None
         kept = seen + (len(cut) if cut else 0)
         return RewindPlan(keep_segments=index, cut_entries=cut, removed=total - kept)
     raise AssertionError("unreachable: keep_entries < total")  # pragma: no cover

@@ -144,9 +144,13 @@ def runs(draw: st.DrawFn) -> list[TranscriptEntry]:
     if draw(_rarely):
         return entries  # an empty run is a legal segment
     prefix = draw(st.sampled_from(["call_", "toolu_", "调用-"]))
+    # Some OpenAI-compatible servers number calls per turn, so a later turn reuses "call_0".
+    reuse_ids = draw(st.booleans())
     entries.append(draw(inputs))
     ids = itertools.count()
     for _turn in range(draw(st.sampled_from([1, 2, 3, 0]))):
+        if reuse_ids:
+            ids = itertools.count()
         if draw(st.booleans()):
             entries.append(draw(reasonings))
         if draw(st.booleans()):
@@ -360,14 +364,17 @@ def model_rewind(segs: list[MSeg], keep: int) -> tuple[list[MSeg], int]:
             count += len(seg.entries)
             continue
         head = seg.entries[: keep - count]
-        answered = {e.call_id for e in head if isinstance(e, ToolResultEntry)}
-        asked = {e.call_id for e in head if isinstance(e, ToolCallEntry)}
-        head = [
-            e
-            for e in head
-            if not (isinstance(e, ToolCallEntry) and e.call_id not in answered)
-            and not (isinstance(e, ToolResultEntry) and e.call_id not in asked)
-        ]
+        # A call stays only if a kept result answers it; a result answers the oldest open call
+        # with its id (ids may be reused by later turns).
+        waiting: dict[str, list[int]] = {}
+        answered: set[int] = set()
+        for i, e in enumerate(head):
+            if isinstance(e, ToolCallEntry):
+                waiting.setdefault(e.call_id, []).append(i)
+            elif isinstance(e, ToolResultEntry):
+                assert waiting.get(e.call_id), "generated runs answer only open calls"
+                answered.update((waiting[e.call_id].pop(0), i))
+        head = [e for i, e in enumerate(head) if i in answered or not isinstance(e, ToolCallEntry)]
         if head:
             kept.append(MSeg(seg.run_id, head, None, seg.order))  # a cut run loses its meta
             count += len(head)
@@ -383,17 +390,18 @@ def as_json(value: Any) -> str:
 
 
 def assert_tool_consistent(entries: Sequence[TranscriptEntry], where: str) -> None:
-    """Each call is answered by exactly one later result, and each result answers an earlier call."""
+    """Each call is answered by exactly one later result, and each result answers an open call.
+
+    An id may come back in a later turn once its earlier call was answered.
+    """
     open_calls: set[str] = set()
-    answered: set[str] = set()
     for e in entries:
         if isinstance(e, ToolCallEntry):
-            assert e.call_id not in open_calls and e.call_id not in answered, f"{where}: call {e.call_id!r} repeated"
+            assert e.call_id not in open_calls, f"{where}: call {e.call_id!r} opened twice"
             open_calls.add(e.call_id)
         elif isinstance(e, ToolResultEntry):
             assert e.call_id in open_calls, f"{where}: result {e.call_id!r} without an open call"
             open_calls.discard(e.call_id)
-            answered.add(e.call_id)
     assert not open_calls, f"{where}: dangling calls {sorted(open_calls)}"
 
 
@@ -534,10 +542,12 @@ class SessionMachine(_LoopMachine):
         segs = self.model[session_id]
         total = sum(len(s.entries) for s in segs)
         boundaries = list(itertools.accumulate(len(s.entries) for s in segs))
+        flat = [e for s in segs for e in s.entries]
+        after_calls = [i + 1 for i, e in enumerate(flat) if isinstance(e, ToolCallEntry)]
         keep = data.draw(
             st.one_of(
                 st.integers(min(1, total), total),  # anywhere, usually inside a run
-                st.integers(min(1, total), total),
+                st.sampled_from(after_calls or [0]),  # between a call and its result
                 st.integers(total // 2, total),
                 st.sampled_from(boundaries or [0]),  # on a run boundary
                 st.integers(total, total + 5),  # at or past the end: no-op

@@ -102,8 +102,8 @@ class RunHead:
             pending_handoff=data.get("pending_handoff"),
             started_calls=[str(c) for c in data.get("started_calls") or []],
             repair_attempts=int(data.get("repair_attempts") or 0),
-            started_at=float(data.get("started_at") or data.get("updated_at") or now),
-            updated_at=float(data.get("updated_at") or now),
+            started_at=float(_first_number(data.get("started_at"), data.get("updated_at"), now)),
+            updated_at=float(_first_number(data.get("updated_at"), now)),
         )
 
     def to_json(self) -> str:
@@ -114,6 +114,14 @@ class RunHead:
     def from_json(cls, text: str | bytes) -> RunHead:
         """Parse :meth:`to_json` output."""
         return cls.from_dict(json.loads(text))
+
+
+def _first_number(*values: Any) -> float:
+    """The first value that is a number (0.0 included); the last one is the fallback."""
+    for value in values:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    raise ValueError("run head timestamps must be numbers")
 
 
 _HEAD_FIELDS = (

@@ -48,6 +48,7 @@ __all__ = [
     "safe_window",
     "split_system",
     "to_json_safe",
+    "unanswered_tool_calls",
 ]
 
 
@@ -405,20 +406,43 @@ def split_system(entries: Sequence[TranscriptEntry]) -> tuple[list[TranscriptEnt
     return list(entries[:n]), list(entries[n:])
 
 
+def _pair_tool_entries(entries: Sequence[TranscriptEntry]) -> tuple[list[int], list[int]]:
+    """Indices of unanswered calls and of results without a call, pairing in order.
+
+    A result answers the oldest unanswered call with its id, so a call id that a later turn
+    reuses is matched to its own result, not to an earlier one.
+    """
+    waiting: dict[str, list[int]] = {}
+    orphans: list[int] = []
+    for i, e in enumerate(entries):
+        if isinstance(e, ToolCallEntry):
+            waiting.setdefault(e.call_id, []).append(i)
+        elif isinstance(e, ToolResultEntry):
+            queue = waiting.get(e.call_id)
+            if queue:
+                queue.pop(0)
+            else:
+                orphans.append(i)
+    return sorted(i for positions in waiting.values() for i in positions), orphans
+
+
+def unanswered_tool_calls(entries: Sequence[TranscriptEntry]) -> list[ToolCallEntry]:
+    """The tool calls that have no result yet, in transcript order."""
+    dangling, _ = _pair_tool_entries(entries)
+    return [entries[i] for i in dangling]  # type: ignore[misc]
+
+
 def drop_dangling_tool_calls(entries: Sequence[TranscriptEntry]) -> list[TranscriptEntry]:
     """Remove tool calls that have no result, and results whose call is missing.
 
     Use it before recording a partial run as a finished segment: the stored transcript must stay
     tool-consistent (every call paired with its result).
     """
-    calls = {e.call_id for e in entries if isinstance(e, ToolCallEntry)}
-    results = {e.call_id for e in entries if isinstance(e, ToolResultEntry)}
-    return [
-        e
-        for e in entries
-        if not (isinstance(e, ToolCallEntry) and e.call_id not in results)
-        and not (isinstance(e, ToolResultEntry) and e.call_id not in calls)
-    ]
+    dangling, orphans = _pair_tool_entries(entries)
+    if not dangling and not orphans:
+        return list(entries)
+    drop = set(dangling) | set(orphans)
+    return [e for i, e in enumerate(entries) if i not in drop]
 
 
 def safe_window(entries: Sequence[TranscriptEntry], *, head: int = 0, tail: int) -> list[TranscriptEntry]:

@@ -161,3 +161,16 @@ def test_safe_window_never_splits_a_pair(entries, head, tail):
     assert window[: min(head, len(window))] == entries[: min(head, len(window))] or head >= len(entries)
     if head + tail >= len(entries):
         assert window == entries
+
+
+def test_pairing_follows_order_when_call_ids_are_reused():
+    from lovia.transcript import unanswered_tool_calls
+
+    entries = [
+        ToolCallEntry("call_f", "f", "{}"),
+        ToolResultEntry("call_f", "first"),
+        AssistantTextEntry("again"),
+        ToolCallEntry("call_f", "f", '{"n": 2}'),
+    ]
+    assert unanswered_tool_calls(entries) == [entries[3]]
+    assert drop_dangling_tool_calls(entries) == entries[:3]

@@ -70,6 +70,7 @@ from ..transcript import (
     input_to_entries,
     leading_system_count,
     to_json_safe,
+    unanswered_tool_calls,
 )
 from .assemble import TurnAssembler
 from .cancel import cancel_scope
@@ -381,8 +382,7 @@ class RunLoop:
 
     async def _drain_resumed(self) -> _Final | None:
         """Re-execute dangling calls under the restored turn, apply a recorded handoff."""
-        answered = {e.call_id for e in self.own if isinstance(e, ToolResultEntry)}
-        dangling = [e for e in self.own if isinstance(e, ToolCallEntry) and e.call_id not in answered]
+        dangling = unanswered_tool_calls(self.own)
         if dangling:
             self.ctx.turn = self.turns
             await self.emit(TurnStarted(agent=self.agent, turn=self.turns))

@@ -382,3 +382,16 @@ async def test_repair_attempts_survive_a_resume():
     with pytest.raises(OutputValidationError):
         await Runner.run(agent.clone(model=resumed_model), [], checkpoint=CheckpointOptions(cp, "rep"))
     assert len(resumed_model.calls) == 1, "the resumed run had no repair turn left"
+
+
+async def test_resume_finds_a_dangling_call_whose_id_an_earlier_turn_used():
+    cp = InMemoryCheckpointer()
+    entries = [
+        InputEntry(role="user", content="add twice"),
+        ToolCallEntry(call_id="call_add", name="add", arguments='{"a": 1, "b": 1}'),
+        ToolResultEntry(call_id="call_add", output="2", raw=2),
+        ToolCallEntry(call_id="call_add", name="add", arguments='{"a": 2, "b": 2}'),
+    ]
+    await cp.append("reuse", entries, RunHead(agent_name="calc", turns=2))
+    result = await Runner.run(calc(ScriptedProvider([text("2 and 4")])), [], checkpoint=CheckpointOptions(cp, "reuse"))
+    assert [e.output for e in result.entries if isinstance(e, ToolResultEntry)] == ["2", "4"]

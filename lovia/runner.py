@@ -64,24 +64,8 @@ class Runner:
             checkpoint: ``CheckpointOptions`` for crash recovery and idempotent re-issue.
             tracer: a ``Tracer`` for spans.
         """
-        spec = RunSpec(
-            agent=agent,
-            input=input,
-            context=context,
-            output_type=output_type,
-            extra_instructions=extra_instructions,
-            max_turns=max_turns,
-            budget=budget,
-            cancel_token=cancel_token,
-            mailbox=mailbox,
-            retry=retry,
-            context_policy=context_policy,
-            session=session,
-            session_id=session_id,
-            checkpoint=checkpoint,
-            tracer=tracer,
-        )
-        return await start(spec).result()
+        # The parameters are exactly RunSpec's fields: pass them on as they came.
+        return await start(RunSpec(**locals())).result()
 
     @staticmethod
     def run_sync(
@@ -103,28 +87,11 @@ class Runner:
         tracer: Any = None,
     ) -> RunResult[Any]:
         """``Runner.run`` in a fresh event loop (not allowed inside a running loop); same keywords."""
+        kwargs = dict(locals())  # exactly Runner.run's parameters
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(
-                Runner.run(
-                    agent,
-                    input,
-                    context=context,
-                    output_type=output_type,
-                    extra_instructions=extra_instructions,
-                    max_turns=max_turns,
-                    budget=budget,
-                    cancel_token=cancel_token,
-                    mailbox=mailbox,
-                    retry=retry,
-                    context_policy=context_policy,
-                    session=session,
-                    session_id=session_id,
-                    checkpoint=checkpoint,
-                    tracer=tracer,
-                )
-            )
+            return asyncio.run(Runner.run(**kwargs))
         raise UserError(
             "Runner.run_sync was called inside a running event loop",
             hint="use `await Runner.run(...)` in async code",
@@ -154,24 +121,7 @@ class Runner:
         Takes the same keywords as :meth:`run`. The run starts when the handle is first iterated
         or awaited.
         """
-        spec = RunSpec(
-            agent=agent,
-            input=input,
-            context=context,
-            output_type=output_type,
-            extra_instructions=extra_instructions,
-            max_turns=max_turns,
-            budget=budget,
-            cancel_token=cancel_token,
-            mailbox=mailbox,
-            retry=retry,
-            context_policy=context_policy,
-            session=session,
-            session_id=session_id,
-            checkpoint=checkpoint,
-            tracer=tracer,
-        )
-        return start(spec)
+        return start(RunSpec(**locals()))  # the parameters are exactly RunSpec's fields
 
 
 def start(spec: RunSpec) -> RunHandle[Any]:

@@ -657,7 +657,8 @@ class RunLoop:
         self._started_emitted = True
         await self.sink(RunStarted(agent=agent))
         self._finalized = True
-        await self._append_session(snap.entries, started_at=snap.started_at, finished_at=snap.updated_at)
+        # The seed times a segment "to the append": a healing replay appends now.
+        await self._append_session(snap.entries, started_at=snap.started_at, finished_at=now())
         options = self.spec.checkpoint
         if options is not None and options.delete_on_success and options.checkpointer is not None:
             await options.checkpointer.delete(snap.run_id)

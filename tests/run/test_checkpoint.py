@@ -395,3 +395,16 @@ async def test_resume_finds_a_dangling_call_whose_id_an_earlier_turn_used():
     await cp.append("reuse", entries, RunHead(agent_name="calc", turns=2))
     result = await Runner.run(calc(ScriptedProvider([text("2 and 4")])), [], checkpoint=CheckpointOptions(cp, "reuse"))
     assert [e.output for e in result.entries if isinstance(e, ToolResultEntry)] == ["2", "4"]
+
+
+async def test_a_healing_replay_times_its_segment_to_the_append():
+    import time
+
+    cp, session = InMemoryCheckpointer(), InMemorySession()
+    await Runner.run(calc(ScriptedProvider([text("done")])), "hi", checkpoint=CheckpointOptions(cp, "heal"))
+    first_start = (await cp.load("heal")).started_at
+    before_heal = time.time()
+    await Runner.run(calc(ScriptedProvider([])), "hi", session=session, session_id="u", checkpoint=CheckpointOptions(cp, "heal"))
+    timing = (await session.segments("u"))[0].meta["timing"]
+    assert timing["started_at"] == first_start
+    assert timing["finished_at"] >= before_heal

@@ -302,9 +302,13 @@ def test_page_on_env_configured_openai_endpoint(page: Any, tmp_path: Path) -> No
 def test_reload_during_a_run_reattaches(server: ThreadServer, page: Any, gate: Gate) -> None:
     page.goto(server.url)
     send(page, "slow run please")
-    wait_for(lambda: gate.runs.get("slow"))
-    page.reload()
     slow = page.locator('[data-testid="tool-call"][data-call-id^="call_slow"]')
+    # Reload once the page shows the slow call, as a user would: by then it knows its chat's id
+    # (the server may start the tool before the browser has read the stream's first frame).
+    slow.wait_for()
+    wait_for(lambda: gate.runs.get("slow"))
+    assert "#/chat/" in page.url
+    page.reload()
     slow.wait_for()
     assert "running" in (slow.get_attribute("class") or "")
     assert page.get_by_test_id("stop").is_visible()

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ._json import dumps
 from .exceptions import UserError
 from .messages import Usage
 from .transcript import TranscriptEntry, entry_from_dict, entry_to_dict
@@ -108,7 +109,7 @@ class RunHead:
 
     def to_json(self) -> str:
         """Compact JSON text."""
-        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+        return dumps(self.to_dict())
 
     @classmethod
     def from_json(cls, text: str | bytes) -> RunHead:
@@ -184,7 +185,7 @@ class RunSnapshot:
 
     def to_json(self) -> str:
         """Compact JSON text."""
-        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+        return dumps(self.to_dict())
 
     @classmethod
     def from_json(cls, text: str | bytes) -> RunSnapshot:

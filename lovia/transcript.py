@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
+from ._json import dumps
 from .messages import ContentPart, FilePart, ImagePart, Message, TextPart, ToolCall, Usage
 
 __all__ = [
@@ -306,7 +307,7 @@ def entry_from_dict(data: Mapping[str, Any], *, strict: bool = True) -> Transcri
 
 def entries_to_json(entries: Iterable[TranscriptEntry]) -> str:
     """Serialize entries as one compact JSON array."""
-    return json.dumps([entry_to_dict(e) for e in entries], separators=(",", ":"), ensure_ascii=False)
+    return dumps([entry_to_dict(e) for e in entries])
 
 
 def entries_from_json(text: str | bytes, *, strict: bool = False) -> list[TranscriptEntry]:

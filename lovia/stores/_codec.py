@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from .._json import dumps
 from ..checkpointer import RunHead
 from ..exceptions import CorruptRecordError, UserError
 from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
@@ -26,7 +27,7 @@ _SEPARATORS = (",", ":")
 def encode_entries(entries: Sequence[TranscriptEntry]) -> str:
     """Compact JSON array of entry dicts; a non-entry is a :class:`UserError`."""
     try:
-        return json.dumps([entry_to_dict(e) for e in entries], separators=_SEPARATORS, ensure_ascii=False)
+        return dumps([entry_to_dict(e) for e in entries])
     except TypeError as exc:
         raise UserError(
             f"cannot store entries: {exc}",

@@ -54,7 +54,7 @@ async def test_new_file_records_each_component_version(stores):
     await session.load("x")
     await checkpointer.load("x")
     assert _versions(path) == {"session": latest_version("session"), "checkpoint": latest_version("checkpoint")}
-    assert latest_version("checkpoint") == 2
+    assert latest_version("checkpoint") == 3
 
 
 async def test_pre_versioning_file_is_adopted(tmp_path):
@@ -73,7 +73,7 @@ async def test_pre_versioning_file_is_adopted(tmp_path):
     assert _versions(path) == {"session": 1}
 
 
-@pytest.mark.parametrize("fixture", ["session_v1.sql", "checkpoint_v1.sql", "checkpoint_v2.sql"])
+@pytest.mark.parametrize("fixture", ["session_v1.sql", "checkpoint_v1.sql", "checkpoint_v2.sql", "checkpoint_v3.sql"])
 async def test_frozen_fixture_of_every_version_opens_and_migrates(tmp_path, fixture):
     path = tmp_path / "fixture.db"
     conn = sqlite3.connect(path)
@@ -90,10 +90,10 @@ async def test_frozen_fixture_of_every_version_opens_and_migrates(tmp_path, fixt
             assert snap is not None and snap.status == "interrupted" and snap.usage.input_tokens == 10
             assert snap.entries[1] == ToolCallEntry(call_id="c1", name="migrate", arguments="{}")
             lease = await checkpointer.acquire_lease("job-1", owner="host-b:7", ttl=30)
-            assert lease.token == (4 if fixture.endswith("v2.sql") else 1)
+            assert lease.token == (1 if fixture.endswith("v1.sql") else 4)
         await session.load("u1")  # stores open lazily: make sure both components were opened
         await checkpointer.load("job-1")
-    assert _versions(path) == {"session": 1, "checkpoint": 2}
+    assert _versions(path) == {"session": 1, "checkpoint": 3}
 
 
 async def test_failed_migration_step_leaves_recorded_version(tmp_path):
@@ -234,8 +234,9 @@ async def test_event_loop_keeps_ticking_while_a_big_session_loads(tmp_path):
             ticks += 1
             await asyncio.sleep(0.001)
         assert len(await loading) == 10_000
-        # A load run on the loop itself would let the ticker run only before and after it.
-        assert ticks >= 5, ticks
+        # A load run on the loop itself would let the ticker run once, before it. (On the worker
+        # thread the ticker gets the GIL back at each switch interval, every 5 ms by default.)
+        assert ticks >= 3, ticks
 
 
 async def test_cancelled_caller_gets_cancelled_error_and_store_stays_usable(tmp_path):

@@ -31,6 +31,9 @@ class Migration:
     version: int
     name: str
     statements: tuple[str, ...]
+    # A query that returns a row when the file already has this step's layout (a file written
+    # before versioning existed): the step is then recorded without running its statements.
+    already_applied: str | None = None
 
 
 MIGRATIONS: dict[Component, tuple[Migration, ...]] = {
@@ -82,6 +85,40 @@ MIGRATIONS: dict[Component, tuple[Migration, ...]] = {
                 )""",
             ),
         ),
+        # Batches become a chain: each row points at the run's previous batch and the head row at
+        # the newest, so a save appends one row at the end of the table and updates the head with
+        # no index to maintain (two B-tree pages per save instead of three). The head also keeps
+        # the run's entry count, which load checks and listings read without parsing batches.
+        Migration(
+            3,
+            "chain_snapshot_turns",
+            (
+                """CREATE TABLE snapshot_turns_chained (
+                    id INTEGER PRIMARY KEY,
+                    run_id TEXT NOT NULL,
+                    prev_id INTEGER,
+                    entries_json TEXT NOT NULL
+                )""",
+                """INSERT INTO snapshot_turns_chained (id, run_id, prev_id, entries_json)
+                SELECT n, run_id, CASE WHEN nth = 1 THEN NULL ELSE n - 1 END, entries_json
+                FROM (SELECT run_id, entries_json,
+                             ROW_NUMBER() OVER (ORDER BY run_id, seq) AS n,
+                             ROW_NUMBER() OVER (PARTITION BY run_id ORDER BY seq) AS nth
+                      FROM snapshot_turns)""",
+                "DROP TABLE snapshot_turns",
+                "ALTER TABLE snapshot_turns_chained RENAME TO snapshot_turns",
+                "ALTER TABLE snapshot_heads ADD COLUMN last_turn INTEGER",
+                "ALTER TABLE snapshot_heads ADD COLUMN entry_count INTEGER NOT NULL DEFAULT 0",
+                "CREATE INDEX snapshot_turns_migrating ON snapshot_turns (run_id)",
+                """UPDATE snapshot_heads SET
+                    last_turn = (SELECT MAX(t.id) FROM snapshot_turns t WHERE t.run_id = snapshot_heads.run_id),
+                    entry_count = (SELECT COALESCE(SUM(CASE WHEN json_valid(t.entries_json)
+                                                       THEN json_array_length(t.entries_json) ELSE 0 END), 0)
+                                   FROM snapshot_turns t WHERE t.run_id = snapshot_heads.run_id)""",
+                "DROP INDEX snapshot_turns_migrating",
+            ),
+            already_applied="SELECT 1 FROM pragma_table_info('snapshot_turns') WHERE name = 'prev_id'",
+        ),
     ),
 }
 
@@ -130,7 +167,8 @@ def ensure_schema(conn: sqlite3.Connection, component: Component, *, path: str) 
             _refuse_if_too_new(current, component, path)
             if migration.version > current:
                 conn.execute(_CREATE_SCHEMA_TABLE)
-                for statement in migration.statements:
+                adopted = migration.already_applied and conn.execute(migration.already_applied).fetchone()
+                for statement in () if adopted else migration.statements:
                     conn.execute(statement)
                 conn.execute(
                     "INSERT INTO lovia_schema (component, version, migration, applied_at) VALUES (?, ?, ?, ?) "

@@ -1,9 +1,13 @@
 """``SQLiteCheckpointer``: the bundled durable checkpoint store, with run leases.
 
-Layout: ``snapshot_heads(run_id PK, head_json, updated_at)`` overwritten on every save, and
-``snapshot_turns(run_id, seq, entries_json, PK(run_id, seq))`` with one row per non-empty save, so
-a save costs O(new entries) and never rewrites old ones. ``run_leases(run_id PK, owner, token,
-expires_at)`` holds leases; a fenced save checks its lease in the same transaction as the write.
+Layout: ``snapshot_turns(id PK, run_id, prev_id, entries_json)`` holds one row per non-empty save,
+each pointing at the run's previous one, and ``snapshot_heads(run_id PK, head_json, updated_at,
+last_turn, entry_count)`` is overwritten on every save and points at the newest. A save appends
+one row at the end of the table and updates one head row: O(new entries), old batches are never
+rewritten, and no index has to be maintained. Loading walks the chain back from the head (ids
+strictly decrease along it, so even a corrupted chain cannot loop) and checks the entry count.
+``run_leases(run_id PK, owner, token, expires_at)`` holds leases; a fenced save checks its lease
+in the same transaction as the write.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from ...checkpointer import Lease, RunHead, RunInfo, RunSnapshot, RunStatus
+from ...exceptions import CorruptRecordError
 from ...transcript import TranscriptEntry
 from .. import _leases
 from .._codec import decode_entries, decode_head, encode_entries
@@ -24,17 +29,20 @@ from ._db import Database, read, write
 __all__ = ["SQLiteCheckpointer"]
 
 
-def _save(conn: sqlite3.Connection, run_id: str, batch: str | None, head_json: str, updated_at: float) -> None:
+def _save(conn: sqlite3.Connection, run_id: str, batch: str | None, count: int, head_json: str, updated_at: float) -> None:
+    last_turn = None
     if batch is not None:
-        conn.execute(
-            "INSERT INTO snapshot_turns (run_id, seq, entries_json) "
-            "SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM snapshot_turns WHERE run_id = ?",
-            (run_id, batch, run_id),
-        )
+        last_turn = conn.execute(
+            "INSERT INTO snapshot_turns (run_id, prev_id, entries_json) "
+            "VALUES (?, (SELECT last_turn FROM snapshot_heads WHERE run_id = ?), ?)",
+            (run_id, run_id, batch),
+        ).lastrowid
     conn.execute(
-        "INSERT INTO snapshot_heads (run_id, head_json, updated_at) VALUES (?, ?, ?) "
-        "ON CONFLICT (run_id) DO UPDATE SET head_json = excluded.head_json, updated_at = excluded.updated_at",
-        (run_id, head_json, updated_at),
+        "INSERT INTO snapshot_heads (run_id, head_json, updated_at, last_turn, entry_count) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (run_id) DO UPDATE SET head_json = excluded.head_json, updated_at = excluded.updated_at, "
+        "last_turn = COALESCE(excluded.last_turn, snapshot_heads.last_turn), "
+        "entry_count = snapshot_heads.entry_count + excluded.entry_count",
+        (run_id, head_json, updated_at, last_turn, count),
     )
 
 
@@ -51,33 +59,55 @@ def _put_lease(conn: sqlite3.Connection, run_id: str, row: _leases.LeaseRow) -> 
     )
 
 
+# The run's batches, oldest first, found by walking back from the head's newest one.
+_CHAIN_SQL = """
+WITH RECURSIVE chain(id, prev_id, entries_json) AS (
+    SELECT id, prev_id, entries_json FROM snapshot_turns WHERE id = ? AND run_id = ?
+    UNION ALL
+    SELECT t.id, t.prev_id, t.entries_json FROM snapshot_turns t JOIN chain c ON t.id = c.prev_id
+    WHERE t.id < c.id AND t.run_id = ?
+)
+SELECT id, prev_id, entries_json FROM chain ORDER BY id
+"""
+
+
 def _load(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
     with read(conn):
-        head_row = conn.execute("SELECT head_json FROM snapshot_heads WHERE run_id = ?", (run_id,)).fetchone()
+        head_row = conn.execute(
+            "SELECT head_json, last_turn, entry_count FROM snapshot_heads WHERE run_id = ?", (run_id,)
+        ).fetchone()
         if head_row is None:
             return None
-        batches = conn.execute(
-            "SELECT seq, entries_json FROM snapshot_turns WHERE run_id = ? ORDER BY seq", (run_id,)
-        ).fetchall()
-    head = decode_head(run_id, head_row[0])
-    entries = [e for _, text in batches for e in decode_entries(text, session_id=None, run_id=run_id)]
+        head_json, last_turn, expected = head_row
+        batches = conn.execute(_CHAIN_SQL, (last_turn, run_id, run_id)).fetchall() if last_turn is not None else []
+    head = decode_head(run_id, head_json)
+    entries = [e for _, _, text in batches for e in decode_entries(text, session_id=None, run_id=run_id)]
+    if (batches and batches[0][1] is not None) or len(entries) != expected:
+        raise CorruptRecordError(
+            f"checkpoint of run {run_id!r} is incomplete: found {len(entries)} of its {expected} entries",
+            run_id=run_id,
+            hint="rows of snapshot_turns were deleted or edited by hand; delete the checkpoint "
+            "(Checkpointer.delete) to start the run over",
+        )
     return RunSnapshot.from_parts(run_id, entries, head)
 
 
 def _delete(conn: sqlite3.Connection, run_id: str) -> None:
     with write(conn):
-        conn.execute("DELETE FROM snapshot_turns WHERE run_id = ?", (run_id,))
+        row = conn.execute("SELECT last_turn FROM snapshot_heads WHERE run_id = ?", (run_id,)).fetchone()
+        if row is not None and row[0] is not None:
+            conn.execute(
+                f"DELETE FROM snapshot_turns WHERE id IN (SELECT id FROM ({_CHAIN_SQL}))", (row[0], run_id, run_id)
+            )
         conn.execute("DELETE FROM snapshot_heads WHERE run_id = ?", (run_id,))
         conn.execute("DELETE FROM run_leases WHERE run_id = ? AND expires_at <= ?", (run_id, time.time()))
 
 
 _LIST_SQL = """
-SELECT h.run_id, h.head_json,
-       (SELECT COALESCE(SUM(CASE WHEN json_valid(t.entries_json) THEN json_array_length(t.entries_json) ELSE 0 END), 0)
-        FROM snapshot_turns t WHERE t.run_id = h.run_id)
-FROM snapshot_heads h
-WHERE ? IS NULL OR (json_valid(h.head_json) AND json_extract(h.head_json, '$.status') = ?)
-ORDER BY h.updated_at DESC, h.run_id DESC
+SELECT run_id, head_json, entry_count
+FROM snapshot_heads
+WHERE ? IS NULL OR (json_valid(head_json) AND json_extract(head_json, '$.status') = ?)
+ORDER BY updated_at DESC, run_id DESC
 LIMIT ? OFFSET ?
 """
 
@@ -114,13 +144,14 @@ class SQLiteCheckpointer:
     async def append(self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead) -> None:
         """Append a batch of new entries (possibly empty) and overwrite the head, in one transaction."""
         batch = encode_entries(entries) if entries else None
+        count = len(entries)
         head_json = head.to_json()
 
         def save(conn: sqlite3.Connection) -> None:
             with write(conn):
-                _save(conn, run_id, batch, head_json, head.updated_at)
+                _save(conn, run_id, batch, count, head_json, head.updated_at)
 
-        await self._db.run(save)
+        await self._db.write(save, size=len(batch or "") + len(head_json))
 
     async def load(self, run_id: str) -> RunSnapshot | None:
         """The stored snapshot, or ``None``."""
@@ -175,14 +206,15 @@ class SQLiteCheckpointer:
     async def append_fenced(self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease) -> None:
         """``append`` that raises :class:`~lovia.exceptions.LeaseLostError` (writing nothing) unless ``lease`` is current."""
         batch = encode_entries(entries) if entries else None
+        count = len(entries)
         head_json = head.to_json()
 
         def save(conn: sqlite3.Connection) -> None:
             with write(conn):
                 _leases.check_current(lease, _lease_row(conn, run_id) if lease.run_id == run_id else None)
-                _save(conn, run_id, batch, head_json, head.updated_at)
+                _save(conn, run_id, batch, count, head_json, head.updated_at)
 
-        await self._db.run(save)
+        await self._db.write(save, size=len(batch or "") + len(head_json))
 
     async def close(self) -> None:
         """Close the connection and stop the worker thread (idempotent)."""

@@ -22,6 +22,15 @@ Both modes set ``busy_timeout=5000`` so a writer waits up to 5 s for another con
 and every write opens with ``BEGIN IMMEDIATE`` so it takes the write lock up front (a deferred
 transaction that upgrades from read to write can fail with "database is locked" under WAL
 without ever waiting).
+
+The WAL fast path (:meth:`Database.write`): under WAL with ``synchronous=NORMAL`` a commit appends
+pages to the log and never waits for the disk, so the thread hop (tens of microseconds of wake-ups)
+would cost several times the commit itself. Short write transactions (a checkpoint save, a session
+append) therefore run on the calling thread through a second connection whose ``busy_timeout`` is
+0 and whose automatic checkpointing is off: it takes the write lock only when it is free, and
+otherwise the transaction goes to the worker thread, which waits for the lock as usual. The
+calling thread thus never waits on a lock or an ``fsync``; WAL checkpoints (which do sync) run on
+the worker thread. The default journal syncs on every commit and always uses the worker.
 """
 
 from __future__ import annotations
@@ -44,6 +53,11 @@ __all__ = ["Database", "configure", "read", "write"]
 
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 5000
+# Fast-path commits between two WAL checkpoints run on the worker: SQLite's own automatic
+# checkpoint fires at 1,000 log pages, and one small save writes two or three pages.
+CHECKPOINT_EVERY = 400
+# Larger writes go to the worker even under WAL: copying them into the log is no longer negligible.
+FAST_MAX_BYTES = 64 * 1024
 
 
 def configure(conn: sqlite3.Connection, *, wal: bool) -> None:
@@ -110,6 +124,50 @@ def _close(conn: sqlite3.Connection) -> None:
     """Marker job: close the connection without opening it first."""
 
 
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    """Marker job: fold the WAL into the database file (PASSIVE: never waits for readers or writers)."""
+
+
+class _Busy(Exception):
+    """The fast path found the write lock taken."""
+
+
+class _FastWriter:
+    """The WAL fast path's connection: never waits for a lock, never checkpoints (see the module docstring)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        # Held while the connection is in use: a store shared by threads running their own event
+        # loops takes turns, and a second concurrent caller simply goes to the worker instead.
+        self.lock = threading.Lock()
+        self.commits = 0
+
+    def attempt(self, fn: Callable[[sqlite3.Connection], T], path: str) -> T:
+        """Run ``fn`` now; raises :class:`_Busy` (nothing written) when the write lock is taken."""
+        conn = self.conn
+        try:
+            result = fn(conn)
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.rollback()
+            if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
+                raise _Busy from exc
+            raise _store_error(path, exc) from exc
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+        self.commits += 1
+        return result
+
+
+def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
+    return StoreError(
+        f"SQLite error on {path}: {exc}",
+        hint="check that the file is a lovia database, writable, and not on a network filesystem",
+    )
+
+
 class _Worker:
     """The thread and connection of one store; stopped explicitly or when the store is collected."""
 
@@ -118,6 +176,7 @@ class _Worker:
         self.wal = wal
         self.component = component
         self.conn: sqlite3.Connection | None = None
+        self.fast: _FastWriter | None = None  # opened beside ``conn`` under WAL
         self.jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -143,6 +202,8 @@ class _Worker:
                 if fn is _close:
                     self.close_connection()
                     outcome: tuple[bool, object] = (True, None)
+                elif fn is _checkpoint:
+                    outcome = (True, self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall() if self.conn else None)
                 else:
                     outcome = (True, self.call(fn))
             except BaseException as exc:  # handed to the awaiting coroutine, never lost
@@ -160,10 +221,7 @@ class _Worker:
         except LoviaError:
             raise
         except sqlite3.Error as exc:
-            raise StoreError(
-                f"SQLite error on {self.path}: {exc}",
-                hint="check that the file is a lovia database, writable, and not on a network filesystem",
-            ) from exc
+            raise _store_error(self.path, exc) from exc
 
     def _open(self) -> sqlite3.Connection:
         try:
@@ -173,12 +231,27 @@ class _Worker:
         try:
             configure(conn, wal=self.wal)
             ensure_schema(conn, self.component, path=self.path)
+            if self.wal:
+                self.fast = _FastWriter(self._open_fast())
         except BaseException:
             conn.close()
             raise
         return conn
 
+    def _open_fast(self) -> sqlite3.Connection:
+        # check_same_thread=False: the connection is used on the callers' threads, one at a time
+        # (under _FastWriter.lock), and closed here.
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+        conn.execute("PRAGMA busy_timeout = 0")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        return conn
+
     def close_connection(self) -> None:
+        fast, self.fast = self.fast, None
+        if fast is not None:
+            with fast.lock:  # let a caller's transaction on it finish first
+                fast.conn.close()
         if self.conn is not None:
             self.conn.close()
             self.conn = None
@@ -207,6 +280,33 @@ class Database:
         self._worker.submit((fn, loop, fut))
         return await fut  # type: ignore[return-value]
 
+    async def write(self, fn: Callable[[sqlite3.Connection], T], *, size: int) -> T:
+        """Run the write transaction ``fn(conn)`` of about ``size`` bytes: under WAL and when small,
+        on this thread if the write lock is free (the module docstring says why), otherwise on the
+        worker like :meth:`run`.
+
+        ``fn`` must commit what it writes (``with write(conn):``) and must not wait on anything.
+        """
+        fast = self._worker.fast
+        if fast is not None and size <= FAST_MAX_BYTES and not self._closed and fast.lock.acquire(blocking=False):
+            try:
+                if self._worker.fast is fast:  # not closed meanwhile by another thread
+                    result = fast.attempt(fn, self.path)
+                    if fast.commits % CHECKPOINT_EVERY == 0:
+                        self._checkpoint_soon()
+                    return result
+            except _Busy:
+                pass
+            finally:
+                fast.lock.release()
+        return await self.run(fn)
+
+    def _checkpoint_soon(self) -> None:
+        """Queue a WAL checkpoint on the worker without waiting for it."""
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(_ignore_outcome)
+        self._worker.submit((_checkpoint, asyncio.get_running_loop(), fut))
+
     async def close(self) -> None:
         """Close the connection and stop the worker thread (idempotent)."""
         if self._closed:
@@ -217,3 +317,9 @@ class Database:
         self._worker.submit((_close, loop, fut))
         await fut
         self._finalizer()
+
+
+def _ignore_outcome(fut: asyncio.Future[object]) -> None:
+    # A failed background checkpoint is harmless (the next one, or SQLite's, folds the log).
+    if not fut.cancelled():
+        fut.exception()

@@ -248,9 +248,17 @@ def scripted_agent(gate: Gate | None = None, *, name: str = "scripted", delay: f
             await asyncio.sleep(0.02)
         return "slow done"
 
+    @tool(needs_approval=True)
+    def remove(path: str) -> str:
+        """Delete a file (gated: a person approves each call)."""
+        gate.bump("remove")
+        return f"removed {path}"
+
     def script(entries: list[TranscriptEntry], _tools: list[Any]) -> Any:
         said, results = last_user(entries)
         word = said.split()[0].lower() if said.split() else ""
+        if word == "remove" and results == 0:
+            return call("remove", {"path": said.split()[-1]}, call_id=f"call_remove_{len(entries)}")
         if word == "tool" and results == 0:
             return call("lookup", {"q": said}, call_id=f"call_lookup_{len(entries)}")
         if word == "slow" and results == 0:
@@ -268,7 +276,7 @@ def scripted_agent(gate: Gate | None = None, *, name: str = "scripted", delay: f
             return text(f"Done: the tools said their piece about **{said}**.")
         return text(f"You said: {said}", delay=delay)
 
-    return Agent(name=name, model=ScriptedProvider(script), tools=[lookup, slow])
+    return Agent(name=name, model=ScriptedProvider(script), tools=[lookup, slow, remove])
 
 
 class NoRewindSession:

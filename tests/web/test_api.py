@@ -229,3 +229,25 @@ def test_graceful_shutdown_ends_streams_and_keeps_the_checkpoint(db: str) -> Non
     assert snap is not None and snap.status == "interrupted"
     assert [e.type for e in snap.entries] == ["input", "tool_call", "tool_result", "tool_call"]
     assert inspect_store(db, lambda st: st.session.load(sid)) == []  # not finalized: it will resume
+
+
+def test_approve_endpoint_decides_a_gated_call(server: ThreadServer, gate: Gate) -> None:
+    url = f"{server.url}/api/chat/approve"
+    # Nothing is live in this chat yet.
+    r = httpx.post(url, json={"session_id": "nope", "call_id": "x", "decision": "approve"})
+    assert r.status_code == 404 and "no live run" in r.text
+    # A stream that leaves at the approval request: the run waits for a decision regardless.
+    s = sse(server.url, "/api/chat/stream", {"message": "remove a.txt"}, until="approval_required")
+    asked = s.of("approval_required")[0]
+    sid = s.of("session")[0]["session_id"]
+    assert asked["name"] == "remove" and gate.runs.get("remove") is None
+    r = httpx.post(url, json={"session_id": sid, "call_id": "not-waiting", "decision": "approve"})
+    assert r.status_code == 404 and "not waiting" in r.text
+    r = httpx.post(url, json={"session_id": sid, "call_id": asked["id"], "decision": "maybe"})
+    assert r.status_code == 422  # only approve / deny
+    r = httpx.post(url, json={"session_id": sid, "call_id": asked["id"], "decision": "deny"})
+    assert r.status_code == 200 and r.json() == {"ok": True}
+    wait_for(lambda: not session(server, sid)["live"])
+    entries = session(server, sid)["entries"]
+    result = next(e for e in entries if e["type"] == "tool_result")
+    assert result["is_error"] and gate.runs.get("remove") is None

@@ -387,3 +387,26 @@ def test_markdown_renderer_emits_only_safe_markup(server: ThreadServer, page: An
             assert href.startswith("https://"), (payload, href)
     assert result["out"][0]["text"] == PAYLOADS[0]  # shown as text, verbatim
     assert result["out"][-1]["tags"] == ["p", "strong", "a"]
+
+
+def test_approve_and_deny_a_gated_tool_call(server: ThreadServer, page: Any, gate: Gate) -> None:
+    page.goto(server.url)
+    send(page, "remove old.txt")
+    page.get_by_test_id("approve").wait_for()
+    assert gate.runs.get("remove") is None  # nothing runs before a person decides
+    page.reload()  # a pending approval survives a reload: the re-attached stream asks again
+    page.get_by_test_id("approve").click()
+    page.get_by_text("Done: the tools said their piece").wait_for()
+    idle(page)
+    tool = page.get_by_test_id("tool-call")
+    tool.locator("summary").click()
+    assert "done" in (tool.get_attribute("class") or "") and "removed old.txt" in tool.inner_text()
+    assert page.get_by_test_id("approve").count() == 0 and gate.runs == {"remove": 1}
+
+    send(page, "remove precious.txt")
+    page.get_by_test_id("deny").click()
+    page.get_by_text("Done: the tools said their piece about remove precious.txt").wait_for()
+    idle(page)
+    denied = page.get_by_test_id("tool-call").last
+    assert "failed" in (denied.get_attribute("class") or "")
+    assert gate.runs == {"remove": 1}  # the denied call never ran

@@ -223,6 +223,8 @@ export class Transcript {
     const yes = el("button", "primary", "Approve");
     const no = el("button", "", "Deny");
     yes.type = no.type = "button";
+    yes.dataset.testid = "approve";
+    no.dataset.testid = "deny";
     yes.onclick = () => decide(frame.id, "approve");
     no.onclick = () => decide(frame.id, "deny");
     bar.append(el("span", "", "Needs approval:"), yes, no);

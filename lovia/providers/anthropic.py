@@ -396,9 +396,25 @@ class _EventParser:
             self._stop_reason = (body.get("delta") or {}).get("stop_reason") or self._stop_reason
             self._merge_usage(body.get("usage"))
         elif kind == "message_stop":
-            self.done = True
-            return [UsageDelta(self._usage_value()), FinishDelta(self._stop_reason)]
+            return self._finish()
+        elif kind == "message":
+            return self._whole_message(body)
         return []  # ping and unknown events
+
+    def _finish(self) -> list[ModelDelta]:
+        self.done = True
+        return [UsageDelta(self._usage_value()), FinishDelta(self._stop_reason)]
+
+    def _whole_message(self, body: dict[str, Any]) -> list[ModelDelta]:
+        """A complete Messages response (from a proxy that ignored ``stream: true``), block by block."""
+        self._merge_usage(body.get("usage"))
+        out: list[ModelDelta] = []
+        for index, block in enumerate(body.get("content") or []):
+            if isinstance(block, dict):
+                out += self._block_start({"index": index, "content_block": block})
+                out += self._block_stop({"index": index})
+        self._stop_reason = body.get("stop_reason") or self._stop_reason
+        return out + self._finish()
 
     def _merge_usage(self, raw: Any) -> None:
         if isinstance(raw, dict):

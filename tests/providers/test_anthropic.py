@@ -70,6 +70,30 @@ async def test_two_tool_calls_and_empty_input(server: FakeServer) -> None:
     assert tools[0] == {"name": "weather", "description": "a tool", "input_schema": ToolDef("x").parameters}
 
 
+async def test_proxy_ignoring_stream_flag_sends_one_whole_message(server: FakeServer) -> None:
+    message = {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [
+            {"type": "thinking", "thinking": "check the weather", "signature": "sig-1"},
+            {"type": "text", "text": "Let me check."},
+            {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Zürich"}},
+            {"type": "tool_use", "id": "toolu_2", "name": "now", "input": {}},
+        ],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 12, "cache_read_input_tokens": 100, "output_tokens": 9},
+    }
+    server.enqueue(Reply.json(200, message))
+    out = assemble(await collect(make(server).stream(HELLO, tools=[ToolDef("weather"), ToolDef("now")])))
+    assert out.text == "Let me check." and out.finish == ["tool_use"]
+    assert out.calls == {
+        0: {"id": "toolu_1", "name": "weather", "arguments": json.dumps({"city": "Zürich"})},
+        1: {"id": "toolu_2", "name": "now", "arguments": "{}"},
+    }
+    assert out.usage == Usage(input_tokens=112, output_tokens=9, cache_read_tokens=100)
+    assert out.reasoning == "check the weather"
+    assert out.completed == [ReasoningEntry(content="check the weather", provider="anthropic", metadata={"signature": "sig-1"})]
+
+
 async def test_malformed_tool_json_passes_through(server: FakeServer) -> None:
     server.enqueue(Reply.sse(anthropic_stream(anthropic_tool_stream([("t1", "weather", '{"city": ')]))))
     out = assemble(await collect(make(server).stream(HELLO)))

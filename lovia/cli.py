@@ -246,6 +246,9 @@ def _web_parser(sub: Any) -> None:
     web.add_argument("--title", default="lovia", help="page title")
     web.add_argument("--max-turns", type=int, default=50, help="turn limit per run")
     web.add_argument("--log-level", default="info", help="uvicorn log level")
+    web.add_argument(
+        "--check", action="store_true", help="probe the configured model endpoint(s) and exit (does not serve)"
+    )
 
 
 def _runs_parser(sub: Any) -> None:
@@ -335,6 +338,10 @@ def _run_web(args: argparse.Namespace) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "web":
+        if args.check:
+            from .web.check import run_check
+
+            return run_check(args.app)
         return _run_web(args)
     if args.command == "demo":
         from .web.crashdemo import run_demo

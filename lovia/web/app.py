@@ -20,7 +20,9 @@ from ..agent import Agent  # noqa: E402
 from ..exceptions import LoviaError  # noqa: E402
 from .agents import AgentSet, default_agents, resolve_agents  # noqa: E402
 from .auth import token_matches  # noqa: E402
+from .events_hub import EventHub  # noqa: E402
 from .routes_chat import chat_router  # noqa: E402
+from .routes_info import info_router  # noqa: E402
 from .routes_sessions import sessions_router  # noqa: E402
 from .store import ChatStore  # noqa: E402
 from .supervisor import RunSupervisor  # noqa: E402
@@ -40,30 +42,6 @@ class WebState:
     agents: AgentSet
     token: str | None
     title: str
-
-
-def _model_name(agent: Agent[Any]) -> str | None:
-    model = agent.model
-    if model is None or isinstance(model, str):
-        return model
-    return f"{model.name}:{model.model}"
-
-
-def _info(state: WebState) -> dict[str, Any]:
-    from .. import __version__
-
-    agents = [
-        {"name": n, "model": _model_name(a), "tools": [t.name for t in a.tools]} for n, a in state.agents.agents.items()
-    ]
-    return {
-        "title": state.title,
-        "version": __version__,
-        "agents": agents,
-        "default_agent": state.agents.default,
-        "configured": state.agents.configured,
-        "demo": state.agents.demo,
-        "features": {"rewind": state.store.supports_rewind, "stop": True, "approvals": True},
-    }
 
 
 def _auth_dependency(state: WebState) -> Any:
@@ -107,7 +85,9 @@ def create_app(
     agent_set = resolve_agents(agents) if agents is not None else default_agents()
     owned = store is None
     chat_store = store if store is not None else ChatStore.sqlite(db_path or DEFAULT_DB)
-    supervisor = RunSupervisor(chat_store, agent_set.agents, default_agent=agent_set.default, max_turns=max_turns)
+    supervisor = RunSupervisor(
+        chat_store, agent_set.agents, default_agent=agent_set.default, max_turns=max_turns, hub=EventHub()
+    )
     state = WebState(chat_store, supervisor, agent_set, token, title)
 
     @contextlib.asynccontextmanager
@@ -131,10 +111,7 @@ def create_app(
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/api/info", dependencies=[auth])
-    async def info() -> dict[str, Any]:
-        return _info(state)
-
+    app.include_router(info_router(state), dependencies=[auth])
     app.include_router(chat_router(state), dependencies=[auth])
     app.include_router(sessions_router(state), dependencies=[auth])
     if ui:

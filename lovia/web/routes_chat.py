@@ -18,7 +18,7 @@ from .supervisor import Subscription
 if TYPE_CHECKING:
     from .app import WebState
 
-__all__ = ["ApproveRequest", "ChatRequest", "chat_router", "sse_response"]
+__all__ = ["ApproveRequest", "ChatRequest", "InjectRequest", "UninjectRequest", "chat_router", "sse_response"]
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -37,6 +37,20 @@ class ApproveRequest(BaseModel):
     session_id: str
     call_id: str
     decision: str = Field(pattern="^(approve|deny)$")
+
+
+class InjectRequest(BaseModel):
+    """Body of ``POST /api/chat/inject``: a steering message for the live run's next turn."""
+
+    session_id: str
+    message: str = Field(min_length=1, max_length=200_000)
+
+
+class UninjectRequest(BaseModel):
+    """Body of ``POST /api/chat/uninject``: take back a queued message the run has not seen yet."""
+
+    session_id: str
+    id: int
 
 
 def title_from(message: str) -> str:
@@ -91,6 +105,7 @@ def _opener(state: WebState) -> Callable[[ChatRequest], Awaitable[Subscription]]
             if not message:
                 raise HTTPException(400, "message is empty")
             meta = await store.create(title=title_from(message), agent=body.agent, session_id=body.session_id)
+            sup.hub.publish("session_created", {"session": meta.to_dict()})
         sid = meta.id
         async with sup.lock(sid):
             live = sup.live(sid)
@@ -106,6 +121,9 @@ def _opener(state: WebState) -> Callable[[ChatRequest], Awaitable[Subscription]]
                     raise HTTPException(400, str(exc)) from exc
                 if not meta.title:
                     await store.update(sid, title=title_from(message))
+                    updated = await store.get(sid)
+                    if updated is not None:
+                        sup.hub.publish("session_updated", {"session": updated.to_dict()})
             return await sup.subscribe(sid)
 
     return open_chat
@@ -143,6 +161,20 @@ def _control_routes(router: APIRouter, state: WebState) -> None:
     async def cancel(session_id: str) -> dict[str, Any]:
         stopped = await sup.stop(session_id)
         return {"stopped": stopped}
+
+    @router.post("/inject")
+    async def inject(body: InjectRequest) -> dict[str, Any]:
+        live = sup.live(body.session_id)
+        if live is None:
+            raise HTTPException(404, "no live run in this chat: send the message with /api/chat/stream instead")
+        return {"id": live.mailbox.push(body.message)}
+
+    @router.post("/uninject")
+    async def uninject(body: UninjectRequest) -> dict[str, Any]:
+        live = sup.live(body.session_id)
+        if live is None:
+            raise HTTPException(404, "no live run in this chat")
+        return {"removed": live.mailbox.remove(body.id)}
 
     @router.post("/approve")
     async def approve(body: ApproveRequest) -> dict[str, Any]:

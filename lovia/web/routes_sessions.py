@@ -20,9 +20,10 @@ __all__ = ["RenameRequest", "RewindRequest", "sessions_router", "transcript_mark
 
 
 class RenameRequest(BaseModel):
-    """Body of ``PATCH /api/sessions/{id}``."""
+    """Body of ``PATCH /api/sessions/{id}``: a new title, pin state, or both."""
 
-    title: str = Field(max_length=200)
+    title: str | None = Field(default=None, max_length=200)
+    pinned: bool | None = None
 
 
 class RewindRequest(BaseModel):
@@ -101,7 +102,9 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
 
     @router.post("/sessions")
     async def create_session(body: CreateRequest) -> dict[str, Any]:
-        return (await store.create(title=body.title, agent=body.agent)).to_dict()
+        meta = (await store.create(title=body.title, agent=body.agent)).to_dict()
+        sup.hub.publish("session_created", {"session": meta})
+        return meta
 
     @router.get("/sessions/{session_id}")
     async def get_session(session_id: str) -> dict[str, Any]:
@@ -140,8 +143,11 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
     @router.patch("/sessions/{session_id}")
     async def rename(session_id: str, body: RenameRequest) -> dict[str, Any]:
         await _require(state, session_id)
-        await store.update(session_id, title=body.title.strip(), touch=False)
-        return (await _require(state, session_id)).to_dict()
+        title = body.title.strip() if body.title is not None else None
+        await store.update(session_id, title=title, pinned=body.pinned, touch=False)
+        meta = (await _require(state, session_id)).to_dict()
+        sup.hub.publish("session_updated", {"session": meta})
+        return meta
 
     @router.delete("/sessions/{session_id}")
     async def delete(session_id: str) -> dict[str, Any]:
@@ -149,7 +155,18 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
         await sup.stop(session_id)
         async with sup.lock(session_id):
             await store.delete(session_id)
+        sup.hub.publish("session_deleted", {"session_id": session_id})
         return {"deleted": session_id}
+
+    @router.delete("/sessions")
+    async def delete_all() -> dict[str, Any]:
+        ids = await store.ids()
+        for session_id in ids:
+            await sup.stop(session_id)
+            async with sup.lock(session_id):
+                await store.delete(session_id)
+        sup.hub.publish("sessions_cleared", {})
+        return {"deleted": len(ids)}
 
     @router.post("/sessions/{session_id}/rewind")
     async def rewind(session_id: str, body: RewindRequest) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 
 The chat index lives in two tables next to the stores' own tables (same SQLite file, WAL):
 
-* ``chat_sessions(id, title, agent, created_at, updated_at, active_run_id)``: one row per chat;
-  ``active_run_id`` names the run in flight (its checkpoint key) so a restarted server can resume it.
+* ``chat_sessions(id, title, agent, created_at, updated_at, active_run_id, pinned)``: one row per
+  chat; ``active_run_id`` names the run in flight (its checkpoint key) so a restarted server can
+  resume it; pinned chats list first.
 * ``chat_runs(run_id, session_id, status, usage_json, started_at, finished_at)``: per-run usage
   and outcome, shown under each answer.
 """
@@ -11,6 +12,7 @@ The chat index lives in two tables next to the stores' own tables (same SQLite f
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import os
 import sqlite3
@@ -49,8 +51,10 @@ _SCHEMA = (
     )""",
     "CREATE INDEX IF NOT EXISTS chat_runs_session ON chat_runs (session_id)",
 )
+# Columns added after the first release, each applied when an older index lacks it.
+_ADDED_COLUMNS = {("chat_sessions", "pinned"): "ALTER TABLE chat_sessions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0"}
 
-_META_COLUMNS = "id, title, agent, created_at, updated_at, active_run_id"
+_META_COLUMNS = "id, title, agent, created_at, updated_at, active_run_id, pinned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,7 @@ class ChatMeta:
     created_at: float
     updated_at: float
     active_run_id: str | None
+    pinned: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
@@ -73,6 +78,7 @@ class ChatMeta:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "active_run_id": self.active_run_id,
+            "pinned": self.pinned,
         }
 
 
@@ -114,6 +120,11 @@ class _MetaDB:
                 self._conn.execute("PRAGMA synchronous = NORMAL")
             for statement in _SCHEMA:
                 self._conn.execute(statement)
+            for (table, column), statement in _ADDED_COLUMNS.items():
+                if not self._conn.execute(
+                    "SELECT 1 FROM pragma_table_info(?) WHERE name = ?", (table, column)
+                ).fetchone():
+                    self._conn.execute(statement)
         except sqlite3.Error as exc:
             raise StoreError(
                 f"cannot open chat index in {path}: {exc}", hint="check the --db path and its permissions"
@@ -134,7 +145,7 @@ class _MetaDB:
 def _meta(row: tuple[Any, ...] | None) -> ChatMeta | None:
     if row is None:
         return None
-    return ChatMeta(row[0], row[1] or "", row[2], float(row[3]), float(row[4]), row[5])
+    return ChatMeta(row[0], row[1] or "", row[2], float(row[3]), float(row[4]), row[5], bool(row[6]))
 
 
 class ChatStore:
@@ -205,26 +216,35 @@ class ChatStore:
         return _meta(await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchone()))
 
     async def list(self, *, query: str | None = None, limit: int = 100, offset: int = 0) -> list[ChatMeta]:
-        """Chats, most recently updated first; ``query`` matches title or id (case-insensitive)."""
+        """Chats, pinned first, then most recently updated; ``query`` matches title or id (case-insensitive)."""
         pattern = f"%{query.lower()}%" if query else None
         sql = (
             f"SELECT {_META_COLUMNS} FROM chat_sessions WHERE ? IS NULL OR lower(title) LIKE ? OR lower(id) LIKE ? "
-            "ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?"
+            "ORDER BY pinned DESC, updated_at DESC, id DESC LIMIT ? OFFSET ?"
         )
         rows = await self._db.run(lambda c: c.execute(sql, (pattern, pattern, pattern, limit, offset)).fetchall())
         return [m for m in (_meta(r) for r in rows) if m is not None]
 
-    async def update(self, session_id: str, *, title: str | None = None, touch: bool = True) -> None:
-        """Rename and/or bump ``updated_at``."""
+    async def update(
+        self, session_id: str, *, title: str | None = None, pinned: bool | None = None, touch: bool = True
+    ) -> None:
+        """Rename, pin or unpin, and/or bump ``updated_at``."""
         stamp = time.time()
 
         def write(conn: sqlite3.Connection) -> None:
             if title is not None:
                 conn.execute("UPDATE chat_sessions SET title = ? WHERE id = ?", (title, session_id))
+            if pinned is not None:
+                conn.execute("UPDATE chat_sessions SET pinned = ? WHERE id = ?", (int(pinned), session_id))
             if touch:
                 conn.execute("UPDATE chat_sessions SET updated_at = ? WHERE id = ?", (stamp, session_id))
 
         await self._db.run(write)
+
+    async def ids(self) -> builtins.list[str]:
+        """Every chat id."""
+        rows = await self._db.run(lambda c: c.execute("SELECT id FROM chat_sessions").fetchall())
+        return [str(r[0]) for r in rows]
 
     async def set_active_run(self, session_id: str, run_id: str | None) -> None:
         """Remember (or forget, with ``None``) the run in flight of a chat."""

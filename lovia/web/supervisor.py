@@ -35,6 +35,7 @@ from ..transcript import (
     entry_to_dict,
     to_json_safe,
 )
+from .events_hub import EventHub
 from .sse import Frame, event_to_frame
 from .store import ChatStore
 
@@ -65,6 +66,8 @@ class LiveRun:
     shutting_down: bool = False
     resumed: bool = False
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    status: str = "running"
+    """How it ended: completed, cancelled, failed or interrupted (``running`` while live)."""
 
     def broadcast(self, frame: Frame, *, buffer: bool = True) -> None:
         """Send a frame to every subscriber (and keep it for late ones)."""
@@ -96,15 +99,23 @@ class RunSupervisor:
         agents: the agents by name.
         default_agent: the name used when a request names none.
         max_turns: per-run turn limit.
+        hub: where ``run_started`` / ``run_finished`` notifications go (``GET /api/events``).
     """
 
     def __init__(
-        self, store: ChatStore, agents: dict[str, Agent[Any]], *, default_agent: str, max_turns: int = 50
+        self,
+        store: ChatStore,
+        agents: dict[str, Agent[Any]],
+        *,
+        default_agent: str,
+        max_turns: int = 50,
+        hub: EventHub | None = None,
     ) -> None:
         self.store = store
         self.agents = agents
         self.default_agent = default_agent
         self.max_turns = max_turns
+        self.hub = hub or EventHub()
         self._live: dict[str, LiveRun] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._closing = False
@@ -222,6 +233,7 @@ class RunSupervisor:
         try:
             await self.store.set_active_run(live.session_id, live.run_id)
             await self.store.record_run(live.run_id, live.session_id, status="running")
+            self.hub.publish("run_started", {"session_id": live.session_id, "run_id": live.run_id, "agent": live.agent.name})
             async for event in live.handle:
                 if isinstance(event, ev.RunCompleted):
                     await self._completed(live, event.result)
@@ -237,6 +249,7 @@ class RunSupervisor:
             live.finished.set()
             for queue in live.subscribers:
                 queue.put_nowait(_CLOSE)
+            self.hub.publish("run_finished", {"session_id": live.session_id, "run_id": live.run_id, "status": live.status})
 
     def _on_event(self, live: LiveRun, event: ev.Event) -> None:
         if isinstance(event, ev.TurnStarted):
@@ -254,6 +267,7 @@ class RunSupervisor:
 
     async def _completed(self, live: LiveRun, result: Any) -> None:
         usage = result.usage.to_dict()
+        live.status = "completed"
         await self.store.set_active_run(live.session_id, None)
         await self.store.record_run(live.run_id, live.session_id, status="completed", usage=usage, finished=True)
         await self.store.update(live.session_id)
@@ -261,12 +275,13 @@ class RunSupervisor:
 
     async def _failed(self, live: LiveRun, error: BaseException) -> None:
         if live.shutting_down:
+            live.status = "interrupted"
             await self.store.record_run(live.run_id, live.session_id, status="interrupted")
             message = "the server is shutting down; the run resumes from its checkpoint when you reconnect"
             live.broadcast(Frame("error", {"type": "ServerShutdown", "message": message, "resumable": True}))
             return
         usage = await self.finalize_partial(live.session_id, live.run_id, fallback=live.entries)
-        status = "cancelled" if live.stop_requested else "failed"
+        status = live.status = "cancelled" if live.stop_requested else "failed"
         await self.store.record_run(live.run_id, live.session_id, status=status, usage=usage.to_dict(), finished=True)
         await self.store.update(live.session_id)
         if live.stop_requested:
@@ -316,3 +331,4 @@ class RunSupervisor:
                 live.handle.cancel("server shutting down")
         if runs:
             await asyncio.wait([asyncio.ensure_future(r.finished.wait()) for r in runs], timeout=timeout)
+        self.hub.close()  # end the /api/events streams too: they must not hold the shutdown up

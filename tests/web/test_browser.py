@@ -410,3 +410,49 @@ def test_approve_and_deny_a_gated_tool_call(server: ThreadServer, page: Any, gat
     denied = page.get_by_test_id("tool-call").last
     assert "failed" in (denied.get_attribute("class") or "")
     assert gate.runs == {"remove": 1}  # the denied call never ran
+
+
+def test_pin_moves_a_chat_to_the_top(server: ThreadServer, page: Any) -> None:
+    page.goto(server.url)
+    for message in ("older chat", "newer chat"):
+        page.get_by_test_id("new-chat").click()
+        send(page, message)
+        page.get_by_text(f"You said: {message}").wait_for()
+        idle(page)
+    wait_for(lambda: texts(page, "session-item") == ["newer chat", "older chat"])
+    older = page.get_by_test_id("session-item").filter(has_text="older chat")
+    older.hover()
+    older.get_by_test_id("pin").click()
+    wait_for(lambda: texts(page, "session-item") == ["older chat", "newer chat"])
+    pinned = page.get_by_test_id("session-item").first
+    assert "pinned" in (pinned.get_attribute("class") or "")
+    assert pinned.get_by_test_id("pin").get_attribute("aria-pressed") == "true"
+    page.reload()
+    wait_for(lambda: texts(page, "session-item") == ["older chat", "newer chat"])
+
+
+def test_a_second_tab_follows_new_chats_and_runs(server: ThreadServer, page: Any, gate: Gate) -> None:
+    other = page.context.new_page()
+    other.goto(server.url)
+    page.goto(server.url)
+    send(page, "slow run please")
+    # The other tab learns about the chat from /api/events, without a reload, with its live dot.
+    wait_for(lambda: texts(other, "session-item") == ["slow run please"])
+    other.locator('[data-testid="session-item"] .live-dot').wait_for()
+    other.bring_to_front()  # a background tab gets no animation frames: clicks there would wait
+    other.get_by_test_id("session-item").first.click()  # open it there too: it attaches to the run
+    other.locator('[data-testid="tool-call"][data-call-id^="call_slow"]').wait_for()
+    gate.release.set()
+    for tab in (page, other):
+        tab.get_by_text("Done: the tools said their piece").wait_for()
+        idle(tab)
+    other.locator('[data-testid="session-item"] .live-dot').wait_for(state="detached")
+    # Deleting the chat in one tab clears it from the other.
+    page.bring_to_front()
+    item = page.get_by_test_id("session-item").first
+    item.hover()
+    item.get_by_test_id("delete").click()
+    item.get_by_test_id("delete").click()
+    wait_for(lambda: texts(other, "session-item") == [])
+    assert other.get_by_test_id("message-user").count() == 0
+    assert gate.runs == {"lookup": 1, "slow": 1}

@@ -42,9 +42,9 @@ export async function api(method, path, body) {
   return response.status === 204 ? null : response.json();
 }
 
-// POST and read the SSE reply; onFrame(event, data) per frame. Resolves when the stream ends.
-export async function streamFrames(path, body, onFrame, signal) {
-  const init = { method: "POST", headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }), signal };
+// POST (or GET) and read the SSE reply; onFrame(event, data) per frame. Resolves when the stream ends.
+export async function streamFrames(path, body, onFrame, signal, method = "POST") {
+  const init = { method, headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }), signal };
   if (body) init.body = JSON.stringify(body);
   const response = await check(await fetch(path, init));
   const reader = response.body.getReader();

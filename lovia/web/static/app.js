@@ -15,6 +15,8 @@ const state = {
   armedDelete: null,
   streamReady: false, // the current stream has said which chat it runs in (its `session` frame)
   stopPending: false, // stop was clicked before that: cancel as soon as it arrives
+  renaming: false, // a rename box is open: notifications must not re-render the list under it
+  refreshTimer: null,
 };
 
 const transcript = new Transcript($("messages"), {
@@ -117,6 +119,12 @@ function sessionItem(meta) {
   name.textContent = meta.title || "Untitled chat";
   const actions = document.createElement("span");
   actions.className = "actions";
+  const pin = document.createElement("button");
+  pin.className = "link pin";
+  pin.textContent = meta.pinned ? "★" : "☆";
+  pin.title = meta.pinned ? "Unpin" : "Pin to the top";
+  pin.dataset.testid = "pin";
+  pin.setAttribute("aria-pressed", String(Boolean(meta.pinned)));
   const rename = document.createElement("button");
   rename.className = "link";
   rename.textContent = "✎";
@@ -127,13 +135,20 @@ function sessionItem(meta) {
   del.textContent = "×";
   del.title = "Delete";
   del.dataset.testid = "delete";
-  actions.append(rename, del);
+  actions.append(pin, rename, del);
+  if (meta.pinned) li.classList.add("pinned");
   if (meta.live) li.append(Object.assign(document.createElement("span"), { className: "live-dot", title: "running" }));
   li.append(name, actions);
   li.onclick = () => openSession(meta.id).catch(fail);
   rename.onclick = (event) => {
     event.stopPropagation();
     startRename(li, name, meta);
+  };
+  pin.onclick = (event) => {
+    event.stopPropagation();
+    api("PATCH", `/api/sessions/${encodeURIComponent(meta.id)}`, { pinned: !meta.pinned })
+      .then(() => refreshSessions())
+      .catch(fail);
   };
   if (state.armedDelete === meta.id) del.textContent = "Delete?";
   del.onclick = (event) => {
@@ -154,9 +169,14 @@ function startRename(li, name, meta) {
   input.value = meta.title || "";
   input.dataset.testid = "rename-input";
   name.replaceWith(input);
+  state.renaming = true;
   input.focus();
   input.onclick = (event) => event.stopPropagation();
+  let finished = false;
   const finish = async (save) => {
+    if (finished) return;
+    finished = true;
+    state.renaming = false;
     if (save && input.value.trim()) await api("PATCH", `/api/sessions/${encodeURIComponent(meta.id)}`, { title: input.value.trim() });
     await refreshSessions();
   };
@@ -171,6 +191,39 @@ async function refreshSessions() {
   const q = $("search").value.trim();
   const data = await api("GET", `/api/sessions${q ? `?q=${encodeURIComponent(q)}` : ""}`);
   $("sessions").replaceChildren(...data.sessions.map(sessionItem));
+}
+
+// ------------------------------------------------------------------ notifications
+
+// Keep the sidebar in step with other tabs and clients: /api/events says when chats appear,
+// change, go away, or start and finish running. There is no replay, so (re)connecting reloads
+// the list first.
+async function watchEvents() {
+  for (;;) {
+    try {
+      await streamFrames("/api/events", null, onNotification, undefined, "GET");
+    } catch (error) {
+      if (error instanceof AuthError) return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+  }
+}
+
+function onNotification(event, data) {
+  if (event === "session_deleted" && data.session_id === state.sessionId && !state.running) newChat();
+  else if (event === "sessions_cleared" && !state.running) newChat();
+  else if (event === "run_started" && data.session_id === state.sessionId && !state.running) {
+    openSession(state.sessionId).catch(fail); // another tab or client started a run in this chat: follow it
+  }
+  scheduleRefresh();
+}
+
+function scheduleRefresh() {
+  clearTimeout(state.refreshTimer);
+  state.refreshTimer = setTimeout(() => {
+    if (state.renaming) scheduleRefresh();
+    else refreshSessions().catch(fail);
+  }, 100);
 }
 
 async function deleteSession(id) {
@@ -342,6 +395,7 @@ async function start() {
   } catch (error) {
     fail(error);
   }
+  watchEvents();
 }
 
 start();

@@ -1,0 +1,109 @@
+"""Info routes: ``/api/info``, agent introspection, and the process-wide ``/api/events`` stream."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import StreamingResponse
+
+from ..agent import Agent
+from ..handoff import Handoff
+from .sse import KEEPALIVE, Frame
+
+if TYPE_CHECKING:
+    from .app import WebState
+
+__all__ = ["agent_info", "info_router", "model_name"]
+
+KEEPALIVE_SECONDS = 15.0
+
+
+def model_name(agent: Agent[Any]) -> str | None:
+    """The agent's model as a string (``vendor:model`` for a provider instance)."""
+    model = agent.model
+    if model is None or isinstance(model, str):
+        return model
+    return f"{model.name}:{model.model}"
+
+
+def agent_info(agent: Agent[Any], *, detail: bool = False) -> dict[str, Any]:
+    """What the page and API clients may know about an agent (never its provider's keys)."""
+    info: dict[str, Any] = {"name": agent.name, "model": model_name(agent), "tools": [t.name for t in agent.tools]}
+    if detail:
+        info.update(
+            instructions=agent.instructions if isinstance(agent.instructions, str) else None,
+            dynamic_instructions=not isinstance(agent.instructions, str) or bool(agent._fragments),
+            tool_details=[
+                {"name": t.name, "description": t.description, "parameters": t.parameters, "needs_approval": bool(t.needs_approval)}
+                for t in agent.tools
+            ],
+            handoffs=[h.target.name if isinstance(h, Handoff) else h.name for h in agent.handoffs],
+            output_type=getattr(agent.output_type, "__name__", str(agent.output_type)),
+            context_policy=type(agent.context_policy).__name__,
+        )
+    return info
+
+
+def info_router(state: WebState) -> APIRouter:
+    """``/api/info``, ``/api/agents``, ``/api/agents/{name}`` and ``/api/events``."""
+    router = APIRouter(prefix="/api")
+
+    @router.get("/info")
+    async def info() -> dict[str, Any]:
+        from .. import __version__
+
+        return {
+            "title": state.title,
+            "version": __version__,
+            "agents": [agent_info(a) for a in state.agents.agents.values()],
+            "default_agent": state.agents.default,
+            "configured": state.agents.configured,
+            "demo": state.agents.demo,
+            "features": {
+                "rewind": state.store.supports_rewind,
+                "stop": True,
+                "approvals": True,
+                "inject": True,
+                "pin": True,
+                "events": True,
+            },
+        }
+
+    @router.get("/agents")
+    async def agents() -> dict[str, Any]:
+        return {"agents": [agent_info(a) for a in state.agents.agents.values()], "default_agent": state.agents.default}
+
+    @router.get("/agents/{name}")
+    async def agent(name: str) -> dict[str, Any]:
+        found = state.agents.agents.get(name)
+        if found is None:
+            raise HTTPException(404, f"no agent {name!r}; agents: {', '.join(sorted(state.agents.agents))}")
+        return agent_info(found, detail=True)
+
+    @router.get("/events")
+    async def events() -> StreamingResponse:
+        hub = state.supervisor.hub
+        queue = hub.subscribe()
+
+        async def frames() -> AsyncIterator[bytes]:
+            try:
+                yield Frame("hello", {"live": [r.session_id for r in state.supervisor.live_runs]}).encode()
+                while True:
+                    try:
+                        frame = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                    except asyncio.TimeoutError:
+                        yield KEEPALIVE
+                        continue
+                    if frame is None:
+                        return
+                    yield frame.encode()
+            finally:
+                hub.unsubscribe(queue)
+
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
+
+    return router

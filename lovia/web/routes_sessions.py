@@ -16,7 +16,7 @@ from .store import ChatMeta
 if TYPE_CHECKING:
     from .app import WebState
 
-__all__ = ["RenameRequest", "RewindRequest", "sessions_router", "transcript_markdown"]
+__all__ = ["RenameRequest", "RewindRequest", "sessions_router", "transcript_markdown", "transcript_text"]
 
 
 class RenameRequest(BaseModel):
@@ -77,6 +77,21 @@ def transcript_markdown(title: str, entries: list[TranscriptEntry]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def transcript_text(title: str, entries: list[TranscriptEntry]) -> str:
+    """A plain-text export: who said what, tool calls and results on one line each."""
+    lines = [title or "Chat", ""]
+    for e in entries:
+        if isinstance(e, InputEntry) and e.role == "user":
+            lines += [f"User: {e.text}", ""]
+        elif isinstance(e, AssistantTextEntry):
+            lines += [f"Assistant: {e.content}", ""]
+        elif isinstance(e, ToolCallEntry):
+            lines.append(f"[tool call] {e.name} {e.arguments}")
+        elif isinstance(e, ToolResultEntry):
+            lines += [f"[tool result{' (error)' if e.is_error else ''}] {e.output[:300]}", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
 def sessions_router(state: WebState) -> APIRouter:
     """The ``/api/sessions`` and ``/api/runs`` routes bound to one app state."""
     router = APIRouter(prefix="/api")
@@ -127,14 +142,25 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
                 {"session": meta.to_dict(), "entries": [entry_to_dict(e) for e in entries]}, indent=2, default=str
             )
             return PlainTextResponse(body, media_type="application/json")
+        if format == "txt":
+            return PlainTextResponse(transcript_text(meta.title, entries), media_type="text/plain")
         if format != "md":
-            raise HTTPException(422, "format must be 'md' or 'json'")
+            raise HTTPException(422, "format must be 'md', 'json' or 'txt'")
         return PlainTextResponse(transcript_markdown(meta.title, entries), media_type="text/markdown")
 
     @router.get("/runs")
     async def runs() -> dict[str, Any]:
         live = [{"session_id": r.session_id, "run_id": r.run_id, "agent": r.agent.name} for r in sup.live_runs]
         return {"runs": live}
+
+    @router.get("/runs/history")
+    async def run_history(
+        session_id: str | None = None, since: float | None = None, limit: int = 50, offset: int = 0
+    ) -> dict[str, Any]:
+        records = await store.run_history(
+            session_id=session_id, since=since, limit=max(1, min(limit, 500)), offset=max(0, offset)
+        )
+        return {"runs": [r.to_dict() for r in records]}
 
 
 def _write_routes(router: APIRouter, state: WebState) -> None:

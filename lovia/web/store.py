@@ -97,6 +97,7 @@ class RunRecord:
         """JSON-safe form."""
         return {
             "run_id": self.run_id,
+            "session_id": self.session_id,
             "status": self.status,
             "usage": self.usage,
             "started_at": self.started_at,
@@ -291,6 +292,19 @@ class ChatStore:
         )
         rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
         return {r[0]: RunRecord(r[0], r[1], r[2], json.loads(r[3]) if r[3] else None, float(r[4]), r[5]) for r in rows}
+
+    async def run_history(
+        self, *, session_id: str | None = None, since: float | None = None, limit: int = 50, offset: int = 0
+    ) -> builtins.list[RunRecord]:
+        """Run records, newest first, optionally of one chat and/or started at or after ``since``."""
+        sql = (
+            "SELECT run_id, session_id, status, usage_json, started_at, finished_at FROM chat_runs "
+            "WHERE (? IS NULL OR session_id = ?) AND (? IS NULL OR started_at >= ?) "
+            "ORDER BY started_at DESC, run_id DESC LIMIT ? OFFSET ?"
+        )
+        params = (session_id, session_id, since, since, limit, offset)
+        rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
+        return [RunRecord(r[0], r[1], r[2], json.loads(r[3]) if r[3] else None, float(r[4]), r[5]) for r in rows]
 
     async def close(self) -> None:
         """Close the chat index and the stores that can be closed."""

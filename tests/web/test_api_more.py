@@ -157,3 +157,24 @@ def test_events_stream_ends_at_shutdown(tmp_path: Path) -> None:
     started = time.monotonic()
     srv.stop()  # an open notification stream must not hold the shutdown up
     assert events.ended.wait(10) and time.monotonic() - started < 8
+
+
+def test_run_history_and_text_export(server: ThreadServer, gate: Gate) -> None:
+    first = new_chat(server, "tool lookup please")
+    second = new_chat(server, "hello there")
+    sse(server.url, "/api/chat/stream", {"message": "again", "session_id": second})
+    history = httpx.get(f"{server.url}/api/runs/history").json()["runs"]
+    assert [r["session_id"] for r in history] == [second, second, first]  # newest first
+    assert all(r["status"] == "completed" and r["usage"]["input_tokens"] > 0 for r in history)
+    only = httpx.get(f"{server.url}/api/runs/history", params={"session_id": first}).json()["runs"]
+    assert [r["run_id"] for r in only] == [history[-1]["run_id"]]
+    later = httpx.get(f"{server.url}/api/runs/history", params={"since": history[0]["started_at"]}).json()["runs"]
+    assert [r["run_id"] for r in later] == [history[0]["run_id"]]
+    assert len(httpx.get(f"{server.url}/api/runs/history", params={"limit": 1, "offset": 1}).json()["runs"]) == 1
+
+    text = httpx.get(f"{server.url}/api/sessions/{first}/export", params={"format": "txt"})
+    assert text.headers["content-type"].startswith("text/plain")
+    assert text.text.splitlines()[:3] == ["tool lookup please", "", "User: tool lookup please"]
+    assert '[tool call] lookup {"q": "tool lookup please"}' in text.text
+    assert "Assistant: Done:" in text.text
+    assert httpx.get(f"{server.url}/api/sessions/{first}/export", params={"format": "pdf"}).status_code == 422

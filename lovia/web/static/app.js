@@ -188,9 +188,13 @@ function startRename(li, name, meta) {
 }
 
 async function refreshSessions() {
+  // Re-rendering would pull an open rename box away under the user's fingers: try again later.
+  if (state.renaming) return scheduleRefresh();
   const q = $("search").value.trim();
   const data = await api("GET", `/api/sessions${q ? `?q=${encodeURIComponent(q)}` : ""}`);
+  if (state.renaming) return scheduleRefresh();
   $("sessions").replaceChildren(...data.sessions.map(sessionItem));
+  return undefined;
 }
 
 // ------------------------------------------------------------------ notifications
@@ -220,10 +224,7 @@ function onNotification(event, data) {
 
 function scheduleRefresh() {
   clearTimeout(state.refreshTimer);
-  state.refreshTimer = setTimeout(() => {
-    if (state.renaming) scheduleRefresh();
-    else refreshSessions().catch(fail);
-  }, 100);
+  state.refreshTimer = setTimeout(() => refreshSessions().catch(fail), 100);
 }
 
 async function deleteSession(id) {

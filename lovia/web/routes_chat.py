@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -12,15 +11,13 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from ..exceptions import UserError
-from .sse import KEEPALIVE, Frame
+from .sse import Frame, event_stream, live_tail
 from .supervisor import Subscription
 
 if TYPE_CHECKING:
     from .app import WebState
 
 __all__ = ["ApproveRequest", "ChatRequest", "InjectRequest", "UninjectRequest", "chat_router", "sse_response"]
-
-KEEPALIVE_SECONDS = 15.0
 
 
 class ChatRequest(BaseModel):
@@ -63,25 +60,16 @@ async def _frames(head: list[Frame], sub: Subscription) -> AsyncIterator[bytes]:
     try:
         for frame in (*head, *sub.prologue):
             yield frame.encode()
-        if sub.queue is None:
-            return
-        while True:
-            try:
-                item = await asyncio.wait_for(sub.queue.get(), KEEPALIVE_SECONDS)
-            except asyncio.TimeoutError:
-                yield KEEPALIVE
-                continue
-            if item is None:
-                return
-            yield item.encode()
+        if sub.queue is not None:
+            async for chunk in live_tail(sub.queue):
+                yield chunk
     finally:
         sub.close()  # a disconnect only unsubscribes: the run goes on
 
 
 def sse_response(head: list[Frame], sub: Subscription) -> StreamingResponse:
     """Stream ``head`` frames, the subscription's prologue and its live tail."""
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(_frames(head, sub), media_type="text/event-stream", headers=headers)
+    return event_stream(_frames(head, sub))
 
 
 def chat_router(state: WebState) -> APIRouter:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -11,14 +10,12 @@ from fastapi.responses import StreamingResponse
 
 from ..agent import Agent
 from ..handoff import Handoff
-from .sse import KEEPALIVE, Frame
+from .sse import Frame, event_stream, live_tail
 
 if TYPE_CHECKING:
     from .app import WebState
 
 __all__ = ["agent_info", "info_router", "model_name"]
-
-KEEPALIVE_SECONDS = 15.0
 
 
 def model_name(agent: Agent[Any]) -> str | None:
@@ -91,19 +88,11 @@ def info_router(state: WebState) -> APIRouter:
         async def frames() -> AsyncIterator[bytes]:
             try:
                 yield Frame("hello", {"live": [r.session_id for r in state.supervisor.live_runs]}).encode()
-                while True:
-                    try:
-                        frame = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
-                    except asyncio.TimeoutError:
-                        yield KEEPALIVE
-                        continue
-                    if frame is None:
-                        return
-                    yield frame.encode()
+                async for chunk in live_tail(queue):
+                    yield chunk
             finally:
                 hub.unsubscribe(queue)
 
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
+        return event_stream(frames())
 
     return router

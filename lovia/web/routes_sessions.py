@@ -62,34 +62,45 @@ def _runs(segments: list[Segment], records: dict[str, Any]) -> list[dict[str, An
     return out
 
 
-def transcript_markdown(title: str, entries: list[TranscriptEntry]) -> str:
-    """A readable Markdown export of a transcript."""
-    lines = [f"# {title or 'Chat'}", ""]
+# One template per kind of entry ({0}, {1}: its parts); blocks are joined with newlines.
+_MARKDOWN = {
+    "user": "## User\n\n{0}\n",
+    "assistant": "## Assistant\n\n{0}\n",
+    "call": "- tool call `{0}` `{1}`",
+    "result": "- tool result: `{0}`\n",
+    "error": "- tool result (error): `{0}`\n",
+}
+_TEXT = {
+    "user": "User: {0}\n",
+    "assistant": "Assistant: {0}\n",
+    "call": "[tool call] {0} {1}",
+    "result": "[tool result] {0}\n",
+    "error": "[tool result (error)] {0}\n",
+}
+
+
+def _export(heading: str, entries: list[TranscriptEntry], templates: dict[str, str]) -> str:
+    blocks = [heading, ""]
     for e in entries:
         if isinstance(e, InputEntry) and e.role == "user":
-            lines += ["## User", "", e.text, ""]
+            blocks.append(templates["user"].format(e.text))
         elif isinstance(e, AssistantTextEntry):
-            lines += ["## Assistant", "", e.content, ""]
+            blocks.append(templates["assistant"].format(e.content))
         elif isinstance(e, ToolCallEntry):
-            lines += [f"- tool call `{e.name}` `{e.arguments}`"]
+            blocks.append(templates["call"].format(e.name, e.arguments))
         elif isinstance(e, ToolResultEntry):
-            lines += [f"- tool result{' (error)' if e.is_error else ''}: `{e.output[:300]}`", ""]
-    return "\n".join(lines).rstrip() + "\n"
+            blocks.append(templates["error" if e.is_error else "result"].format(e.output[:300]))
+    return "\n".join(blocks).rstrip() + "\n"
+
+
+def transcript_markdown(title: str, entries: list[TranscriptEntry]) -> str:
+    """A readable Markdown export of a transcript."""
+    return _export(f"# {title or 'Chat'}", entries, _MARKDOWN)
 
 
 def transcript_text(title: str, entries: list[TranscriptEntry]) -> str:
     """A plain-text export: who said what, tool calls and results on one line each."""
-    lines = [title or "Chat", ""]
-    for e in entries:
-        if isinstance(e, InputEntry) and e.role == "user":
-            lines += [f"User: {e.text}", ""]
-        elif isinstance(e, AssistantTextEntry):
-            lines += [f"Assistant: {e.content}", ""]
-        elif isinstance(e, ToolCallEntry):
-            lines.append(f"[tool call] {e.name} {e.arguments}")
-        elif isinstance(e, ToolResultEntry):
-            lines += [f"[tool result{' (error)' if e.is_error else ''}] {e.output[:300]}", ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return _export(title or "Chat", entries, _TEXT)
 
 
 def sessions_router(state: WebState) -> APIRouter:

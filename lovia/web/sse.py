@@ -8,16 +8,22 @@ Lines starting with ``:`` are keep-alives.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..transcript import AssistantTextEntry, ToolCallEntry, TranscriptEntry, entry_to_dict, to_json_safe
 
-__all__ = ["KEEPALIVE", "Frame", "event_to_frame", "message_payload"]
+if TYPE_CHECKING:
+    from fastapi.responses import StreamingResponse
+
+__all__ = ["KEEPALIVE", "Frame", "event_stream", "event_to_frame", "live_tail", "message_payload"]
 
 KEEPALIVE = b": keep-alive\n\n"
+KEEPALIVE_SECONDS = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +37,27 @@ class Frame:
         """The frame as bytes on the wire."""
         payload = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"), default=str)
         return f"event: {self.event}\ndata: {payload}\n\n".encode()
+
+
+async def live_tail(queue: asyncio.Queue[Frame | None]) -> AsyncIterator[bytes]:
+    """Encoded frames from ``queue`` until its ``None`` end marker, with a keep-alive when idle."""
+    while True:
+        try:
+            item = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+        except asyncio.TimeoutError:
+            yield KEEPALIVE
+            continue
+        if item is None:
+            return
+        yield item.encode()
+
+
+def event_stream(body: AsyncIterator[bytes]) -> StreamingResponse:
+    """An SSE response that proxies must not buffer."""
+    from fastapi.responses import StreamingResponse  # only the routes need it, not the wire format
+
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
 
 def message_payload(entries: list[TranscriptEntry]) -> dict[str, Any]:

@@ -149,6 +149,13 @@ def _meta(row: tuple[Any, ...] | None) -> ChatMeta | None:
     return ChatMeta(row[0], row[1] or "", row[2], float(row[3]), float(row[4]), row[5], bool(row[6]))
 
 
+_RUN_COLUMNS = "run_id, session_id, status, usage_json, started_at, finished_at"
+
+
+def _record(row: tuple[Any, ...]) -> RunRecord:
+    return RunRecord(row[0], row[1], row[2], json.loads(row[3]) if row[3] else None, float(row[4]), row[5])
+
+
 class ChatStore:
     """A session store, a checkpointer and the chat index, used together by the web app.
 
@@ -288,23 +295,23 @@ class ChatStore:
     async def runs(self, session_id: str) -> dict[str, RunRecord]:
         """The chat's run records by run id."""
         sql = (
-            "SELECT run_id, session_id, status, usage_json, started_at, finished_at FROM chat_runs WHERE session_id = ?"
+            f"SELECT {_RUN_COLUMNS} FROM chat_runs WHERE session_id = ?"
         )
         rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
-        return {r[0]: RunRecord(r[0], r[1], r[2], json.loads(r[3]) if r[3] else None, float(r[4]), r[5]) for r in rows}
+        return {record.run_id: record for record in map(_record, rows)}
 
     async def run_history(
         self, *, session_id: str | None = None, since: float | None = None, limit: int = 50, offset: int = 0
     ) -> builtins.list[RunRecord]:
         """Run records, newest first, optionally of one chat and/or started at or after ``since``."""
         sql = (
-            "SELECT run_id, session_id, status, usage_json, started_at, finished_at FROM chat_runs "
+            f"SELECT {_RUN_COLUMNS} FROM chat_runs "
             "WHERE (? IS NULL OR session_id = ?) AND (? IS NULL OR started_at >= ?) "
             "ORDER BY started_at DESC, run_id DESC LIMIT ? OFFSET ?"
         )
         params = (session_id, session_id, since, since, limit, offset)
         rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
-        return [RunRecord(r[0], r[1], r[2], json.loads(r[3]) if r[3] else None, float(r[4]), r[5]) for r in rows]
+        return [_record(r) for r in rows]
 
     async def close(self) -> None:
         """Close the chat index and the stores that can be closed."""

@@ -303,9 +303,10 @@ class Database:
 
     def _checkpoint_soon(self) -> None:
         """Queue a WAL checkpoint on the worker without waiting for it."""
-        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[object] = loop.create_future()
         fut.add_done_callback(_ignore_outcome)
-        self._worker.submit((_checkpoint, asyncio.get_running_loop(), fut))
+        self._worker.submit((_checkpoint, loop, fut))
 
     async def close(self) -> None:
         """Close the connection and stop the worker thread (idempotent)."""

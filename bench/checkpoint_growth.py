@@ -92,7 +92,9 @@ async def bare_insert_via_thread(path: Path, wal: bool, samples: int = 200) -> f
     loop = asyncio.get_running_loop()
     conn = await loop.run_in_executor(pool, lambda: sqlite3.connect(path, isolation_level=None))
     await loop.run_in_executor(pool, lambda: configure(conn, wal=wal))
-    await loop.run_in_executor(pool, lambda: conn.execute("CREATE TABLE t (run_id TEXT, seq INTEGER, body TEXT, PRIMARY KEY (run_id, seq))"))
+    await loop.run_in_executor(
+        pool, lambda: conn.execute("CREATE TABLE t (run_id TEXT, seq INTEGER, body TEXT, PRIMARY KEY (run_id, seq))")
+    )
     body = encode_entries(step_entries(0)) + head(0).to_json()
 
     def insert(n: int) -> None:
@@ -117,13 +119,22 @@ async def main() -> None:
             first, last = statistics.mean(times[:100]), statistics.mean(times[-100:])
             bare = bare_insert(Path(tmp) / f"bare-{wal}.db", wal)
             one = statistics.median(times)
-            print(f"wal={wal}: mean save first 100 = {first * 1e3:.3f} ms, last 100 = {last * 1e3:.3f} ms, ratio {last / first:.2f}x (target <= 1.3x)")
+            print(
+                f"wal={wal}: mean save first 100 = {first * 1e3:.3f} ms, last 100 = {last * 1e3:.3f} ms, ratio {last / first:.2f}x (target <= 1.3x)"
+            )
             per_step = [size / steps for steps, size in sizes]
-            print("  file size: " + ", ".join(f"{steps} steps {size / 1024:.0f} KiB" for steps, size in sizes)
-                  + f"  (bytes/step {min(per_step):.0f}..{max(per_step):.0f})")
+            print(
+                "  file size: "
+                + ", ".join(f"{steps} steps {size / 1024:.0f} KiB" for steps, size in sizes)
+                + f"  (bytes/step {min(per_step):.0f}..{max(per_step):.0f})"
+            )
             hop = await bare_insert_via_thread(Path(tmp) / f"hop-{wal}.db", wal)
-            print(f"  median save {one * 1e3:.3f} ms vs bare sqlite3 insert+commit {bare * 1e3:.3f} ms: {one / bare:.2f}x (target <= 1.5x)")
-            print(f"  same bare insert hopped onto a worker thread {hop * 1e3:.3f} ms: save is {one / hop:.2f}x of that")
+            print(
+                f"  median save {one * 1e3:.3f} ms vs bare sqlite3 insert+commit {bare * 1e3:.3f} ms: {one / bare:.2f}x (target <= 1.5x)"
+            )
+            print(
+                f"  same bare insert hopped onto a worker thread {hop * 1e3:.3f} ms: save is {one / hop:.2f}x of that"
+            )
         print(f"(folder {tmp}, fs of {os.path.abspath(tmp)})")
 
 

@@ -168,14 +168,18 @@ async def lovia_runs(
                 await store.close()
 
 
-def measure(*, session: bool, wal: bool = False, fresh_agent: bool = False, runs: int = RUNS, repeats: int = REPEATS) -> Spread:
+def measure(
+    *, session: bool, wal: bool = False, fresh_agent: bool = False, runs: int = RUNS, repeats: int = REPEATS
+) -> Spread:
     """Per-run seconds (median of repetitions), optionally with a file-backed SQLiteSession."""
 
     async def once() -> float:
         if not session:
             return await lovia_runs(runs, fresh_agent=fresh_agent)
         with tempfile.TemporaryDirectory(prefix="lovia-bench-") as tmp:
-            return await lovia_runs(runs, session_path=os.path.join(tmp, "session.db"), wal=wal, fresh_agent=fresh_agent)
+            return await lovia_runs(
+                runs, session_path=os.path.join(tmp, "session.db"), wal=wal, fresh_agent=fresh_agent
+            )
 
     return spread(repeat(once, repeats))
 
@@ -188,10 +192,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     info = machine()
     print(f"machine: {info['cores']} cores, {info['cpu']}, {info['python']}, SQLite {info['sqlite']}")
-    print(f"lovia {versions(('lovia',))['lovia']}; {args.runs} runs x {args.repeats} repetitions; ms per run, median [min-max]")
+    print(
+        f"lovia {versions(('lovia',))['lovia']}; {args.runs} runs x {args.repeats} repetitions; ms per run, median [min-max]"
+    )
     rows = [
         ("no persistence", measure(session=False, runs=args.runs, repeats=args.repeats)),
-        ("no persistence, new Agent per run", measure(session=False, fresh_agent=True, runs=args.runs, repeats=args.repeats)),
+        (
+            "no persistence, new Agent per run",
+            measure(session=False, fresh_agent=True, runs=args.runs, repeats=args.repeats),
+        ),
     ]
     if args.session:
         rows.append(("SQLiteSession (default journal)", measure(session=True, runs=args.runs, repeats=args.repeats)))

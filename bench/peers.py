@@ -90,7 +90,9 @@ def _oai_model_class() -> type:
             usage = Usage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15)
             return ModelResponse(output=output, usage=usage, response_id=None)
 
-        async def get_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs, tracing, **kwargs):  # type: ignore[no-untyped-def]
+        async def get_response(
+            self, system_instructions, input, model_settings, tools, output_schema, handoffs, tracing, **kwargs
+        ):  # type: ignore[no-untyped-def]
             return self._respond(input)
 
         async def stream_response(self, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -164,10 +166,14 @@ def _lg_model_class() -> type:
                 msg = AIMessage(content="", tool_calls=[{"name": "add", "args": {"a": 2, "b": 3}, "id": "call_add"}])
             return ChatResult(generations=[ChatGeneration(message=msg)])
 
-        def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        def _generate(
+            self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> ChatResult:
             return self._answer(messages)
 
-        async def _agenerate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        async def _agenerate(
+            self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> ChatResult:
             return self._answer(messages)
 
     return ScriptedChatModel
@@ -311,17 +317,28 @@ def to_oai(run: list[dict[str, str]]) -> list[dict[str, Any]]:
         if e["kind"] == "user":
             out.append({"role": "user", "content": e["text"]})
         elif e["kind"] == "call":
-            out.append({"arguments": e["arguments"], "call_id": e["call_id"], "name": e["name"], "type": "function_call", "id": f"fc_{i}", "status": "completed"})
+            out.append(
+                {
+                    "arguments": e["arguments"],
+                    "call_id": e["call_id"],
+                    "name": e["name"],
+                    "type": "function_call",
+                    "id": f"fc_{i}",
+                    "status": "completed",
+                }
+            )
         elif e["kind"] == "result":
             out.append({"call_id": e["call_id"], "output": e["output"], "type": "function_call_output"})
         else:
-            out.append({
-                "id": f"msg_{i}",
-                "content": [{"annotations": [], "text": e["text"], "type": "output_text", "logprobs": []}],
-                "role": "assistant",
-                "status": "completed",
-                "type": "message",
-            })
+            out.append(
+                {
+                    "id": f"msg_{i}",
+                    "content": [{"annotations": [], "text": e["text"], "type": "output_text", "logprobs": []}],
+                    "role": "assistant",
+                    "status": "completed",
+                    "type": "message",
+                }
+            )
     return out
 
 
@@ -454,7 +471,9 @@ def lg_growth(path: str, k: int) -> GrowthFigures:
     # no annotations: LangGraph would try to evaluate them (strings here) in this local scope
     def step(state):  # type: ignore[no-untyped-def]
         i = len(state["messages"])
-        return {"messages": [ToolMessage(content=payload(f"step {i}", CHECKPOINT_RESULT_BYTES), tool_call_id=f"call_{i}")]}
+        return {
+            "messages": [ToolMessage(content=payload(f"step {i}", CHECKPOINT_RESULT_BYTES), tool_call_id=f"call_{i}")]
+        }
 
     def more(state):  # type: ignore[no-untyped-def]
         return "step" if len(state["messages"]) < k else END

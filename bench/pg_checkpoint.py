@@ -83,7 +83,12 @@ async def langgraph_case(writers: int, schema: str) -> dict[str, float] | None:
         from psycopg_pool import AsyncConnectionPool
     except ImportError:
         return None
-    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row, "options": f"-c search_path={schema}"}
+    kwargs = {
+        "autocommit": True,
+        "prepare_threshold": 0,
+        "row_factory": dict_row,
+        "options": f"-c search_path={schema}",
+    }
     async with AsyncConnectionPool(DSN, min_size=writers, max_size=writers, kwargs=kwargs, open=False) as pool:
         saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
         await saver.setup()
@@ -133,7 +138,9 @@ async def main() -> int:
         conn.execute(f"CREATE SCHEMA {lg_schema}")
     try:
         print(f"PostgreSQL checkpoint saves: {STEPS} saves per writer, one new {ENTRY_BYTES} B entry per save")
-        print(f"{'writers':>7} | {'lovia p50/p95 ms':>17} {'saves/s':>8} | {'langgraph p50/p95 ms':>21} {'saves/s':>8} | ratio")
+        print(
+            f"{'writers':>7} | {'lovia p50/p95 ms':>17} {'saves/s':>8} | {'langgraph p50/p95 ms':>21} {'saves/s':>8} | ratio"
+        )
         for writers in WRITERS:
             ours = await lovia_case(writers, lovia_schema)
             theirs = await langgraph_case(writers, lg_schema)
@@ -145,7 +152,9 @@ async def main() -> int:
                 line += f" {theirs['p50_ms']:>10.2f} / {theirs['p95_ms']:>6.2f} {theirs['saves_per_s']:>8.0f} | lovia {ratio:.2f}x"
             print(line, flush=True)
         cols = await column_types(lovia_schema)
-        print(f"entries column: TEXT {cols['text']:.3f}s vs JSONB {cols['jsonb']:.3f}s for 2000 inserts (JSONB/TEXT {cols['jsonb'] / cols['text']:.2f}x)")
+        print(
+            f"entries column: TEXT {cols['text']:.3f}s vs JSONB {cols['jsonb']:.3f}s for 2000 inserts (JSONB/TEXT {cols['jsonb'] / cols['text']:.2f}x)"
+        )
     finally:
         with psycopg.connect(DSN, autocommit=True) as conn:
             for schema in (lovia_schema, lg_schema):

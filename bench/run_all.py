@@ -39,7 +39,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PEERS_VENV = os.path.join(HERE, ".peers")
 PEERS_PYTHON = os.path.join(PEERS_VENV, "bin", "python")
-PACKAGES = ("lovia", "openai-agents", "openai", "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "langchain-core", "aiosqlite", "pydantic")
+PACKAGES = (
+    "lovia",
+    "openai-agents",
+    "openai",
+    "langgraph",
+    "langgraph-checkpoint",
+    "langgraph-checkpoint-sqlite",
+    "langchain-core",
+    "aiosqlite",
+    "pydantic",
+)
 
 
 def bootstrap(args: argparse.Namespace) -> None:
@@ -158,20 +168,37 @@ def run_session(cfg: Config, rep: Report) -> dict[int, dict[str, list[Any]]]:
     rep.out("N entries appended as runs of 4 (user, tool call, ~200 B tool result, answer), then one full load;")
     rep.out(f"fresh file per repetition; milliseconds, median [min–max] of {cfg.session_repeats}.")
     rep.out()
-    header = ["N", "lovia append", "lovia (wal) append", "openai-agents append", "append ratio", "lovia load", "lovia (wal) load", "openai-agents load", "load ratio", "file lovia / oai"]
+    header = [
+        "N",
+        "lovia append",
+        "lovia (wal) append",
+        "openai-agents append",
+        "append ratio",
+        "lovia load",
+        "lovia (wal) load",
+        "openai-agents load",
+        "load ratio",
+        "file lovia / oai",
+    ]
     rows = []
     for n, per in results.items():
         app = {k: [f.append_total for f in v] for k, v in per.items()}
         load = {k: [f.load for f in v] for k, v in per.items()}
         size = {k: [f.size for f in v] for k, v in per.items()}
-        rows.append([
-            f"{n:,}",
-            cell(app["lovia"]), cell(app["lovia (wal)"]), cell(app["openai-agents"]),
-            cell(ratios(app["lovia"], app["openai-agents"]), 1),
-            cell(load["lovia"], digits=3), cell(load["lovia (wal)"], digits=3), cell(load["openai-agents"], digits=3),
-            cell(ratios(load["lovia"], load["openai-agents"]), 1),
-            f"{size_cell(size['lovia'])} / {size_cell(size['openai-agents'])}",
-        ])
+        rows.append(
+            [
+                f"{n:,}",
+                cell(app["lovia"]),
+                cell(app["lovia (wal)"]),
+                cell(app["openai-agents"]),
+                cell(ratios(app["lovia"], app["openai-agents"]), 1),
+                cell(load["lovia"], digits=3),
+                cell(load["lovia (wal)"], digits=3),
+                cell(load["openai-agents"], digits=3),
+                cell(ratios(load["lovia"], load["openai-agents"]), 1),
+                f"{size_cell(size['lovia'])} / {size_cell(size['openai-agents'])}",
+            ]
+        )
         rep.data.setdefault("session", {})[n] = {"append": app, "load": load, "size": size}
     rep.table(header, rows)
     return results
@@ -202,7 +229,18 @@ def run_growth(cfg: Config, rep: Report) -> dict[int, dict[str, list[Any]]]:
     rep.out("of the first tenth of the steps (at least 5), late = median of the last tenth; growth = late / early;")
     rep.out(f"median [min–max] of {cfg.growth_repeats}. Size: database bytes after the run, store closed.")
     rep.out()
-    header = ["K", "lovia early", "lovia late", "lovia growth", "langgraph early", "langgraph late", "langgraph growth", "lovia size", "langgraph size", "size ratio"]
+    header = [
+        "K",
+        "lovia early",
+        "lovia late",
+        "lovia growth",
+        "langgraph early",
+        "langgraph late",
+        "langgraph growth",
+        "lovia size",
+        "langgraph size",
+        "size ratio",
+    ]
     rows = []
     for k, per in results.items():
         el = {name: [early_late(f.steps) for f in figs] for name, figs in per.items()}
@@ -210,13 +248,20 @@ def run_growth(cfg: Config, rep: Report) -> dict[int, dict[str, list[Any]]]:
         late = {name: [lt for _, lt in v] for name, v in el.items()}
         growth = {name: ratios(late[name], early[name]) for name in el}
         size = {name: [f.size for f in figs] for name, figs in per.items()}
-        rows.append([
-            f"{k:,}",
-            cell(early["lovia"]), cell(late["lovia"]), cell(growth["lovia"], 1),
-            cell(early["langgraph"]), cell(late["langgraph"]), cell(growth["langgraph"], 1),
-            size_cell(size["lovia"]), size_cell(size["langgraph"]),
-            cell(ratios(size["lovia"], size["langgraph"]), 1, 4),
-        ])
+        rows.append(
+            [
+                f"{k:,}",
+                cell(early["lovia"]),
+                cell(late["lovia"]),
+                cell(growth["lovia"], 1),
+                cell(early["langgraph"]),
+                cell(late["langgraph"]),
+                cell(growth["langgraph"], 1),
+                size_cell(size["lovia"]),
+                size_cell(size["langgraph"]),
+                cell(ratios(size["lovia"], size["langgraph"]), 1, 4),
+            ]
+        )
         rep.data.setdefault("growth", {})[k] = {"early": early, "late": late, "growth": growth, "size": size}
     rep.table(header, rows)
     return results
@@ -279,27 +324,49 @@ def run_loop(cfg: Config, rep: Report) -> dict[str, list[float]]:
             per[label].append(value)
     rep.out("### 3. Loop overhead")
     rep.out()
-    rep.out(f'"One tool call, then a final answer" with a scripted model (no network), {cfg.loop_runs} sequential runs per')
-    rep.out(f"repetition (in {LOOP_CHUNKS} chunks interleaved across frameworks); ms per run, median [min–max] of {cfg.loop_repeats}.")
+    rep.out(
+        f'"One tool call, then a final answer" with a scripted model (no network), {cfg.loop_runs} sequential runs per'
+    )
+    rep.out(
+        f"repetition (in {LOOP_CHUNKS} chunks interleaved across frameworks); ms per run, median [min–max] of {cfg.loop_repeats}."
+    )
     rep.out("Ratio = lovia / peer, per repetition. lovia's agent is configured once and cloned with a fresh")
     rep.out("ScriptedProvider per run; the peers' agent / graph is built once.")
     rep.out()
     header = ["persistence", "lovia", "openai-agents", "langgraph", "lovia / openai-agents", "lovia / langgraph"]
     rows = [
-        ["none", cell(per["lovia"]), cell(per["openai-agents"]), cell(per["langgraph"]),
-         cell(ratios(per["lovia"], per["openai-agents"]), 1), cell(ratios(per["lovia"], per["langgraph"]), 1)],
-        ["SQLite (each framework's default)", cell(per["lovia +session"]), cell(per["openai-agents +session"]), cell(per["langgraph +checkpointer"]),
-         cell(ratios(per["lovia +session"], per["openai-agents +session"]), 1), cell(ratios(per["lovia +session"], per["langgraph +checkpointer"]), 1)],
+        [
+            "none",
+            cell(per["lovia"]),
+            cell(per["openai-agents"]),
+            cell(per["langgraph"]),
+            cell(ratios(per["lovia"], per["openai-agents"]), 1),
+            cell(ratios(per["lovia"], per["langgraph"]), 1),
+        ],
+        [
+            "SQLite (each framework's default)",
+            cell(per["lovia +session"]),
+            cell(per["openai-agents +session"]),
+            cell(per["langgraph +checkpointer"]),
+            cell(ratios(per["lovia +session"], per["openai-agents +session"]), 1),
+            cell(ratios(per["lovia +session"], per["langgraph +checkpointer"]), 1),
+        ],
     ]
     rep.table(header, rows)
     rep.out("Other lovia variants, ms per run:")
     rep.out()
-    rep.table(["lovia variant", "ms per run", "/ openai-agents (same persistence row)", "/ langgraph (same persistence row)"], [
-        [label, cell(per[label]),
-         cell(ratios(per[label], per["openai-agents" + (" +session" if "session" in label else "")]), 1),
-         cell(ratios(per[label], per["langgraph" + (" +checkpointer" if "session" in label else "")]), 1)]
-        for label in ("lovia, new Agent per run", "lovia +session (wal)", "lovia +session +checkpoint (wal)")
-    ])
+    rep.table(
+        ["lovia variant", "ms per run", "/ openai-agents (same persistence row)", "/ langgraph (same persistence row)"],
+        [
+            [
+                label,
+                cell(per[label]),
+                cell(ratios(per[label], per["openai-agents" + (" +session" if "session" in label else "")]), 1),
+                cell(ratios(per[label], per["langgraph" + (" +checkpointer" if "session" in label else "")]), 1),
+            ]
+            for label in ("lovia, new Agent per run", "lovia +session (wal)", "lovia +session +checkpoint (wal)")
+        ],
+    )
     rep.data["loop"] = per
     return per
 
@@ -316,13 +383,28 @@ def run_concurrency(cfg: Config, rep: Report) -> dict[str, list[float]]:
                 per[name].append(concurrency.measure_one(name, cfg.conc_batches))
     rep.out("### 4. Concurrency")
     rep.out()
-    rep.out(f"{concurrency.WIDTH} concurrent runs (asyncio.gather) of the loop workload sharing one SQLite file; {cfg.conc_batches} batches per")
+    rep.out(
+        f"{concurrency.WIDTH} concurrent runs (asyncio.gather) of the loop workload sharing one SQLite file; {cfg.conc_batches} batches per"
+    )
     rep.out(f"repetition on a fresh file; ms per batch of {concurrency.WIDTH}, median [min–max] of {cfg.conc_repeats}.")
     rep.out()
     rep.table(
-        ["lovia (session + checkpoint, wal)", "openai-agents (SQLiteSession)", "langgraph (AsyncSqliteSaver)", "lovia / openai-agents", "lovia / langgraph"],
-        [[cell(per["lovia"]), cell(per["openai-agents"]), cell(per["langgraph"]),
-          cell(ratios(per["lovia"], per["openai-agents"]), 1), cell(ratios(per["lovia"], per["langgraph"]), 1)]],
+        [
+            "lovia (session + checkpoint, wal)",
+            "openai-agents (SQLiteSession)",
+            "langgraph (AsyncSqliteSaver)",
+            "lovia / openai-agents",
+            "lovia / langgraph",
+        ],
+        [
+            [
+                cell(per["lovia"]),
+                cell(per["openai-agents"]),
+                cell(per["langgraph"]),
+                cell(ratios(per["lovia"], per["openai-agents"]), 1),
+                cell(ratios(per["lovia"], per["langgraph"]), 1),
+            ]
+        ],
     )
     rep.data["concurrency"] = per
     return per
@@ -396,25 +478,50 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
         ]
         for name, a, b in pairs:
             rs = ratios(loop[a], loop[b])
-            targets.append(Target(name, med(rs), 0.5, f"ratio {cell(rs, 1)} ({med(loop[a]) * 1e3:.2f} vs {med(loop[b]) * 1e3:.2f} ms/run)"))
+            targets.append(
+                Target(
+                    name,
+                    med(rs),
+                    0.5,
+                    f"ratio {cell(rs, 1)} ({med(loop[a]) * 1e3:.2f} vs {med(loop[b]) * 1e3:.2f} ms/run)",
+                )
+            )
     growth = rep.data.get("growth", {})
     kmax = max(growth) if growth else None
     if kmax is not None:
         g = growth[kmax]
         rs = ratios(g["size"]["lovia"], g["size"]["langgraph"])
-        targets.append(Target(f"checkpoint storage after {kmax:,} steps: lovia <= 1/10 langgraph", med(rs), 0.1,
-                              f"ratio {cell(rs, 1, 4)} ({size_cell(g['size']['lovia'])} vs {size_cell(g['size']['langgraph'])})"))
+        targets.append(
+            Target(
+                f"checkpoint storage after {kmax:,} steps: lovia <= 1/10 langgraph",
+                med(rs),
+                0.1,
+                f"ratio {cell(rs, 1, 4)} ({size_cell(g['size']['lovia'])} vs {size_cell(g['size']['langgraph'])})",
+            )
+        )
         lg = med(g["growth"]["langgraph"])
-        targets.append(Target(f"per-step save flat over {kmax:,} steps: lovia late/early <= 1.5", med(g["growth"]["lovia"]), 1.5,
-                              f"lovia late/early {cell(g['growth']['lovia'], 1)}; langgraph {cell(g['growth']['langgraph'], 1)} "
-                              f"({'grows' if lg > 1.5 else 'does not grow'})"))
+        targets.append(
+            Target(
+                f"per-step save flat over {kmax:,} steps: lovia late/early <= 1.5",
+                med(g["growth"]["lovia"]),
+                1.5,
+                f"lovia late/early {cell(g['growth']['lovia'], 1)}; langgraph {cell(g['growth']['langgraph'], 1)} "
+                f"({'grows' if lg > 1.5 else 'does not grow'})",
+            )
+        )
     session = rep.data.get("session", {})
     nmax = max(session) if session else None
     if nmax is not None:
         s = session[nmax]["load"]
         rs = ratios(s["lovia"], s["openai-agents"])
-        targets.append(Target(f"session load at {nmax:,} entries: lovia no slower than openai-agents", med(rs), 1.0,
-                              f"ratio {cell(rs, 1)} ({med(s['lovia']) * 1e3:.2f} vs {med(s['openai-agents']) * 1e3:.2f} ms)"))
+        targets.append(
+            Target(
+                f"session load at {nmax:,} entries: lovia no slower than openai-agents",
+                med(rs),
+                1.0,
+                f"ratio {cell(rs, 1)} ({med(s['lovia']) * 1e3:.2f} vs {med(s['openai-agents']) * 1e3:.2f} ms)",
+            )
+        )
 
     rep.out("### Targets")
     rep.out()
@@ -435,7 +542,9 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
         for line in profile_lovia_load(nmax or 10_000):
             rep.out(line)
         rep.out("```")
-    rep.data["targets"] = [{"name": t.name, "value": t.value, "limit": t.limit, "passed": t.passed, "detail": t.detail} for t in targets]
+    rep.data["targets"] = [
+        {"name": t.name, "value": t.value, "limit": t.limit, "passed": t.passed, "detail": t.detail} for t in targets
+    ]
     return targets
 
 
@@ -443,10 +552,14 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="lovia vs OpenAI Agents SDK vs LangGraph, same workloads, same process.")
+    parser = argparse.ArgumentParser(
+        description="lovia vs OpenAI Agents SDK vs LangGraph, same workloads, same process."
+    )
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repetitions (smoke test)")
     parser.add_argument("--no-setup", action="store_true", help="do not run setup_peers.sh when bench/.peers exists")
-    parser.add_argument("--only", choices=["session", "growth", "loop", "concurrency"], action="append", help="run only these workloads")
+    parser.add_argument(
+        "--only", choices=["session", "growth", "loop", "concurrency"], action="append", help="run only these workloads"
+    )
     args = parser.parse_args(argv)
     bootstrap(args)
 

@@ -147,7 +147,9 @@ async def main() -> None:
             print("agents (openai-agents) not importable: run with bench/.peers/bin/python for the peer ratio")
         else:
             mine = results["lovia wal=True"]
-            print(f"lovia(wal=True) / peer: append {mine[0] / peer[0]:.2f}x, load {mine[1] / peer[1]:.2f}x (lower is better)")
+            print(
+                f"lovia(wal=True) / peer: append {mine[0] / peer[0]:.2f}x, load {mine[1] / peer[1]:.2f}x (lower is better)"
+            )
 
 
 if __name__ == "__main__":

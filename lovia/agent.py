@@ -82,7 +82,9 @@ class Agent(Generic[Deps]):
         names = [t.name for t in self.tools]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise UserError(f"Agent {self.name!r} has duplicate tool names {dupes}", hint="give each tool a unique name")
+            raise UserError(
+                f"Agent {self.name!r} has duplicate tool names {dupes}", hint="give each tool a unique name"
+            )
 
     # ------------------------------------------------------------------ configuration
 
@@ -179,7 +181,9 @@ class Agent(Generic[Deps]):
                 )
                 result = await start(spec).result()
             except BudgetExceeded as exc:
-                raise ToolError(f"sub-agent {agent.name!r} ran out of budget: {exc.message}", hint="narrow the question") from exc
+                raise ToolError(
+                    f"sub-agent {agent.name!r} ran out of budget: {exc.message}", hint="narrow the question"
+                ) from exc
             return result.output
 
         return Tool(

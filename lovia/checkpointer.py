@@ -251,7 +251,9 @@ class LeasingCheckpointer(Checkpointer, Protocol):
         """Give the run up (no error when already lost)."""
         ...
 
-    async def append_fenced(self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease) -> None:
+    async def append_fenced(
+        self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease
+    ) -> None:
         """``append`` that refuses (``LeaseLostError``) unless ``lease`` is still the current one."""
         ...
 
@@ -297,7 +299,9 @@ class CheckpointOptions:
                 hint="omit run_id or pass the snapshot's own id",
             )
         if self.delete_on_success and self.checkpointer is None:
-            raise UserError("delete_on_success needs a checkpointer", hint="pass the checkpointer the snapshot lives in")
+            raise UserError(
+                "delete_on_success needs a checkpointer", hint="pass the checkpointer the snapshot lives in"
+            )
         if self.checkpointer is not None and not isinstance(self.checkpointer, Checkpointer):
             raise UserError(
                 f"{type(self.checkpointer).__name__} is not a Checkpointer",

@@ -29,4 +29,6 @@ async def run_guardrails(guards: Sequence[Guardrail], value: Any, ctx: RunContex
         if verdict:
             name = getattr(guard, "__name__", type(guard).__name__)
             reason = verdict if isinstance(verdict, str) else f"{kind} guardrail {name!r} tripped"
-            raise GuardrailTripped(reason, hint=f"the {kind} was vetoed by {name!r}; change the {kind} or the guardrail")
+            raise GuardrailTripped(
+                reason, hint=f"the {kind} was vetoed by {name!r}; change the {kind} or the guardrail"
+            )

@@ -56,7 +56,9 @@ def as_handoff(item: Agent[Any] | Handoff) -> Handoff:
 
     if isinstance(item, Agent):
         return Handoff(target=item)
-    raise UserError(f"handoffs items must be Agent or Handoff, got {type(item).__name__}", hint="wrap targets in Handoff(...)")
+    raise UserError(
+        f"handoffs items must be Agent or Handoff, got {type(item).__name__}", hint="wrap targets in Handoff(...)"
+    )
 
 
 def handoff_tool(h: Handoff) -> Tool[Any]:

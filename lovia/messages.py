@@ -90,7 +90,9 @@ class FilePart:
     def from_path(cls, path: str | Path) -> FilePart:
         """Read a file and embed it as base64."""
         p = Path(path)
-        return cls.from_bytes(p.read_bytes(), mime_type=_guess_mime(p.name, "application/octet-stream"), filename=p.name)
+        return cls.from_bytes(
+            p.read_bytes(), mime_type=_guess_mime(p.name, "application/octet-stream"), filename=p.name
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes, *, mime_type: str, filename: str | None = None) -> FilePart:

@@ -88,7 +88,9 @@ class OutputSpec:
 
     def __init__(self, output_type: Any) -> None:
         self.output_type = output_type
-        self.name = getattr(output_type, "__name__", None) or re.sub(r"\W+", "_", str(output_type)).strip("_") or "output"
+        self.name = (
+            getattr(output_type, "__name__", None) or re.sub(r"\W+", "_", str(output_type)).strip("_") or "output"
+        )
         try:
             self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(output_type)
             self.schema: dict[str, Any] = self.adapter.json_schema()

@@ -66,7 +66,9 @@ class RunBudget:
 
     def copy(self) -> RunBudget:
         """A fresh budget with the same limits."""
-        return RunBudget(self.max_input_tokens, self.max_output_tokens, self.max_total_tokens, self.max_tool_calls, self.max_seconds)
+        return RunBudget(
+            self.max_input_tokens, self.max_output_tokens, self.max_total_tokens, self.max_tool_calls, self.max_seconds
+        )
 
     def check(self, usage: Usage) -> None:
         """Raise :class:`BudgetExceeded` if any limit is reached."""

@@ -129,4 +129,6 @@ class ConsoleTracer(InMemoryTracer):
                 if rec.duration_ms >= self.min_duration_ms:
                     attrs_text = " ".join(f"{k}={v}" for k, v in rec.attributes.items())
                     status = " error" if rec.error else ""
-                    print(f"[lovia] {name} {rec.duration_ms:.1f}ms{status} {attrs_text}", file=self.stream or sys.stderr)
+                    print(
+                        f"[lovia] {name} {rec.duration_ms:.1f}ms{status} {attrs_text}", file=self.stream or sys.stderr
+                    )

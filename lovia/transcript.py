@@ -205,9 +205,16 @@ def _part_from_dict(data: Mapping[str, Any]) -> ContentPart:
     if kind == "text":
         return TextPart(str(data["text"]))
     if kind == "image":
-        return ImagePart(url=data.get("url"), data=data.get("data"), mime_type=data.get("mime_type"), detail=data.get("detail") or "auto")
+        return ImagePart(
+            url=data.get("url"),
+            data=data.get("data"),
+            mime_type=data.get("mime_type"),
+            detail=data.get("detail") or "auto",
+        )
     if kind == "file":
-        return FilePart(url=data.get("url"), data=data.get("data"), mime_type=data.get("mime_type"), filename=data.get("filename"))
+        return FilePart(
+            url=data.get("url"), data=data.get("data"), mime_type=data.get("mime_type"), filename=data.get("filename")
+        )
     raise ValueError(f"unknown content part type {kind!r}")
 
 
@@ -219,7 +226,13 @@ def entry_to_dict(entry: TranscriptEntry) -> dict[str, Any]:
     if isinstance(entry, AssistantTextEntry):
         return {"type": "assistant_text", "content": entry.content, "id": entry.id}
     if isinstance(entry, ReasoningEntry):
-        return {"type": "reasoning", "content": entry.content, "id": entry.id, "provider": entry.provider, "metadata": to_json_safe(entry.metadata)}
+        return {
+            "type": "reasoning",
+            "content": entry.content,
+            "id": entry.id,
+            "provider": entry.provider,
+            "metadata": to_json_safe(entry.metadata),
+        }
     if isinstance(entry, ToolCallEntry):
         return {"type": "tool_call", "call_id": entry.call_id, "name": entry.name, "arguments": entry.arguments}
     if isinstance(entry, ToolResultEntry):

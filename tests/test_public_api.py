@@ -40,7 +40,15 @@ def current_listing() -> str:
         module = importlib.import_module(name)
         for attr in module.__all__:
             obj = getattr(module, attr)
-            kind = "class" if inspect.isclass(obj) else "module" if inspect.ismodule(obj) else "function" if callable(obj) else "value"
+            kind = (
+                "class"
+                if inspect.isclass(obj)
+                else "module"
+                if inspect.ismodule(obj)
+                else "function"
+                if callable(obj)
+                else "value"
+            )
             lines.append(f"{name}.{attr} {kind}")
     return "\n".join(lines) + "\n"
 

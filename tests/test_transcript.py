@@ -35,17 +35,37 @@ from lovia.transcript import (
 
 EVERY_KIND = [
     InputEntry(role="system", content="sys"),
-    InputEntry(role="user", content=[TextPart("look"), ImagePart(url="https://x/y.png", detail="low"), FilePart(data="aGk=", mime_type="text/plain", filename="a.txt")]),
+    InputEntry(
+        role="user",
+        content=[
+            TextPart("look"),
+            ImagePart(url="https://x/y.png", detail="low"),
+            FilePart(data="aGk=", mime_type="text/plain", filename="a.txt"),
+        ],
+    ),
     ReasoningEntry(content="hmm", id="r1", provider="anthropic", metadata={"signature": "sig"}),
     AssistantTextEntry(content="calling", id="m1"),
     ToolCallEntry(call_id="c1", name="f", arguments='{"x": 1}'),
-    ToolResultEntry(call_id="c1", output="done", raw={"x": [1, 2]}, is_error=False, parts=[ImagePart(data="AAAA", mime_type="image/png")]),
+    ToolResultEntry(
+        call_id="c1",
+        output="done",
+        raw={"x": [1, 2]},
+        is_error=False,
+        parts=[ImagePart(data="AAAA", mime_type="image/png")],
+    ),
 ]
 
 
 def test_every_kind_round_trips_through_json():
     text = entries_to_json(EVERY_KIND)
-    assert [d["type"] for d in json.loads(text)] == ["input", "input", "reasoning", "assistant_text", "tool_call", "tool_result"]
+    assert [d["type"] for d in json.loads(text)] == [
+        "input",
+        "input",
+        "reasoning",
+        "assistant_text",
+        "tool_call",
+        "tool_result",
+    ]
     assert entries_from_json(text) == EVERY_KIND
     for entry in EVERY_KIND:
         assert entry_from_dict(entry_to_dict(entry)) == entry
@@ -56,7 +76,9 @@ def test_unknown_type_and_fields():
         entry_from_dict({"type": "hologram"})
     with pytest.raises(ValueError, match="unknown field"):
         entry_from_dict({"type": "input", "role": "user", "content": "x", "lang": "en"})
-    assert entry_from_dict({"type": "input", "role": "user", "content": "x", "lang": "en"}, strict=False) == InputEntry("user", "x")
+    assert entry_from_dict({"type": "input", "role": "user", "content": "x", "lang": "en"}, strict=False) == InputEntry(
+        "user", "x"
+    )
     with pytest.raises(ValueError, match="missing field 'name'"):
         entry_from_dict({"type": "tool_call", "call_id": "c", "arguments": "{}"})
 

@@ -71,7 +71,9 @@ def resolve_verify() -> ssl.SSLContext | bool:
     bundle = os.environ.get("LOVIA_HTTP_CA_BUNDLE", "").strip()
     if bundle:
         if not os.path.exists(bundle):
-            raise UserError(f"LOVIA_HTTP_CA_BUNDLE points at {bundle!r}, which does not exist", hint="fix the path or unset it")
+            raise UserError(
+                f"LOVIA_HTTP_CA_BUNDLE points at {bundle!r}, which does not exist", hint="fix the path or unset it"
+            )
         return ssl.create_default_context(cafile=bundle)
     try:
         import truststore  # type: ignore[import-not-found,unused-ignore]
@@ -95,7 +97,6 @@ def apply_options(payload: dict[str, Any], options: Mapping[str, Any]) -> None:
             payload[key] = value
 
 
-
 def api_root(base_url: str) -> str:
     """The API root for ``base_url``: no trailing slash, and ``/v1`` added to a bare host.
 
@@ -107,6 +108,7 @@ def api_root(base_url: str) -> str:
     if httpx.URL(url).path in ("", "/"):
         return f"{url}/v1"
     return url
+
 
 class HTTPProviderBase:
     """One ``httpx.AsyncClient`` per provider instance, closed by :meth:`aclose` unless injected."""
@@ -154,7 +156,9 @@ class HTTPProviderBase:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def _error(self, message: str, *, status: int | None = None, retryable: bool = False, hint: str | None = None) -> ProviderError:
+    def _error(
+        self, message: str, *, status: int | None = None, retryable: bool = False, hint: str | None = None
+    ) -> ProviderError:
         return ProviderError(
             f"{self.vendor} ({self._model}): {message}",
             vendor=self.vendor,
@@ -170,8 +174,11 @@ class HTTPProviderBase:
         try:
             yield
         except httpx.TimeoutException as exc:
-            raise self._error(f"request timed out ({type(exc).__name__})", retryable=True,
-                              hint="raise LOVIA_PROVIDER_TIMEOUT or pass timeout=") from exc
+            raise self._error(
+                f"request timed out ({type(exc).__name__})",
+                retryable=True,
+                hint="raise LOVIA_PROVIDER_TIMEOUT or pass timeout=",
+            ) from exc
         except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
             raise self._error(f"bad request setup: {exc}", hint="check base_url") from exc
         except httpx.TransportError as exc:

@@ -136,7 +136,9 @@ class AnthropicProvider(HTTPProviderBase):
         options = settings.options_for(*_VENDOR_KEYS)
         cache_system = bool(options.pop("cache_system", False))
         thinking = options.get("thinking")
-        keep_thinking = not self._official or (isinstance(thinking, dict) and thinking.get("type") not in (None, "disabled"))
+        keep_thinking = not self._official or (
+            isinstance(thinking, dict) and thinking.get("type") not in (None, "disabled")
+        )
         system, messages = entries_to_anthropic(entries, keep_thinking=keep_thinking)
         payload: dict[str, Any] = {
             "model": self._model,
@@ -180,7 +182,9 @@ class AnthropicProvider(HTTPProviderBase):
         """
         payload = self.build_payload(entries, tools=tools, response_format=response_format, settings=settings)
         parser = _EventParser(self)
-        async with self._sse_request(f"{self._base_url}/messages", payload, self._request_headers(), self._map_error) as events:
+        async with self._sse_request(
+            f"{self._base_url}/messages", payload, self._request_headers(), self._map_error
+        ) as events:
             async for event in events:
                 for delta in parser.feed(event.event, event.data):
                     yield delta
@@ -211,8 +215,10 @@ class AnthropicProvider(HTTPProviderBase):
             return overflow
         hint = "check ANTHROPIC_API_KEY / api_key=" if status == 401 else None
         if status == 404:
-            hint = (f"check the model name and base_url ({self._base_url}); lovia posts to {{base_url}}/messages "
-                    "(a bare host gets /v1 added; any other path is used as given)")
+            hint = (
+                f"check the model name and base_url ({self._base_url}); lovia posts to {{base_url}}/messages "
+                "(a bare host gets /v1 added; any other path is used as given)"
+            )
         retryable = status in RETRYABLE_STATUS or status >= 500 or kind in _RETRYABLE_TYPES
         label = f"HTTP {status}" + (f" {kind}" if kind else "")
         return self._error(f"{label}: {text}", status=status, retryable=retryable, hint=hint)
@@ -230,7 +236,9 @@ class AnthropicProvider(HTTPProviderBase):
         """Ask ``/models/{id}`` for ``max_input_tokens`` (memoized per base URL and model)."""
         key = (self._base_url, self._model)
         if key not in _WINDOW_CACHE:
-            data = await self._get_json(f"{self._base_url}/models/{quote(self._model, safe='')}", self._request_headers())
+            data = await self._get_json(
+                f"{self._base_url}/models/{quote(self._model, safe='')}", self._request_headers()
+            )
             value = data.get("max_input_tokens") if isinstance(data, dict) else None
             _WINDOW_CACHE[key] = int(value) if isinstance(value, int) and value > 0 else None
         return _WINDOW_CACHE[key]
@@ -440,7 +448,9 @@ class _EventParser:
             state = _Block(kind, self._tools)
             self._tools += 1
             self._blocks[index] = state
-            out: list[ModelDelta] = [ToolCallDelta(index=state.tool_index, call_id=block.get("id"), name=block.get("name"))]
+            out: list[ModelDelta] = [
+                ToolCallDelta(index=state.tool_index, call_id=block.get("id"), name=block.get("name"))
+            ]
             if block.get("input"):
                 state.got_arguments = True
                 out.append(ToolCallDelta(index=state.tool_index, arguments=json.dumps(block["input"])))

@@ -222,7 +222,9 @@ class OpenAIChatProvider(HTTPProviderBase):
             hint = "check OPENAI_API_KEY / api_key="
         elif status == 404:
             hint = f"check the model name and base_url ({self._base_url})"
-        return self._error(f"HTTP {status}: {text}", status=status, retryable=status in RETRYABLE_STATUS or status >= 500, hint=hint)
+        return self._error(
+            f"HTTP {status}: {text}", status=status, retryable=status in RETRYABLE_STATUS or status >= 500, hint=hint
+        )
 
     def _stream_error(self, error: Any) -> ProviderError | ContextOverflowError:
         """An ``{"error": ...}`` object sent inside the event stream."""
@@ -233,7 +235,9 @@ class OpenAIChatProvider(HTTPProviderBase):
         mapped = self._map_error(status or 500, body, text)
         if isinstance(mapped, ProviderError) and status is None:
             kind = f"{code or ''} {error.get('type', '') if isinstance(error, dict) else ''}".lower()
-            mapped.retryable = any(word in kind for word in ("server", "rate_limit", "overload", "timeout", "unavailable"))
+            mapped.retryable = any(
+                word in kind for word in ("server", "rate_limit", "overload", "timeout", "unavailable")
+            )
             mapped.status_code = None
         return mapped
 

@@ -87,7 +87,9 @@ def _load_entry_points() -> dict[str, ProviderFactory]:
             for ep in entry_points(group=ENTRY_POINT_GROUP):
                 name = ep.name.strip().lower()
                 if name in _BUILTINS:
-                    logger.warning("ignoring entry point %r in %s: it would shadow a built-in prefix", ep.name, ENTRY_POINT_GROUP)
+                    logger.warning(
+                        "ignoring entry point %r in %s: it would shadow a built-in prefix", ep.name, ENTRY_POINT_GROUP
+                    )
                     continue
                 found[name] = _lazy_entry_point(ep.name, ep.load)
             _entry_points = found
@@ -99,7 +101,9 @@ def _lazy_entry_point(name: str, load: Callable[[], Any]) -> ProviderFactory:
         try:
             target = load()
         except Exception as exc:
-            raise UserError(f"provider plugin {name!r} failed to load: {exc}", hint="reinstall or fix the plugin package") from exc
+            raise UserError(
+                f"provider plugin {name!r} failed to load: {exc}", hint="reinstall or fix the plugin package"
+            ) from exc
         result: Provider = target(model, **kwargs)
         return result
 
@@ -140,7 +144,11 @@ def provider_from_string(
     if not text:
         raise UserError("empty model string", hint="use 'openai:<model>', 'anthropic:<model>' or set LOVIA_MODEL")
     prefix, sep, model = text.partition(":")
-    kwargs = {k: v for k, v in (("api_key", api_key), ("base_url", base_url), ("supports_vision", supports_vision)) if v is not None}
+    kwargs = {
+        k: v
+        for k, v in (("api_key", api_key), ("base_url", base_url), ("supports_vision", supports_vision))
+        if v is not None
+    }
     if not sep:
         if text.lower().startswith("claude"):
             logger.warning(

@@ -625,7 +625,9 @@ class RunLoop:
             error = {"type": "OutputNotSerializable", "message": f"{type(output).__name__} is not JSON-serializable"}
         await self.writer.save(status="completed", output=safe, error=error)
 
-    async def _append_session(self, entries: Sequence[TranscriptEntry], *, started_at: float, finished_at: float) -> None:
+    async def _append_session(
+        self, entries: Sequence[TranscriptEntry], *, started_at: float, finished_at: float
+    ) -> None:
         session, sid = self.spec.session, self.spec.session_id
         if session is None or sid is None or not entries:
             return
@@ -685,7 +687,9 @@ class RunLoop:
         try:
             return OutputSpec(output_type).adapter.validate_python(stored)
         except Exception:
-            logger.warning("stored output of run %s no longer validates as %r; returning it as stored", self.run_id, output_type)
+            logger.warning(
+                "stored output of run %s no longer validates as %r; returning it as stored", self.run_id, output_type
+            )
             return stored
 
     # ================================================================== failure and cleanup
@@ -699,7 +703,9 @@ class RunLoop:
             try:
                 await asyncio.shield(self.writer.save(status=status, error=error_payload(exc)))
             except LeaseLostError:
-                logger.warning("run %s: lease lost, the terminal save was refused (another worker owns the run)", self.run_id)
+                logger.warning(
+                    "run %s: lease lost, the terminal save was refused (another worker owns the run)", self.run_id
+                )
             except BaseException:
                 logger.exception("terminal checkpoint save failed for run %s", self.run_id)
         if self.spec.parent_usage is not None and not self._finalized:

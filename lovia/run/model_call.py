@@ -55,7 +55,11 @@ async def call_model(
         except ContextOverflowError:
             raise
         except Exception as exc:
-            if attempt >= policy.max_attempts or not policy.retry_on(exc) or (emitted and not policy.restart_on_partial):
+            if (
+                attempt >= policy.max_attempts
+                or not policy.retry_on(exc)
+                or (emitted and not policy.restart_on_partial)
+            ):
                 raise
             logger.warning("model.retry model=%s attempt=%d error=%s", provider.model, attempt, exc)
             if emitted:

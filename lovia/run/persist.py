@@ -125,7 +125,9 @@ class CheckpointWriter:
     is lost the next save raises :class:`LeaseLostError` and nothing more is written.
     """
 
-    def __init__(self, options: CheckpointOptions, *, head: Callable[[], RunHead], own: Sequence[TranscriptEntry], persisted: int) -> None:
+    def __init__(
+        self, options: CheckpointOptions, *, head: Callable[[], RunHead], own: Sequence[TranscriptEntry], persisted: int
+    ) -> None:
         assert options.checkpointer is not None
         self.options = options
         self.checkpointer = options.checkpointer
@@ -165,7 +167,9 @@ class CheckpointWriter:
         """Set how many of the run's own entries are already stored (after planning)."""
         self._persisted = persisted
 
-    async def save(self, *, status: RunStatus = "running", output: Any = None, error: dict[str, Any] | None = None) -> None:
+    async def save(
+        self, *, status: RunStatus = "running", output: Any = None, error: dict[str, Any] | None = None
+    ) -> None:
         """Append entries new since the last save and overwrite the head (with a terminal status,
         the JSON-safe ``output`` or the ``error`` payload)."""
         async with self._lock:

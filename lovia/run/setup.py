@@ -22,9 +22,13 @@ async def setup_plugins(agent: Agent[Any]) -> list[PluginInstance]:
     names = [getattr(p, "name", None) for p in agent.plugins]
     for plugin, name in zip(agent.plugins, names, strict=True):
         if not isinstance(plugin, Plugin) or not isinstance(name, str) or not name:
-            raise UserError(f"agent {agent.name!r}: {plugin!r} is not a Plugin", hint="a plugin needs a name and async setup()")
+            raise UserError(
+                f"agent {agent.name!r}: {plugin!r} is not a Plugin", hint="a plugin needs a name and async setup()"
+            )
         if names.count(name) > 1:
-            raise UserError(f"agent {agent.name!r} has two plugins named {name!r}", hint="plugin names must be unique per agent")
+            raise UserError(
+                f"agent {agent.name!r} has two plugins named {name!r}", hint="plugin names must be unique per agent"
+            )
     instances: list[PluginInstance] = []
     try:
         for plugin in agent.plugins:
@@ -37,7 +41,9 @@ async def setup_plugins(agent: Agent[Any]) -> list[PluginInstance]:
     return instances
 
 
-def merge_tools(agent: Agent[Any], plugins: Sequence[PluginInstance], policy_tools: Sequence[Tool[Any]]) -> dict[str, Tool[Any]]:
+def merge_tools(
+    agent: Agent[Any], plugins: Sequence[PluginInstance], policy_tools: Sequence[Tool[Any]]
+) -> dict[str, Tool[Any]]:
     """Agent tools, plugin tools and handoff tools by name (a clash is a ``UserError``).
 
     Context-policy tools such as ``recall_tool_result`` come last and silently yield to an

@@ -48,11 +48,15 @@ class RunSpec:
         from ..agent import Agent
 
         if not isinstance(self.agent, Agent):
-            raise UserError(f"expected an Agent, got {type(self.agent).__name__}", hint="Runner.run(Agent(...), 'hello')")
+            raise UserError(
+                f"expected an Agent, got {type(self.agent).__name__}", hint="Runner.run(Agent(...), 'hello')"
+            )
         if not isinstance(self.max_turns, int) or self.max_turns < 1:
             raise UserError(f"max_turns must be a positive integer, got {self.max_turns!r}", hint="the default is 50")
         if self.session is not None and not self.session_id:
-            raise UserError("a session needs a session_id", hint='Runner.run(agent, text, session=session, session_id="user-42")')
+            raise UserError(
+                "a session needs a session_id", hint='Runner.run(agent, text, session=session, session_id="user-42")'
+            )
         if self.session_id is not None and self.session is None:
             raise UserError("session_id was given without a session", hint="pass session=SQLiteSession('chat.db') too")
         if self.session is not None and not isinstance(self.session, Session):
@@ -67,6 +71,10 @@ class RunSpec:
             )
         resume_only = self.checkpoint is not None and self.checkpoint.if_run_exists == "resume_only"
         if isinstance(self.input, list) and not self.input and not resume_only and self.checkpoint is None:
-            raise UserError("the run input is empty", hint="pass a message, or [] only with if_run_exists='resume_only'")
+            raise UserError(
+                "the run input is empty", hint="pass a message, or [] only with if_run_exists='resume_only'"
+            )
         if not isinstance(self.input, (str, Message, list)):
-            raise UserError(f"run input must be str or a list of messages, got {type(self.input).__name__}", hint="pass a string")
+            raise UserError(
+                f"run input must be str or a list of messages, got {type(self.input).__name__}", hint="pass a string"
+            )

@@ -123,7 +123,9 @@ class ToolPhase:
     async def _reject(self, call: ToolCall, message: str, *, error: BaseException | None = None) -> None:
         if error is not None:
             await self.loop.emit(ToolCallFailed(error=error, call=call))
-        await self.loop.record_result(call, ToolResultEntry(call_id=call.id, output=message, is_error=True), raw=message)
+        await self.loop.record_result(
+            call, ToolResultEntry(call_id=call.id, output=message, is_error=True), raw=message
+        )
 
     async def _approved(self, call: ToolCall, tool: Tool[Any], args: dict[str, Any]) -> bool:
         loop = self.loop
@@ -165,7 +167,9 @@ class ToolPhase:
         loop = self.loop
         ctx = loop.ctx.for_call(call.id)
         if tool.reconcile is None:
-            await loop.record_result(call, ToolResultEntry(call_id=call.id, output=OUTCOME_UNKNOWN, is_error=True), raw=None)
+            await loop.record_result(
+                call, ToolResultEntry(call_id=call.id, output=OUTCOME_UNKNOWN, is_error=True), raw=None
+            )
             return None
         try:
             verdict = tool.reconcile(args, ctx)
@@ -194,7 +198,9 @@ class ToolPhase:
         failures: list[BaseException] = []
         with loop.tracer.span("tool_call", name=call.name, call_id=call.id) as span:
             try:
-                raw = await run_tool(tool, ready.args, ctx, retries=retries, timeout=timeout, on_attempt_failed=failures.append)
+                raw = await run_tool(
+                    tool, ready.args, ctx, retries=retries, timeout=timeout, on_attempt_failed=failures.append
+                )
             except (RunCancelled, asyncio.CancelledError):
                 raise
             except BudgetExceeded:

@@ -94,7 +94,9 @@ def decode_meta(text: str | bytes | None, *, session_id: str, run_id: str) -> di
     try:
         data = json.loads(text)
     except (ValueError, TypeError) as exc:
-        raise _corrupt(f"stored meta of {_where(session_id, run_id)} is not valid JSON: {exc}", session_id, run_id) from exc
+        raise _corrupt(
+            f"stored meta of {_where(session_id, run_id)} is not valid JSON: {exc}", session_id, run_id
+        ) from exc
     if data is not None and not isinstance(data, dict):
         raise _corrupt(f"stored meta of {_where(session_id, run_id)} is not a JSON object", session_id, run_id)
     return data

@@ -24,7 +24,9 @@ def check_non_negative(**values: int) -> None:
     """Raise :class:`InvalidArgument` for a negative or non-integer argument."""
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidArgument(f"{name} must be a non-negative integer, got {value!r}", hint=f"pass {name}=0 or more")
+            raise InvalidArgument(
+                f"{name} must be a non-negative integer, got {value!r}", hint=f"pass {name}=0 or more"
+            )
 
 
 _MARKER_RE = re.compile(r"\n\[lovia: trimmed \d+ chars of this tool output; [^\]]*\]\Z")

@@ -178,7 +178,9 @@ class InMemoryCheckpointer:
             head = decode_head(run_id, run.head_json)
             if status is None or head.status == status:
                 count = sum(_array_length(b) for b in run.batches)
-                infos.append(RunInfo(run_id, head.agent_name, head.status, head.turns, count, head.started_at, head.updated_at))
+                infos.append(
+                    RunInfo(run_id, head.agent_name, head.status, head.turns, count, head.started_at, head.updated_at)
+                )
         infos.sort(key=lambda i: (i.updated_at, i.run_id), reverse=True)
         return infos[offset : offset + limit]
 
@@ -202,8 +204,9 @@ class InMemoryCheckpointer:
         if row is not None and row[0] == lease.owner and row[1] == lease.token:
             self._leases[lease.run_id] = _leases.released(row)
 
-    async def append_fenced(self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease) -> None:
+    async def append_fenced(
+        self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease
+    ) -> None:
         """``append`` that raises :class:`~lovia.exceptions.LeaseLostError` (writing nothing) unless ``lease`` is current."""
         _leases.check_current(lease, self._leases.get(run_id) if lease.run_id == run_id else None)
         self._write(run_id, entries, head)
-

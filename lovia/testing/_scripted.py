@@ -56,10 +56,15 @@ def text(content: str, *, reasoning: str | None = None, usage: Usage | None = No
 
 def _call_deltas(index: int, name: str, args: dict[str, Any] | str, call_id: str | None) -> list[ModelDelta]:
     raw = args if isinstance(args, str) else json.dumps(args)
-    return [ToolCallDelta(index=index, call_id=call_id or f"call_{name}", name=name), ToolCallDelta(index=index, arguments=raw)]
+    return [
+        ToolCallDelta(index=index, call_id=call_id or f"call_{name}", name=name),
+        ToolCallDelta(index=index, arguments=raw),
+    ]
 
 
-def call(name: str, args: dict[str, Any] | str | None = None, *, call_id: str | None = None, text: str | None = None) -> ScriptedTurn:
+def call(
+    name: str, args: dict[str, Any] | str | None = None, *, call_id: str | None = None, text: str | None = None
+) -> ScriptedTurn:
     """A turn with one tool call (``args`` may be a raw string, e.g. malformed JSON)."""
     deltas: list[ModelDelta] = [TextDelta(text)] if text else []
     deltas.extend(_call_deltas(0, name, args if args is not None else {}, call_id))
@@ -97,7 +102,13 @@ class ScriptedProvider:
     single-use and not safe for concurrent runs; running out of turns raises ``AssertionError``.
     """
 
-    def __init__(self, turns: Sequence[ScriptedTurn | str] | TurnFunction, *, model: str = "scripted", supports_json_schema: bool = False) -> None:
+    def __init__(
+        self,
+        turns: Sequence[ScriptedTurn | str] | TurnFunction,
+        *,
+        model: str = "scripted",
+        supports_json_schema: bool = False,
+    ) -> None:
         self._fn: TurnFunction | None = turns if callable(turns) else None
         self._turns: list[ScriptedTurn] = [] if callable(turns) else [_coerce(t) for t in turns]
         self._model = model

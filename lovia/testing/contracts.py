@@ -55,7 +55,9 @@ def every_entry_kind() -> list[TranscriptEntry]:
                 FilePart(data="aGVsbG8=", mime_type="text/plain", filename="hello.txt"),
             ],
         ),
-        ReasoningEntry(content="look first", id="rs_1", provider="anthropic", metadata={"signature": "c2ln", "n": [1, 2]}),
+        ReasoningEntry(
+            content="look first", id="rs_1", provider="anthropic", metadata={"signature": "c2ln", "n": [1, 2]}
+        ),
         AssistantTextEntry(content="Looking. \u00e9\u00e0 \u2713", id="msg_1"),
         ToolCallEntry(call_id="call_1", name="inspect", arguments='{"path": "cat.png"}'),
         ToolResultEntry(
@@ -120,7 +122,12 @@ class SessionContract:
         assert [s.run_id for s in await session.segments("s")] == ids
 
     async def test_meta_is_stored_verbatim(self, session: Session) -> None:
-        meta = {"context_state": {"stage": 2, "ids": ["a", "b"]}, "timing": {"started_at": 1.5, "finished_at": 2.25}, "u": "\u2603", "none": None}
+        meta = {
+            "context_state": {"stage": 2, "ids": ["a", "b"]},
+            "timing": {"started_at": 1.5, "finished_at": 2.25},
+            "u": "\u2603",
+            "none": None,
+        }
         await session.append("s", _text(1), run_id="a", meta=meta)
         await session.append("s", _text(2), run_id="b")
         segments = await session.segments("s")
@@ -235,7 +242,11 @@ class SessionContract:
         await session.append("bot-9", _text(4), run_id="a")
         await session.append("user-1", _text(5), run_id="b")
         infos = await list_sessions()
-        assert [(i.session_id, i.runs, i.entries) for i in infos] == [("user-1", 2, 4), ("bot-9", 1, 2), ("user-2", 1, 4)]
+        assert [(i.session_id, i.runs, i.entries) for i in infos] == [
+            ("user-1", 2, 4),
+            ("bot-9", 1, 2),
+            ("user-2", 1, 4),
+        ]
         assert infos[0].created_at <= infos[0].updated_at
         assert [i.session_id for i in await list_sessions(query="user")] == ["user-1", "user-2"]
         assert [i.session_id for i in await list_sessions(limit=1, offset=1)] == ["bot-9"]
@@ -268,7 +279,12 @@ class CheckpointerContract:
         await checkpointer.append("r", _tool_run("c", "out"), _head(turns=2, status="interrupted"))
         snap = await checkpointer.load("r")
         assert snap is not None
-        assert (snap.run_id, snap.entries, snap.turns, snap.status) == ("r", _text(1) + _tool_run("c", "out"), 2, "interrupted")
+        assert (snap.run_id, snap.entries, snap.turns, snap.status) == (
+            "r",
+            _text(1) + _tool_run("c", "out"),
+            2,
+            "interrupted",
+        )
 
     async def test_empty_batches_only_move_the_head(self, checkpointer: Checkpointer) -> None:
         await checkpointer.append("r", [], _head(turns=0))
@@ -339,7 +355,11 @@ class CheckpointerContract:
         await checkpointer.append("b", _text(1) + _text(2), _head(updated_at=30.0, status="completed"))
         await checkpointer.append("c", [], _head(updated_at=20.0, status="interrupted", agent_name="x"))
         runs = await list_runs()
-        assert [(r.run_id, r.entries, r.status) for r in runs] == [("b", 4, "completed"), ("c", 0, "interrupted"), ("a", 2, "running")]
+        assert [(r.run_id, r.entries, r.status) for r in runs] == [
+            ("b", 4, "completed"),
+            ("c", 0, "interrupted"),
+            ("a", 2, "running"),
+        ]
         assert (runs[2].agent_name, runs[2].turns, runs[2].started_at, runs[2].updated_at) == ("agent", 1, 100.0, 10.0)
         assert [r.run_id for r in await list_runs(status="interrupted")] == ["c"]
         assert [r.run_id for r in await list_runs(limit=1, offset=1)] == ["c"]
@@ -394,6 +414,8 @@ class CheckpointerContract:
 
     async def test_concurrent_acquire_has_one_winner(self, checkpointer: Checkpointer) -> None:
         cp = self._leasing(checkpointer)
-        results = await asyncio.gather(*(cp.acquire_lease("r", owner=f"w{n}", ttl=30) for n in range(10)), return_exceptions=True)
+        results = await asyncio.gather(
+            *(cp.acquire_lease("r", owner=f"w{n}", ttl=30) for n in range(10)), return_exceptions=True
+        )
         winners = [r for r in results if not isinstance(r, BaseException)]
         assert len(winners) == 1 and all(isinstance(r, RunBusy) for r in results if r not in winners)

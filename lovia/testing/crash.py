@@ -201,7 +201,9 @@ async def _child_main(factory_spec: str, store: str, run_id: str) -> dict[str, A
         if scenario.close is not None:
             await scenario.close()
     return {
-        "output": result.output if isinstance(result.output, (str, int, float, bool, type(None))) else str(result.output),
+        "output": result.output
+        if isinstance(result.output, (str, int, float, bool, type(None)))
+        else str(result.output),
         "replayed": result.replayed,
         "turns": result.turns,
         "model_calls": scenario.model_calls(),
@@ -294,7 +296,9 @@ async def check_invariants(
         calls = {e.call_id for e in seg.entries if isinstance(e, ToolCallEntry)}
         results = [e.call_id for e in seg.entries if isinstance(e, ToolResultEntry)]
         if calls != set(results) or len(results) != len(set(results)):
-            problems.append(f"session segment of {run_id} is not tool-consistent: calls {sorted(calls)} results {results}")
+            problems.append(
+                f"session segment of {run_id} is not tool-consistent: calls {sorted(calls)} results {results}"
+            )
     if replayed.result is None:
         problems.append(f"the second re-issue failed (exit {replayed.returncode}): {replayed.stderr[-2000:]}")
     elif not replayed.result["replayed"] or replayed.result["model_calls"] != 0:
@@ -328,7 +332,9 @@ async def crash_test(
     reference = run_child(factory, reference_store, run_id, ledger_path=ref_ledger)
     if reference.result is None:
         raise RuntimeError(f"the reference run failed: {reference.stderr[-2000:]}")
-    crashed = run_child(factory, store, run_id, boundary=boundary, tool=tool, occurrence=occurrence, ledger_path=crash_ledger)
+    crashed = run_child(
+        factory, store, run_id, boundary=boundary, tool=tool, occurrence=occurrence, ledger_path=crash_ledger
+    )
     session, checkpointer = await open_stores(store)
     snapshot = await checkpointer.load(run_id)
     stored = {e.call_id for e in snapshot.entries if isinstance(e, ToolResultEntry)} if snapshot else set()
@@ -337,7 +343,9 @@ async def crash_test(
     starts = Counter(row["call_id"] for row in ledger(crash_ledger) if row["phase"] == "start")
     report = CrashReport(crashed, resumed, replayed, reference, stored, starts)
     if not crashed.killed:
-        report.problems.append(f"the child was not killed at {boundary} (exit {crashed.returncode}): {crashed.stderr[-2000:]}")
+        report.problems.append(
+            f"the child was not killed at {boundary} (exit {crashed.returncode}): {crashed.stderr[-2000:]}"
+        )
     report.problems += await check_invariants(
         session,
         session_id,

@@ -39,9 +39,12 @@ class FunctionSignature:
             parsed = self.model.model_validate(args)
         except pydantic.ValidationError as exc:
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors(include_url=False)
+                f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+                for err in exc.errors(include_url=False)
             )
-            raise InvalidToolArguments(f"invalid arguments: {problems}", hint="fix the arguments to match the tool's schema") from None
+            raise InvalidToolArguments(
+                f"invalid arguments: {problems}", hint="fix the arguments to match the tool's schema"
+            ) from None
         return {name: getattr(parsed, name) for name in self.arg_names}
 
 
@@ -112,7 +115,9 @@ def inspect_function(fn: Callable[..., Any], *, name: str, strict: bool) -> Func
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
     except Exception as exc:
-        raise UserError(f"cannot resolve type hints of tool {name!r}: {exc}", hint="import the annotated types at module level") from exc
+        raise UserError(
+            f"cannot resolve type hints of tool {name!r}: {exc}", hint="import the annotated types at module level"
+        ) from exc
     docs = _doc_params(inspect.getdoc(fn) or "")
     fields: dict[str, Any] = {}
     context_param: str | None = None
@@ -122,12 +127,17 @@ def inspect_function(fn: Callable[..., Any], *, name: str, strict: bool) -> Func
         annotation = hints.get(pname, inspect.Parameter.empty)
         if annotation is not inspect.Parameter.empty and _is_run_context(annotation):
             if context_param is not None:
-                raise UserError(f"tool {name!r} has more than one RunContext parameter", hint="annotate exactly one parameter as RunContext")
+                raise UserError(
+                    f"tool {name!r} has more than one RunContext parameter",
+                    hint="annotate exactly one parameter as RunContext",
+                )
             context_param = pname
             continue
         if annotation is inspect.Parameter.empty:
             if strict:
-                raise UserError(f"strict tool {name!r}: parameter {pname!r} has no annotation", hint="annotate every parameter")
+                raise UserError(
+                    f"strict tool {name!r}: parameter {pname!r} has no annotation", hint="annotate every parameter"
+                )
             annotation = Any
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (_describe(annotation, docs.get(pname)), default)
@@ -136,7 +146,9 @@ def inspect_function(fn: Callable[..., Any], *, name: str, strict: bool) -> Func
         model = pydantic.create_model(f"{name}_args", __config__=config, **fields)
         schema = _strip_titles(model.model_json_schema())
     except Exception as exc:
-        raise UserError(f"cannot build a JSON schema for tool {name!r}: {exc}", hint="use JSON-friendly argument types") from exc
+        raise UserError(
+            f"cannot build a JSON schema for tool {name!r}: {exc}", hint="use JSON-friendly argument types"
+        ) from exc
     schema.setdefault("properties", {})
     schema.setdefault("type", "object")
     if strict:

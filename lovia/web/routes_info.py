@@ -34,7 +34,12 @@ def agent_info(agent: Agent[Any], *, detail: bool = False) -> dict[str, Any]:
             instructions=agent.instructions if isinstance(agent.instructions, str) else None,
             dynamic_instructions=not isinstance(agent.instructions, str) or bool(agent._fragments),
             tool_details=[
-                {"name": t.name, "description": t.description, "parameters": t.parameters, "needs_approval": bool(t.needs_approval)}
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    "needs_approval": bool(t.needs_approval),
+                }
                 for t in agent.tools
             ],
             handoffs=[h.target.name if isinstance(h, Handoff) else h.name for h in agent.handoffs],

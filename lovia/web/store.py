@@ -294,9 +294,7 @@ class ChatStore:
 
     async def runs(self, session_id: str) -> dict[str, RunRecord]:
         """The chat's run records by run id."""
-        sql = (
-            f"SELECT {_RUN_COLUMNS} FROM chat_runs WHERE session_id = ?"
-        )
+        sql = f"SELECT {_RUN_COLUMNS} FROM chat_runs WHERE session_id = ?"
         rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
         return {record.run_id: record for record in map(_record, rows)}
 

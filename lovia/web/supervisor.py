@@ -233,7 +233,9 @@ class RunSupervisor:
         try:
             await self.store.set_active_run(live.session_id, live.run_id)
             await self.store.record_run(live.run_id, live.session_id, status="running")
-            self.hub.publish("run_started", {"session_id": live.session_id, "run_id": live.run_id, "agent": live.agent.name})
+            self.hub.publish(
+                "run_started", {"session_id": live.session_id, "run_id": live.run_id, "agent": live.agent.name}
+            )
             async for event in live.handle:
                 if isinstance(event, ev.RunCompleted):
                     await self._completed(live, event.result)
@@ -249,7 +251,9 @@ class RunSupervisor:
             live.finished.set()
             for queue in live.subscribers:
                 queue.put_nowait(_CLOSE)
-            self.hub.publish("run_finished", {"session_id": live.session_id, "run_id": live.run_id, "status": live.status})
+            self.hub.publish(
+                "run_finished", {"session_id": live.session_id, "run_id": live.run_id, "status": live.status}
+            )
 
     def _on_event(self, live: LiveRun, event: ev.Event) -> None:
         if isinstance(event, ev.TurnStarted):

@@ -4,6 +4,7 @@ vendor servers that speak the documented OpenAI chat-completions and Anthropic M
 Nothing here imports the project's own provider test helpers; the servers below are written from the
 vendor documentation (and from what real OpenAI-compatible servers are known to send).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,9 +37,19 @@ from lovia import events as ev_mod
 from lovia.providers import register_provider
 from lovia.transcript import AssistantTextEntry, ReasoningEntry
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 408: "Request Timeout",
-            413: "Payload Too Large", 429: "Too Many Requests", 500: "Internal Server Error",
-            502: "Bad Gateway", 503: "Service Unavailable", 529: "Site Overloaded"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    408: "Request Timeout",
+    413: "Payload Too Large",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    529: "Site Overloaded",
+}
 
 
 @dataclass
@@ -85,21 +96,29 @@ class VendorServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 with outer._lock:
-                    outer.seen.append(Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                    outer.seen.append(
+                        Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                    )
                     if self.command == "GET":  # model-list / context-window discovery: not scripted
-                        reply = Canned(404, "application/json", [b'{"error": {"message": "no model list here"}}'], chunked=False)
+                        reply = Canned(
+                            404, "application/json", [b'{"error": {"message": "no model list here"}}'], chunked=False
+                        )
                     elif outer.queue:
                         reply = outer.queue.pop(0)
                     else:
-                        reply = Canned(500, "application/json", [b'{"error": {"message": "nothing queued"}}'], chunked=False)
+                        reply = Canned(
+                            500, "application/json", [b'{"error": {"message": "nothing queued"}}'], chunked=False
+                        )
                 self._write(reply)
 
             do_POST = _serve
             do_GET = _serve
 
             def _write(self, reply: Canned) -> None:
-                head = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Whatever')}",
-                        f"Content-Type: {reply.content_type}"]
+                head = [
+                    f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Whatever')}",
+                    f"Content-Type: {reply.content_type}",
+                ]
                 head += [f"{k}: {v}" for k, v in reply.extra_headers.items()]
                 if reply.chunked:
                     head.append("Transfer-Encoding: chunked")
@@ -163,16 +182,32 @@ def vendor() -> Iterator[VendorServer]:
 
 @pytest.fixture(autouse=True)
 def _no_vendor_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "LOVIA_MODEL",
-                 "LOVIA_PROVIDER_TIMEOUT", "LOVIA_PROVIDER_TRUST_ENV", "LOVIA_HTTP_CA_BUNDLE", "LOVIA_HTTP_INSECURE",
-                 "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+    for name in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "LOVIA_MODEL",
+        "LOVIA_PROVIDER_TIMEOUT",
+        "LOVIA_PROVIDER_TRUST_ENV",
+        "LOVIA_HTTP_CA_BUNDLE",
+        "LOVIA_HTTP_INSECURE",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
 # ============================================================================ wire builders
 
 
-def sse_lines(objs: list[Any], *, done: bool = True, nl: str = "\n", space: bool = True, comments: bool = False) -> list[bytes]:
+def sse_lines(
+    objs: list[Any], *, done: bool = True, nl: str = "\n", space: bool = True, comments: bool = False
+) -> list[bytes]:
     """OpenAI-style ``data:`` events, one bytes piece per event."""
     sep = "data: " if space else "data:"
     out: list[bytes] = []
@@ -187,24 +222,38 @@ def sse_lines(objs: list[Any], *, done: bool = True, nl: str = "\n", space: bool
     return out
 
 
-def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, *, usage: dict[str, Any] | None = None,
-          no_choices: bool = False, cid: str = "chatcmpl-outsider") -> dict[str, Any]:
+def chunk(
+    delta: dict[str, Any] | None = None,
+    finish: str | None = None,
+    *,
+    usage: dict[str, Any] | None = None,
+    no_choices: bool = False,
+    cid: str = "chatcmpl-outsider",
+) -> dict[str, Any]:
     body: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": 1700000000, "model": "gpt-test"}
-    body["choices"] = [] if no_choices else [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}]
+    body["choices"] = (
+        [] if no_choices else [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}]
+    )
     if usage is not None:
         body["usage"] = usage
     return body
 
 
 def oa_usage(prompt: int, completion: int, cached: int = 0) -> dict[str, Any]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
-            "completion_tokens_details": {"reasoning_tokens": 0}}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
 
 
-def oa_text(text: str, *, prompt: int = 11, completion: int = 7, cached: int = 0, finish: str = "stop") -> list[dict[str, Any]]:
+def oa_text(
+    text: str, *, prompt: int = 11, completion: int = 7, cached: int = 0, finish: str = "stop"
+) -> list[dict[str, Any]]:
     objs = [chunk({"role": "assistant", "content": "", "refusal": None})]
-    objs += [chunk({"content": text[i:i + 4]}) for i in range(0, len(text), 4)]
+    objs += [chunk({"content": text[i : i + 4]}) for i in range(0, len(text), 4)]
     objs.append(chunk({}, finish))
     objs.append(chunk(no_choices=True, usage=oa_usage(prompt, completion, cached)))
     return objs
@@ -215,28 +264,50 @@ def ev(name: str, **data: Any) -> bytes:
 
 
 def an_start(input_tokens: int = 25, cache_read: int = 0, cache_write: int = 0) -> bytes:
-    message = {"id": "msg_outsider", "type": "message", "role": "assistant", "model": "claude-test", "content": [],
-               "stop_reason": None, "stop_sequence": None,
-               "usage": {"input_tokens": input_tokens, "cache_creation_input_tokens": cache_write,
-                         "cache_read_input_tokens": cache_read, "output_tokens": 1}}
+    message = {
+        "id": "msg_outsider",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "cache_creation_input_tokens": cache_write,
+            "cache_read_input_tokens": cache_read,
+            "output_tokens": 1,
+        },
+    }
     return ev("message_start", message=message)
 
 
 def an_end(stop: str, output_tokens: int) -> list[bytes]:
-    return [ev("message_delta", delta={"stop_reason": stop, "stop_sequence": None}, usage={"output_tokens": output_tokens}),
-            ev("message_stop")]
+    return [
+        ev("message_delta", delta={"stop_reason": stop, "stop_sequence": None}, usage={"output_tokens": output_tokens}),
+        ev("message_stop"),
+    ]
 
 
 def an_text_block(index: int, text: str) -> list[bytes]:
     out = [ev("content_block_start", index=index, content_block={"type": "text", "text": ""}), ev("ping")]
-    out += [ev("content_block_delta", index=index, delta={"type": "text_delta", "text": text[i:i + 5]})
-            for i in range(0, len(text), 5)]
+    out += [
+        ev("content_block_delta", index=index, delta={"type": "text_delta", "text": text[i : i + 5]})
+        for i in range(0, len(text), 5)
+    ]
     out.append(ev("content_block_stop", index=index))
     return out
 
 
-def an_text(text: str, *, input_tokens: int = 25, output_tokens: int = 9, cache_read: int = 0, cache_write: int = 0,
-            stop: str = "end_turn") -> list[bytes]:
+def an_text(
+    text: str,
+    *,
+    input_tokens: int = 25,
+    output_tokens: int = 9,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    stop: str = "end_turn",
+) -> list[bytes]:
     return [an_start(input_tokens, cache_read, cache_write), *an_text_block(0, text), *an_end(stop, output_tokens)]
 
 
@@ -248,8 +319,10 @@ def json_reply(status: int, body: Any) -> Canned:
     return Canned(status, "application/json", [json.dumps(body).encode()], chunked=False)
 
 
-HTML_502 = (b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1>"
-            b"</center>\r\n<hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>\r\n")
+HTML_502 = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1>"
+    b"</center>\r\n<hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>\r\n"
+)
 
 
 # ============================================================================ agents
@@ -279,7 +352,9 @@ def openai_agent(vendor: VendorServer, mp: pytest.MonkeyPatch, *, key: str | Non
     return Agent(name="outsider", instructions="answer briefly", model=kw.pop("model", "openai:gpt-test"), **kw)
 
 
-def anthropic_agent(vendor: VendorServer, mp: pytest.MonkeyPatch, *, key: str | None = "sk-ant-outsider", **kw: Any) -> Agent:
+def anthropic_agent(
+    vendor: VendorServer, mp: pytest.MonkeyPatch, *, key: str | None = "sk-ant-outsider", **kw: Any
+) -> Agent:
     mp.setenv("ANTHROPIC_BASE_URL", vendor.root)
     if key:
         mp.setenv("ANTHROPIC_API_KEY", key)
@@ -295,7 +370,9 @@ async def collect(handle: Any) -> tuple[list[Any], Any]:
 # ============================================================================ OpenAI: happy paths
 
 
-async def test_openai_text_stream_usage_and_request_shape(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_openai_text_stream_usage_and_request_shape(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     vendor.add(sse_reply(sse_lines(oa_text("Hello from the fake vendor.", prompt=40, completion=6, cached=32))))
     events, result = await collect(Runner.stream(openai_agent(vendor, monkeypatch), "say hello"))
     assert result.output == "Hello from the fake vendor."
@@ -309,14 +386,23 @@ async def test_openai_text_stream_usage_and_request_shape(vendor: VendorServer, 
     body = req.json
     assert body["model"] == "gpt-test" and body["stream"] is True
     assert body["stream_options"] == {"include_usage": True}
-    assert body["messages"] == [{"role": "system", "content": "answer briefly"}, {"role": "user", "content": "say hello"}]
+    assert body["messages"] == [
+        {"role": "system", "content": "answer briefly"},
+        {"role": "user", "content": "say hello"},
+    ]
     assert "response_format" not in body and "max_tokens" not in body and "max_completion_tokens" not in body
 
 
 async def test_openai_tool_round_trip_exact_bodies(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
     first = [
         chunk({"role": "assistant", "content": None}),
-        chunk({"tool_calls": [{"index": 0, "id": "call_Wx1", "type": "function", "function": {"name": "weather", "arguments": ""}}]}),
+        chunk(
+            {
+                "tool_calls": [
+                    {"index": 0, "id": "call_Wx1", "type": "function", "function": {"name": "weather", "arguments": ""}}
+                ]
+            }
+        ),
         chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"ci'}}]}),
         chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'ty": "Os'}}]}),
         chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'lo"}'}}]}),
@@ -338,8 +424,9 @@ async def test_openai_tool_round_trip_exact_bodies(vendor: VendorServer, monkeyp
     assert msgs[:2] == r1.json["messages"]
     assistant, tool_msg = msgs[2], msgs[3]
     assert assistant["role"] == "assistant" and not assistant.get("content")
-    assert assistant["tool_calls"] == [{"id": "call_Wx1", "type": "function",
-                                        "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]
+    assert assistant["tool_calls"] == [
+        {"id": "call_Wx1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}
+    ]
     assert tool_msg == {"role": "tool", "tool_call_id": "call_Wx1", "content": "sunny in Oslo"}
     assert len(msgs) == 4
 
@@ -347,11 +434,29 @@ async def test_openai_tool_round_trip_exact_bodies(vendor: VendorServer, monkeyp
 async def test_openai_two_interleaved_tool_calls(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
     first = [
         chunk({"role": "assistant", "content": ""}),
-        chunk({"tool_calls": [{"index": 0, "id": "call_A", "type": "function", "function": {"name": "weather", "arguments": ""}}]}),
-        chunk({"tool_calls": [{"index": 1, "id": "call_B", "type": "function", "function": {"name": "clock", "arguments": '{"zo'}}]}),
+        chunk(
+            {
+                "tool_calls": [
+                    {"index": 0, "id": "call_A", "type": "function", "function": {"name": "weather", "arguments": ""}}
+                ]
+            }
+        ),
+        chunk(
+            {
+                "tool_calls": [
+                    {"index": 1, "id": "call_B", "type": "function", "function": {"name": "clock", "arguments": '{"zo'}}
+                ]
+            }
+        ),
         chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}),
-        chunk({"tool_calls": [{"index": 1, "function": {"arguments": 'ne": "UTC"}'}},
-                              {"index": 0, "function": {"arguments": '"Rome"}'}}]}),
+        chunk(
+            {
+                "tool_calls": [
+                    {"index": 1, "function": {"arguments": 'ne": "UTC"}'}},
+                    {"index": 0, "function": {"arguments": '"Rome"}'}},
+                ]
+            }
+        ),
         chunk({}, "tool_calls"),
         chunk(no_choices=True, usage=oa_usage(50, 30)),
     ]
@@ -369,11 +474,13 @@ async def test_openai_two_interleaved_tool_calls(vendor: VendorServer, monkeypat
 
 
 async def test_openai_reasoning_deltas(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    objs = [chunk({"role": "assistant", "content": None, "reasoning_content": ""}),
-            chunk({"content": None, "reasoning_content": "Let me "}),
-            chunk({"content": None, "reasoning_content": "think."}),
-            chunk({"content": "42", "reasoning_content": None}),
-            chunk({}, "stop", usage=oa_usage(9, 4))]  # final chunk carries finish and usage together
+    objs = [
+        chunk({"role": "assistant", "content": None, "reasoning_content": ""}),
+        chunk({"content": None, "reasoning_content": "Let me "}),
+        chunk({"content": None, "reasoning_content": "think."}),
+        chunk({"content": "42", "reasoning_content": None}),
+        chunk({}, "stop", usage=oa_usage(9, 4)),
+    ]  # final chunk carries finish and usage together
     vendor.add(sse_reply(sse_lines(objs)))
     events, result = await collect(Runner.stream(openai_agent(vendor, monkeypatch), "meaning?"))
     assert "".join(e.delta for e in events if isinstance(e, ev_mod.ReasoningDelta)) == "Let me think."
@@ -389,16 +496,34 @@ async def test_openai_compatible_server_quirks(vendor: VendorServer, monkeypatch
     space, CRLF endings, ``: ping`` comments, finish + usage in the last chunk, no [DONE]-less end."""
     first = [
         chunk({"role": "assistant", "content": "", "reasoning": "need weather"}),
-        chunk({"content": "", "tool_calls": [{"id": "call_0", "type": "function",
-                                               "function": {"name": "weather", "arguments": '{"city": "Lima"}'}}]}),
-        chunk({"content": "", "tool_calls": [{"id": "call_1", "type": "function",
-                                               "function": {"name": "clock", "arguments": '{"zone": "PET"}'}}]}),
+        chunk(
+            {
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "call_0",
+                        "type": "function",
+                        "function": {"name": "weather", "arguments": '{"city": "Lima"}'},
+                    }
+                ],
+            }
+        ),
+        chunk(
+            {
+                "content": "",
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "clock", "arguments": '{"zone": "PET"}'}}
+                ],
+            }
+        ),
         chunk({"content": ""}, "tool_calls", usage=oa_usage(70, 12)),
     ]
     pieces = sse_lines(first, nl=nl, space=False, comments=True)
     joined = b"".join(pieces)
-    vendor.add(sse_reply([joined[i:i + 13] for i in range(0, len(joined), 13)]),  # events split anywhere
-               sse_reply(sse_lines(oa_text("ok", prompt=80, completion=1), nl=nl, space=False)))
+    vendor.add(
+        sse_reply([joined[i : i + 13] for i in range(0, len(joined), 13)]),  # events split anywhere
+        sse_reply(sse_lines(oa_text("ok", prompt=80, completion=1), nl=nl, space=False)),
+    )
     model = "local-qwen"  # bare name = OpenAI-compatible
     result = await Runner.run(openai_agent(vendor, monkeypatch, key=None, tools=[weather, clock], model=model), "go")
     assert result.output == "ok"
@@ -406,17 +531,26 @@ async def test_openai_compatible_server_quirks(vendor: VendorServer, monkeypatch
     assert vendor.posts()[0].json["model"] == "local-qwen"
     calls = [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in msgs[2]["tool_calls"]]
     assert calls == [("call_0", "weather", {"city": "Lima"}), ("call_1", "clock", {"zone": "PET"})]
-    assert [(m["tool_call_id"], m["content"]) for m in msgs[3:]] == [("call_0", "sunny in Lima"), ("call_1", "noon in PET")]
+    assert [(m["tool_call_id"], m["content"]) for m in msgs[3:]] == [
+        ("call_0", "sunny in Lima"),
+        ("call_1", "noon in PET"),
+    ]
     assert result.usage == Usage(input_tokens=150, output_tokens=13)
 
 
 async def test_openai_tool_calls_without_index_or_id(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """A server that sends two complete calls in one delta, with neither ``index`` nor ``id``."""
     first = [
-        chunk({"role": "assistant", "content": None, "tool_calls": [
-            {"type": "function", "function": {"name": "weather", "arguments": '{"city": "Kyiv"}'}},
-            {"type": "function", "function": {"name": "clock", "arguments": '{"zone": "EET"}'}},
-        ]}),
+        chunk(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"type": "function", "function": {"name": "weather", "arguments": '{"city": "Kyiv"}'}},
+                    {"type": "function", "function": {"name": "clock", "arguments": '{"zone": "EET"}'}},
+                ],
+            }
+        ),
         chunk({}, "tool_calls", usage=oa_usage(10, 10)),
     ]
     vendor.add(sse_reply(sse_lines(first)), sse_reply(sse_lines(oa_text("ok"))))
@@ -428,19 +562,29 @@ async def test_openai_tool_calls_without_index_or_id(vendor: VendorServer, monke
     assert len(set(ids)) == 2 and [m["tool_call_id"] for m in msgs[3:]] == ids
 
 
-async def test_openai_tool_call_id_repeated_on_every_fragment(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_openai_tool_call_id_repeated_on_every_fragment(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Some gateways repeat ``id`` (and even ``name``) on every fragment and omit ``index``."""
     first = [chunk({"role": "assistant"})]
     for piece in ('{"city"', ': "Pa', 'ris"}'):
-        first.append(chunk({"tool_calls": [{"id": "call_rep", "type": "function",
-                                            "function": {"name": "weather", "arguments": piece}}]}))
+        first.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {"id": "call_rep", "type": "function", "function": {"name": "weather", "arguments": piece}}
+                    ]
+                }
+            )
+        )
     first += [chunk({}, "tool_calls"), chunk(no_choices=True, usage=oa_usage(5, 5))]
     vendor.add(sse_reply(sse_lines(first)), sse_reply(sse_lines(oa_text("ok"))))
     result = await Runner.run(openai_agent(vendor, monkeypatch, tools=[weather]), "go")
     assert result.output == "ok"
     msgs = vendor.posts()[1].json["messages"]
-    assert msgs[2]["tool_calls"] == [{"id": "call_rep", "type": "function",
-                                      "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]
+    assert msgs[2]["tool_calls"] == [
+        {"id": "call_rep", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}
+    ]
     assert msgs[3] == {"role": "tool", "tool_call_id": "call_rep", "content": "sunny in Paris"}
 
 
@@ -454,7 +598,9 @@ async def test_openai_keyless_compatible_endpoint(vendor: VendorServer, monkeypa
 @pytest.mark.parametrize("prefix", ["openai:", "oai:", "openai-chat:", ""])
 async def test_openai_model_string_aliases(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, prefix: str) -> None:
     vendor.add(sse_reply(sse_lines(oa_text("alias ok"))))
-    result = await Runner.run(openai_agent(vendor, monkeypatch, model=f"{prefix}qwen2.5:7b" if prefix else "llama3.1"), "hi")
+    result = await Runner.run(
+        openai_agent(vendor, monkeypatch, model=f"{prefix}qwen2.5:7b" if prefix else "llama3.1"), "hi"
+    )
     assert result.output == "alias ok"
     assert vendor.posts()[0].json["model"] == ("qwen2.5:7b" if prefix else "llama3.1")
 
@@ -473,10 +619,21 @@ class Forecast(pydantic.BaseModel):
     degrees: int
 
 
-async def test_openai_settings_mapping_on_compatible_host(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = ModelSettings(temperature=0.2, top_p=0.9, max_tokens=321, stop=["END"], parallel_tool_calls=False,
-                             provider_options={"openai": {"seed": 7, "stream_options": None, "top_p": 0.5},
-                                               "openai-chat": {"seed": 8}, "anthropic": {"top_k": 3}})
+async def test_openai_settings_mapping_on_compatible_host(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = ModelSettings(
+        temperature=0.2,
+        top_p=0.9,
+        max_tokens=321,
+        stop=["END"],
+        parallel_tool_calls=False,
+        provider_options={
+            "openai": {"seed": 7, "stream_options": None, "top_p": 0.5},
+            "openai-chat": {"seed": 8},
+            "anthropic": {"top_k": 3},
+        },
+    )
     vendor.add(sse_reply(sse_lines(oa_text("ok"))))
     await Runner.run(openai_agent(vendor, monkeypatch, tools=[weather], settings=settings), "hi")
     body = vendor.posts()[0].json
@@ -501,7 +658,9 @@ async def test_openai_official_dialect_mapping(vendor: VendorServer, monkeypatch
     assert result.output == Forecast(city="Bern", degrees=21)
 
 
-async def test_openai_structured_output_prompt_contract_by_default(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_openai_structured_output_prompt_contract_by_default(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     vendor.add(sse_reply(sse_lines(oa_text('Here you go:\n```json\n{"city": "Rome", "degrees": 30}\n```'))))
     result = await Runner.run(openai_agent(vendor, monkeypatch), "forecast", output_type=Forecast)
     assert result.output == Forecast(city="Rome", degrees=30)
@@ -511,7 +670,9 @@ async def test_openai_structured_output_prompt_contract_by_default(vendor: Vendo
     assert "degrees" in prompt  # the schema is described in the prompt instead
 
 
-async def test_openai_structured_output_native_when_supported(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_openai_structured_output_native_when_supported(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     provider = OpenAIChatProvider("gpt-test", base_url=vendor.root, supports_json_schema=True)
     try:
         vendor.add(sse_reply(sse_lines(oa_text('{"city": "Oslo", "degrees": -3}'))))
@@ -529,19 +690,87 @@ async def test_openai_structured_output_native_when_supported(vendor: VendorServ
 
 
 OPENAI_ERRORS = [
-    (400, {"error": {"message": "Invalid 'messages': empty.", "type": "invalid_request_error", "param": "messages", "code": None}}, False),
-    (401, {"error": {"message": "Incorrect API key provided: sk-***.", "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}}, False),
-    (404, {"error": {"message": "The model `gpt-nope` does not exist", "type": "invalid_request_error", "param": None, "code": "model_not_found"}}, False),
+    (
+        400,
+        {
+            "error": {
+                "message": "Invalid 'messages': empty.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": None,
+            }
+        },
+        False,
+    ),
+    (
+        401,
+        {
+            "error": {
+                "message": "Incorrect API key provided: sk-***.",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_api_key",
+            }
+        },
+        False,
+    ),
+    (
+        404,
+        {
+            "error": {
+                "message": "The model `gpt-nope` does not exist",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "model_not_found",
+            }
+        },
+        False,
+    ),
     (408, {"error": {"message": "Request timed out.", "type": "timeout", "param": None, "code": None}}, True),
-    (429, {"error": {"message": "Rate limit reached for gpt-test.", "type": "requests", "param": None, "code": "rate_limit_exceeded"}}, True),
-    (500, {"error": {"message": "The server had an error while processing your request.", "type": "server_error", "param": None, "code": None}}, True),
-    (503, {"error": {"message": "The engine is currently overloaded.", "type": "server_error", "param": None, "code": None}}, True),
+    (
+        429,
+        {
+            "error": {
+                "message": "Rate limit reached for gpt-test.",
+                "type": "requests",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
+        },
+        True,
+    ),
+    (
+        500,
+        {
+            "error": {
+                "message": "The server had an error while processing your request.",
+                "type": "server_error",
+                "param": None,
+                "code": None,
+            }
+        },
+        True,
+    ),
+    (
+        503,
+        {
+            "error": {
+                "message": "The engine is currently overloaded.",
+                "type": "server_error",
+                "param": None,
+                "code": None,
+            }
+        },
+        True,
+    ),
     (529, {"error": {"message": "Overloaded upstream.", "type": "server_error", "param": None, "code": None}}, True),
 ]
 
 
 @pytest.mark.parametrize(("status", "body", "retryable"), OPENAI_ERRORS, ids=[str(s) for s, _, _ in OPENAI_ERRORS])
-async def test_openai_error_statuses_json(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, status: int, body: Any, retryable: bool) -> None:
+async def test_openai_error_statuses_json(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, status: int, body: Any, retryable: bool
+) -> None:
     vendor.add(json_reply(status, body))
     with pytest.raises(ProviderError) as info:
         await Runner.run(openai_agent(vendor, monkeypatch, retry=NO_RETRY), "hi")
@@ -565,10 +794,15 @@ ANTHROPIC_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("status", "kind", "message", "retryable"), ANTHROPIC_ERRORS, ids=[str(s) for s, *_ in ANTHROPIC_ERRORS])
-async def test_anthropic_error_statuses_json(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, status: int, kind: str,
-                                             message: str, retryable: bool) -> None:
-    vendor.add(json_reply(status, {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_011"}))
+@pytest.mark.parametrize(
+    ("status", "kind", "message", "retryable"), ANTHROPIC_ERRORS, ids=[str(s) for s, *_ in ANTHROPIC_ERRORS]
+)
+async def test_anthropic_error_statuses_json(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, status: int, kind: str, message: str, retryable: bool
+) -> None:
+    vendor.add(
+        json_reply(status, {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_011"})
+    )
     with pytest.raises(ProviderError) as info:
         await Runner.run(anthropic_agent(vendor, monkeypatch, retry=NO_RETRY), "hi")
     err = info.value
@@ -578,7 +812,9 @@ async def test_anthropic_error_statuses_json(vendor: VendorServer, monkeypatch: 
 
 @pytest.mark.parametrize("which", ["openai", "anthropic"])
 @pytest.mark.parametrize(("status", "retryable"), [(502, True), (503, True), (404, False), (401, False)])
-async def test_html_error_bodies_are_readable(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, which: str, status: int, retryable: bool) -> None:
+async def test_html_error_bodies_are_readable(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, which: str, status: int, retryable: bool
+) -> None:
     vendor.add(Canned(status, "text/html", [HTML_502], chunked=False))
     agent = (openai_agent if which == "openai" else anthropic_agent)(vendor, monkeypatch, retry=NO_RETRY)
     with pytest.raises(ProviderError) as info:
@@ -611,8 +847,10 @@ async def test_read_timeout_is_retryable(vendor: VendorServer) -> None:
 
 
 async def test_openai_429_then_success(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    vendor.add(json_reply(429, {"error": {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}}),
-               sse_reply(sse_lines(oa_text("second time lucky", prompt=5, completion=3))))
+    vendor.add(
+        json_reply(429, {"error": {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}}),
+        sse_reply(sse_lines(oa_text("second time lucky", prompt=5, completion=3))),
+    )
     agent = openai_agent(vendor, monkeypatch, retry=RetryPolicy(backoff_base=0.001))
     events, result = await collect(Runner.stream(agent, "hi"))
     assert result.output == "second time lucky" and result.turns == 1
@@ -622,14 +860,18 @@ async def test_openai_429_then_success(vendor: VendorServer, monkeypatch: pytest
 
 
 async def test_anthropic_529_then_success(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    vendor.add(json_reply(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
-               sse_reply(an_text("fine now")))
+    vendor.add(
+        json_reply(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        sse_reply(an_text("fine now")),
+    )
     result = await Runner.run(anthropic_agent(vendor, monkeypatch, retry=RetryPolicy(backoff_base=0.001)), "hi")
     assert result.output == "fine now" and len(vendor.posts()) == 2
 
 
 @pytest.mark.parametrize("chunked", [True, False], ids=["chunked-reset", "close-delimited"])
-async def test_openai_stream_cut_midway_restarts_once(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, chunked: bool) -> None:
+async def test_openai_stream_cut_midway_restarts_once(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, chunked: bool
+) -> None:
     pieces = sse_lines(oa_text("a fairly long answer that gets cut and retried", prompt=20, completion=10))
     vendor.add(sse_reply(pieces, chunked=chunked, cut_after=4), sse_reply(pieces))
     agent = openai_agent(vendor, monkeypatch, retry=RetryPolicy(backoff_base=0.001))
@@ -645,25 +887,36 @@ async def test_openai_stream_cut_midway_restarts_once(vendor: VendorServer, monk
 
 
 @pytest.mark.parametrize("chunked", [True, False], ids=["chunked-reset", "close-delimited"])
-async def test_anthropic_stream_cut_midway_restarts_once(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, chunked: bool) -> None:
+async def test_anthropic_stream_cut_midway_restarts_once(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, chunked: bool
+) -> None:
     pieces = an_text("another long answer, cut then replayed", input_tokens=12, output_tokens=8)
     vendor.add(sse_reply(pieces, chunked=chunked, cut_after=5), sse_reply(pieces))
-    events, result = await collect(Runner.stream(anthropic_agent(vendor, monkeypatch, retry=RetryPolicy(backoff_base=0.001)), "hi"))
+    events, result = await collect(
+        Runner.stream(anthropic_agent(vendor, monkeypatch, retry=RetryPolicy(backoff_base=0.001)), "hi")
+    )
     assert [type(e).__name__ for e in events].count("OutputDiscarded") == 1
     assert result.output == "another long answer, cut then replayed"
     assert result.usage == Usage(input_tokens=12, output_tokens=8)
 
 
-async def test_cut_without_retry_surfaces_retryable_error(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_cut_without_retry_surfaces_retryable_error(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     vendor.add(sse_reply(sse_lines(oa_text("cut here please")), cut_after=3))
     with pytest.raises(ProviderError) as info:
         await Runner.run(openai_agent(vendor, monkeypatch, retry=NO_RETRY), "hi")
     assert info.value.retryable is True and info.value.vendor == "openai"
 
 
-async def test_anthropic_error_event_mid_stream_then_success(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    broken = [an_start(), *an_text_block(0, "partial")[:3],
-              b'event: error\ndata: {"type": "error", "error": {"details": null, "type": "overloaded_error", "message": "Overloaded"}}\n\n']
+async def test_anthropic_error_event_mid_stream_then_success(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = [
+        an_start(),
+        *an_text_block(0, "partial")[:3],
+        b'event: error\ndata: {"type": "error", "error": {"details": null, "type": "overloaded_error", "message": "Overloaded"}}\n\n',
+    ]
     vendor.add(sse_reply(broken), sse_reply(an_text("complete")))
     events, result = await collect(Runner.stream(anthropic_agent(vendor, monkeypatch), "hi"))
     assert result.output == "complete"
@@ -671,7 +924,10 @@ async def test_anthropic_error_event_mid_stream_then_success(vendor: VendorServe
 
 
 async def test_anthropic_error_event_not_retryable(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    broken = [an_start(), b'event: error\ndata: {"type": "error", "error": {"type": "invalid_request_error", "message": "bad thing"}}\n\n']
+    broken = [
+        an_start(),
+        b'event: error\ndata: {"type": "error", "error": {"type": "invalid_request_error", "message": "bad thing"}}\n\n',
+    ]
     vendor.add(sse_reply(broken))
     with pytest.raises(ProviderError) as info:
         await Runner.run(anthropic_agent(vendor, monkeypatch), "hi")
@@ -681,9 +937,18 @@ async def test_anthropic_error_event_not_retryable(vendor: VendorServer, monkeyp
 
 async def test_openai_error_chunk_mid_stream(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """OpenRouter-style: an error object inside a 200 stream, with a numeric code."""
-    pieces = sse_lines([chunk({"content": "par"}), {"id": "x", "object": "chat.completion.chunk",
-                        "error": {"code": 502, "message": "Upstream provider went away"},
-                        "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]}], done=False)
+    pieces = sse_lines(
+        [
+            chunk({"content": "par"}),
+            {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "error": {"code": 502, "message": "Upstream provider went away"},
+                "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+            },
+        ],
+        done=False,
+    )
     vendor.add(sse_reply(pieces), sse_reply(sse_lines(oa_text("recovered"))))
     events, result = await collect(Runner.stream(openai_agent(vendor, monkeypatch), "hi"))
     assert result.output == "recovered"
@@ -694,18 +959,64 @@ async def test_openai_error_chunk_mid_stream(vendor: VendorServer, monkeypatch: 
 
 
 OPENAI_OVERFLOWS = [
-    ("openai", 400, {"error": {"message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. Please reduce the length of the messages.",
-                               "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}, 128000),
-    ("vllm", 400, {"object": "error", "message": "This model's maximum context length is 4096 tokens. However, you requested 5120 tokens (5000 in the messages, 120 in the completion). Please reduce the length of the messages or completion.",
-                   "type": "BadRequestError", "param": None, "code": 400}, 4096),
-    ("llama.cpp", 400, {"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",
-                                  "type": "exceed_context_size_error", "n_prompt_tokens": 9000, "n_ctx": 8192}}, 8192),
-    ("openai-no-number", 400, {"error": {"message": "Input is too long.", "type": "invalid_request_error", "code": "context_length_exceeded"}}, None),
+    (
+        "openai",
+        400,
+        {
+            "error": {
+                "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. Please reduce the length of the messages.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+        128000,
+    ),
+    (
+        "vllm",
+        400,
+        {
+            "object": "error",
+            "message": "This model's maximum context length is 4096 tokens. However, you requested 5120 tokens (5000 in the messages, 120 in the completion). Please reduce the length of the messages or completion.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        },
+        4096,
+    ),
+    (
+        "llama.cpp",
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 9000,
+                "n_ctx": 8192,
+            }
+        },
+        8192,
+    ),
+    (
+        "openai-no-number",
+        400,
+        {
+            "error": {
+                "message": "Input is too long.",
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            }
+        },
+        None,
+    ),
 ]
 
 
 @pytest.mark.parametrize(("label", "status", "body", "window"), OPENAI_OVERFLOWS, ids=[o[0] for o in OPENAI_OVERFLOWS])
-async def test_openai_context_overflow_shapes(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, label: str, status: int, body: Any, window: int | None) -> None:
+async def test_openai_context_overflow_shapes(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, label: str, status: int, body: Any, window: int | None
+) -> None:
     vendor.add(json_reply(status, body), json_reply(status, body))
     with pytest.raises(ContextOverflowError) as info:
         await Runner.run(openai_agent(vendor, monkeypatch), "a long prompt")
@@ -714,13 +1025,29 @@ async def test_openai_context_overflow_shapes(vendor: VendorServer, monkeypatch:
 
 
 ANTHROPIC_OVERFLOWS = [
-    (400, {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 208123 tokens > 200000 maximum"}}, 200000),
-    (413, {"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum allowed number of bytes."}}, None),
+    (
+        400,
+        {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": "prompt is too long: 208123 tokens > 200000 maximum"},
+        },
+        200000,
+    ),
+    (
+        413,
+        {
+            "type": "error",
+            "error": {"type": "request_too_large", "message": "Request exceeds the maximum allowed number of bytes."},
+        },
+        None,
+    ),
 ]
 
 
 @pytest.mark.parametrize(("status", "body", "window"), ANTHROPIC_OVERFLOWS, ids=["too-long", "too-large"])
-async def test_anthropic_context_overflow_shapes(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, status: int, body: Any, window: int | None) -> None:
+async def test_anthropic_context_overflow_shapes(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, status: int, body: Any, window: int | None
+) -> None:
     vendor.add(json_reply(status, body), json_reply(status, body))
     with pytest.raises(ContextOverflowError) as info:
         await Runner.run(anthropic_agent(vendor, monkeypatch), "a long prompt")
@@ -732,15 +1059,17 @@ async def test_anthropic_context_overflow_shapes(vendor: VendorServer, monkeypat
 
 
 async def test_anthropic_text_thinking_usage_and_headers(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    pieces = [an_start(input_tokens=7, cache_read=1500, cache_write=300),
-              ev("content_block_start", index=0, content_block={"type": "thinking", "thinking": "", "signature": ""}),
-              ev("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "The user wants "}),
-              ev("ping"),
-              ev("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "a greeting."}),
-              ev("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "EqQBCkgIARABGAIiQL"}),
-              ev("content_block_stop", index=0),
-              *an_text_block(1, "Hi there, friend."),
-              *an_end("end_turn", 42)]
+    pieces = [
+        an_start(input_tokens=7, cache_read=1500, cache_write=300),
+        ev("content_block_start", index=0, content_block={"type": "thinking", "thinking": "", "signature": ""}),
+        ev("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "The user wants "}),
+        ev("ping"),
+        ev("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "a greeting."}),
+        ev("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "EqQBCkgIARABGAIiQL"}),
+        ev("content_block_stop", index=0),
+        *an_text_block(1, "Hi there, friend."),
+        *an_end("end_turn", 42),
+    ]
     vendor.add(sse_reply(pieces))
     events, result = await collect(Runner.stream(anthropic_agent(vendor, monkeypatch), "greet me"))
     assert result.output == "Hi there, friend."
@@ -748,7 +1077,9 @@ async def test_anthropic_text_thinking_usage_and_headers(vendor: VendorServer, m
     assert result.finish_reason == "end_turn"
     assert result.usage == Usage(input_tokens=1807, output_tokens=42, cache_read_tokens=1500, cache_write_tokens=300)
     (thinking,) = [e for e in result.entries if isinstance(e, ReasoningEntry)]
-    assert thinking.content == "The user wants a greeting." and thinking.metadata.get("signature") == "EqQBCkgIARABGAIiQL"
+    assert (
+        thinking.content == "The user wants a greeting." and thinking.metadata.get("signature") == "EqQBCkgIARABGAIiQL"
+    )
     (req,) = vendor.posts()
     assert req.path == "/v1/messages"
     assert req.headers["x-api-key"] == "sk-ant-outsider"
@@ -757,30 +1088,47 @@ async def test_anthropic_text_thinking_usage_and_headers(vendor: VendorServer, m
     assert body["model"] == "claude-test" and body["stream"] is True
     assert isinstance(body["max_tokens"], int) and body["max_tokens"] > 0
     assert body["system"] in ("answer briefly", [{"type": "text", "text": "answer briefly"}])
-    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "greet me"}]}] or \
-        body["messages"] == [{"role": "user", "content": "greet me"}]
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "greet me"}]}] or body[
+        "messages"
+    ] == [{"role": "user", "content": "greet me"}]
 
 
-async def test_anthropic_tool_round_trip_with_thinking_replayed(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = [an_start(input_tokens=300, cache_read=0, cache_write=0),
-             ev("content_block_start", index=0, content_block={"type": "thinking", "thinking": ""}),
-             ev("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "Two lookups."}),
-             ev("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "sig-1"}),
-             ev("content_block_stop", index=0),
-             *an_text_block(1, "Checking."),
-             ev("content_block_start", index=2, content_block={"type": "tool_use", "id": "toolu_01A", "name": "weather", "input": {}}),
-             ev("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": ""}),
-             ev("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": '{"city": "Na'}),
-             ev("content_block_start", index=3, content_block={"type": "tool_use", "id": "toolu_01B", "name": "clock", "input": {}}),
-             ev("content_block_delta", index=3, delta={"type": "input_json_delta", "partial_json": '{"zone":'}),
-             ev("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": 'irobi"}'}),
-             ev("content_block_stop", index=2),
-             ev("content_block_delta", index=3, delta={"type": "input_json_delta", "partial_json": ' "EAT"}'}),
-             ev("content_block_stop", index=3),
-             *an_end("tool_use", 80)]
-    vendor.add(sse_reply(first), sse_reply(an_text("Nairobi: sunny, noon.", input_tokens=20, cache_read=400, output_tokens=6)))
+async def test_anthropic_tool_round_trip_with_thinking_replayed(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = [
+        an_start(input_tokens=300, cache_read=0, cache_write=0),
+        ev("content_block_start", index=0, content_block={"type": "thinking", "thinking": ""}),
+        ev("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "Two lookups."}),
+        ev("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "sig-1"}),
+        ev("content_block_stop", index=0),
+        *an_text_block(1, "Checking."),
+        ev(
+            "content_block_start",
+            index=2,
+            content_block={"type": "tool_use", "id": "toolu_01A", "name": "weather", "input": {}},
+        ),
+        ev("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": ""}),
+        ev("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": '{"city": "Na'}),
+        ev(
+            "content_block_start",
+            index=3,
+            content_block={"type": "tool_use", "id": "toolu_01B", "name": "clock", "input": {}},
+        ),
+        ev("content_block_delta", index=3, delta={"type": "input_json_delta", "partial_json": '{"zone":'}),
+        ev("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": 'irobi"}'}),
+        ev("content_block_stop", index=2),
+        ev("content_block_delta", index=3, delta={"type": "input_json_delta", "partial_json": ' "EAT"}'}),
+        ev("content_block_stop", index=3),
+        *an_end("tool_use", 80),
+    ]
+    vendor.add(
+        sse_reply(first), sse_reply(an_text("Nairobi: sunny, noon.", input_tokens=20, cache_read=400, output_tokens=6))
+    )
     settings = ModelSettings(provider_options={"anthropic": {"thinking": {"type": "enabled", "budget_tokens": 2000}}})
-    result = await Runner.run(anthropic_agent(vendor, monkeypatch, tools=[weather, clock], settings=settings), "Nairobi?")
+    result = await Runner.run(
+        anthropic_agent(vendor, monkeypatch, tools=[weather, clock], settings=settings), "Nairobi?"
+    )
     assert result.output == "Nairobi: sunny, noon."
     assert result.usage == Usage(input_tokens=720, output_tokens=86, cache_read_tokens=400)
     r1, r2 = vendor.posts()
@@ -804,7 +1152,9 @@ async def test_anthropic_tool_round_trip_with_thinking_replayed(vendor: VendorSe
     assert results["toolu_01A"]["content"] in ("sunny in Nairobi", [{"type": "text", "text": "sunny in Nairobi"}])
 
 
-async def test_anthropic_tool_without_arguments_and_no_event_lines(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_anthropic_tool_without_arguments_and_no_event_lines(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A proxy that drops the ``event:`` lines (only ``data:`` with ``type``) and a no-argument tool."""
 
     @tool
@@ -812,8 +1162,16 @@ async def test_anthropic_tool_without_arguments_and_no_event_lines(vendor: Vendo
         """Ping."""
         return "pong"
 
-    raw = [an_start(), ev("content_block_start", index=0, content_block={"type": "tool_use", "id": "toolu_P", "name": "ping", "input": {}}),
-           ev("content_block_stop", index=0), *an_end("tool_use", 3)]
+    raw = [
+        an_start(),
+        ev(
+            "content_block_start",
+            index=0,
+            content_block={"type": "tool_use", "id": "toolu_P", "name": "ping", "input": {}},
+        ),
+        ev("content_block_stop", index=0),
+        *an_end("tool_use", 3),
+    ]
     stripped = [b"\n".join(line for line in p.split(b"\n") if not line.startswith(b"event:")) for p in raw]
     vendor.add(sse_reply(stripped), sse_reply(an_text("pong received")))
     result = await Runner.run(anthropic_agent(vendor, monkeypatch, tools=[ping]), "ping it")
@@ -824,9 +1182,18 @@ async def test_anthropic_tool_without_arguments_and_no_event_lines(vendor: Vendo
 
 
 async def test_anthropic_settings_mapping(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = ModelSettings(temperature=0.1, top_p=0.8, max_tokens=777, stop=["\n\nHuman:", "STOP"], parallel_tool_calls=False,
-                             provider_options={"anthropic": {"top_k": 5, "temperature": None, "metadata": {"user_id": "u1"}},
-                                               "claude": {"top_k": 6}, "openai": {"seed": 1}})
+    settings = ModelSettings(
+        temperature=0.1,
+        top_p=0.8,
+        max_tokens=777,
+        stop=["\n\nHuman:", "STOP"],
+        parallel_tool_calls=False,
+        provider_options={
+            "anthropic": {"top_k": 5, "temperature": None, "metadata": {"user_id": "u1"}},
+            "claude": {"top_k": 6},
+            "openai": {"seed": 1},
+        },
+    )
     vendor.add(sse_reply(an_text("ok")))
     await Runner.run(anthropic_agent(vendor, monkeypatch, tools=[weather], settings=settings), "hi")
     body = vendor.posts()[0].json
@@ -845,7 +1212,9 @@ async def test_anthropic_keyless_and_alias(vendor: VendorServer, monkeypatch: py
     assert "x-api-key" not in vendor.posts()[0].headers
 
 
-async def test_anthropic_structured_output_uses_prompt_contract(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_anthropic_structured_output_uses_prompt_contract(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     vendor.add(sse_reply(an_text('{"city": "Lisbon", "degrees": 25}')))
     result = await Runner.run(anthropic_agent(vendor, monkeypatch), "forecast", output_type=Forecast)
     assert result.output == Forecast(city="Lisbon", degrees=25)
@@ -853,7 +1222,9 @@ async def test_anthropic_structured_output_uses_prompt_contract(vendor: VendorSe
     assert "response_format" not in body and "degrees" in json.dumps(body["system"])
 
 
-async def test_anthropic_max_tokens_and_pause_turn_pass_through(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_anthropic_max_tokens_and_pause_turn_pass_through(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     vendor.add(sse_reply(an_text("cut", stop="max_tokens")))
     result = await Runner.run(anthropic_agent(vendor, monkeypatch), "hi")
     assert result.finish_reason == "max_tokens" and result.output == "cut"
@@ -931,14 +1302,26 @@ async def test_run_owned_provider_closed_after_failure(vendor: VendorServer, mon
 # ============================================================================ more real-server habits
 
 
-async def test_openai_azure_style_prefilter_chunk_and_usage_on_every_chunk(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_openai_azure_style_prefilter_chunk_and_usage_on_every_chunk(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Azure opens with a ``choices: []`` chunk carrying filter results; vLLM with continuous usage
     stats repeats a cumulative ``usage`` on every chunk (the last one counts)."""
-    objs = [{"id": "", "object": "", "created": 0, "model": "", "choices": [],
-             "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}]},
-            chunk({"role": "assistant", "content": "a"}, usage={"prompt_tokens": 8, "completion_tokens": 1, "total_tokens": 9}),
-            chunk({"content": "b"}, usage={"prompt_tokens": 8, "completion_tokens": 2, "total_tokens": 10}),
-            chunk({}, "stop", usage={"prompt_tokens": 8, "completion_tokens": 3, "total_tokens": 11})]
+    objs = [
+        {
+            "id": "",
+            "object": "",
+            "created": 0,
+            "model": "",
+            "choices": [],
+            "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}],
+        },
+        chunk(
+            {"role": "assistant", "content": "a"}, usage={"prompt_tokens": 8, "completion_tokens": 1, "total_tokens": 9}
+        ),
+        chunk({"content": "b"}, usage={"prompt_tokens": 8, "completion_tokens": 2, "total_tokens": 10}),
+        chunk({}, "stop", usage={"prompt_tokens": 8, "completion_tokens": 3, "total_tokens": 11}),
+    ]
     vendor.add(sse_reply(sse_lines(objs)))
     result = await Runner.run(openai_agent(vendor, monkeypatch), "hi")
     assert result.output == "ab" and result.usage == Usage(input_tokens=8, output_tokens=3)
@@ -950,12 +1333,26 @@ async def test_openai_finish_without_done_is_complete(vendor: VendorServer, monk
     assert result.output == "no done marker" and len(vendor.posts()) == 1
 
 
-async def test_openai_reasoning_replayed_on_compatible_tool_turn(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_openai_reasoning_replayed_on_compatible_tool_turn(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """DeepSeek-style servers want the turn's ``reasoning_content`` back next to its tool calls."""
-    first = [chunk({"role": "assistant", "content": None, "reasoning_content": "look it up"}),
-             chunk({"tool_calls": [{"index": 0, "id": "call_d", "type": "function",
-                                    "function": {"name": "weather", "arguments": '{"city": "Baku"}'}}]}),
-             chunk({}, "tool_calls", usage=oa_usage(10, 10))]
+    first = [
+        chunk({"role": "assistant", "content": None, "reasoning_content": "look it up"}),
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_d",
+                        "type": "function",
+                        "function": {"name": "weather", "arguments": '{"city": "Baku"}'},
+                    }
+                ]
+            }
+        ),
+        chunk({}, "tool_calls", usage=oa_usage(10, 10)),
+    ]
     vendor.add(sse_reply(sse_lines(first)), sse_reply(sse_lines(oa_text("ok"))))
     await Runner.run(openai_agent(vendor, monkeypatch, tools=[weather], model="openai:deepseek-reasoner"), "go")
     assistant = vendor.posts()[1].json["messages"][2]
@@ -964,9 +1361,16 @@ async def test_openai_reasoning_replayed_on_compatible_tool_turn(vendor: VendorS
 
 async def test_openai_server_ignoring_stream_flag(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """Some proxies answer ``stream: true`` with one plain JSON completion."""
-    body = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "plain json answer"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7}}
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-test",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "plain json answer"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7},
+    }
     vendor.add(json_reply(200, body))
     result = await Runner.run(openai_agent(vendor, monkeypatch, retry=NO_RETRY), "hi")
     assert result.output == "plain json answer" and result.usage == Usage(input_tokens=4, output_tokens=3)
@@ -974,32 +1378,57 @@ async def test_openai_server_ignoring_stream_flag(vendor: VendorServer, monkeypa
 
 async def test_anthropic_input_plus_max_tokens_overflow(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """Anthropic's other overflow wording: input + max_tokens above the context limit."""
-    body = {"type": "error", "error": {"type": "invalid_request_error", "message":
-            "input length and `max_tokens` exceed context limit: 195000 + 16384 > 200000, decrease input length or `max_tokens` and try again"}}
+    body = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "input length and `max_tokens` exceed context limit: 195000 + 16384 > 200000, decrease input length or `max_tokens` and try again",
+        },
+    }
     vendor.add(json_reply(400, body), json_reply(400, body))
     with pytest.raises(ContextOverflowError) as info:
         await Runner.run(anthropic_agent(vendor, monkeypatch), "a long prompt")
     assert info.value.reported_window == 200000
 
 
-async def test_anthropic_cumulative_usage_in_message_delta(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_anthropic_cumulative_usage_in_message_delta(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Newer API versions repeat the (cumulative) input/cache counts in ``message_delta``."""
-    pieces = [an_start(input_tokens=5, cache_read=50, cache_write=0), *an_text_block(0, "ok"),
-              ev("message_delta", delta={"stop_reason": "end_turn", "stop_sequence": None},
-                 usage={"input_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 50, "output_tokens": 12}),
-              ev("message_stop")]
+    pieces = [
+        an_start(input_tokens=5, cache_read=50, cache_write=0),
+        *an_text_block(0, "ok"),
+        ev(
+            "message_delta",
+            delta={"stop_reason": "end_turn", "stop_sequence": None},
+            usage={
+                "input_tokens": 5,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 50,
+                "output_tokens": 12,
+            },
+        ),
+        ev("message_stop"),
+    ]
     vendor.add(sse_reply(pieces))
     result = await Runner.run(anthropic_agent(vendor, monkeypatch), "hi")
     assert result.usage == Usage(input_tokens=55, output_tokens=12, cache_read_tokens=50)
 
 
 async def test_anthropic_redacted_thinking_round_trips(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = [an_start(),
-             ev("content_block_start", index=0, content_block={"type": "redacted_thinking", "data": "EmwKAhgBEgy3va"}),
-             ev("content_block_stop", index=0),
-             ev("content_block_start", index=1, content_block={"type": "tool_use", "id": "toolu_R", "name": "weather", "input": {}}),
-             ev("content_block_delta", index=1, delta={"type": "input_json_delta", "partial_json": '{"city": "Riga"}'}),
-             ev("content_block_stop", index=1), *an_end("tool_use", 4)]
+    first = [
+        an_start(),
+        ev("content_block_start", index=0, content_block={"type": "redacted_thinking", "data": "EmwKAhgBEgy3va"}),
+        ev("content_block_stop", index=0),
+        ev(
+            "content_block_start",
+            index=1,
+            content_block={"type": "tool_use", "id": "toolu_R", "name": "weather", "input": {}},
+        ),
+        ev("content_block_delta", index=1, delta={"type": "input_json_delta", "partial_json": '{"city": "Riga"}'}),
+        ev("content_block_stop", index=1),
+        *an_end("tool_use", 4),
+    ]
     vendor.add(sse_reply(first), sse_reply(an_text("done")))
     settings = ModelSettings(provider_options={"claude": {"thinking": {"type": "enabled", "budget_tokens": 1024}}})
     await Runner.run(anthropic_agent(vendor, monkeypatch, tools=[weather], settings=settings), "go")
@@ -1008,7 +1437,9 @@ async def test_anthropic_redacted_thinking_round_trips(vendor: VendorServer, mon
     assert content[1]["type"] == "tool_use" and content[1]["input"] == {"city": "Riga"}
 
 
-async def test_anthropic_404_hint_names_the_v1_convention(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_anthropic_404_hint_names_the_v1_convention(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     vendor.add(json_reply(404, {"type": "error", "error": {"type": "not_found_error", "message": "Not Found"}}))
     with pytest.raises(ProviderError) as info:
         await Runner.run(anthropic_agent(vendor, monkeypatch, retry=NO_RETRY), "hi")
@@ -1016,25 +1447,73 @@ async def test_anthropic_404_hint_names_the_v1_convention(vendor: VendorServer, 
 
 
 async def test_openai_non_streamed_tool_call_reply(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    body = {"id": "chatcmpl-2", "object": "chat.completion", "created": 1, "model": "gpt-test",
-            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_j1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Quito"}'}},
-                {"id": "call_j2", "type": "function", "function": {"name": "clock", "arguments": '{"zone": "ECT"}'}}]}}],
-            "usage": {"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7}}
+    body = {
+        "id": "chatcmpl-2",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-test",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_j1",
+                            "type": "function",
+                            "function": {"name": "weather", "arguments": '{"city": "Quito"}'},
+                        },
+                        {
+                            "id": "call_j2",
+                            "type": "function",
+                            "function": {"name": "clock", "arguments": '{"zone": "ECT"}'},
+                        },
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7},
+    }
     vendor.add(json_reply(200, body), sse_reply(sse_lines(oa_text("ok"))))
     result = await Runner.run(openai_agent(vendor, monkeypatch, tools=[weather, clock], retry=NO_RETRY), "hi")
     assert result.output == "ok"
     msgs = vendor.posts()[1].json["messages"]
-    assert [(m["tool_call_id"], m["content"]) for m in msgs[3:]] == [("call_j1", "sunny in Quito"), ("call_j2", "noon in ECT")]
+    assert [(m["tool_call_id"], m["content"]) for m in msgs[3:]] == [
+        ("call_j1", "sunny in Quito"),
+        ("call_j2", "noon in ECT"),
+    ]
 
 
-@pytest.mark.parametrize(("status", "body", "needle", "retryable"), [
-    (404, {"error": 'model "qwen9" not found, try pulling it first'}, "try pulling it first", False),  # Ollama
-    (503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}, "Loading model", True),  # llama.cpp
-    (400, {"object": "error", "message": "[{'type': 'missing', 'loc': ('body', 'messages')}]", "type": "BadRequestError", "param": None, "code": 400}, "missing", False),  # vLLM
-], ids=["ollama", "llama.cpp", "vllm"])
-async def test_openai_compatible_error_shapes(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, status: int, body: Any,
-                                              needle: str, retryable: bool) -> None:
+@pytest.mark.parametrize(
+    ("status", "body", "needle", "retryable"),
+    [
+        (404, {"error": 'model "qwen9" not found, try pulling it first'}, "try pulling it first", False),  # Ollama
+        (
+            503,
+            {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}},
+            "Loading model",
+            True,
+        ),  # llama.cpp
+        (
+            400,
+            {
+                "object": "error",
+                "message": "[{'type': 'missing', 'loc': ('body', 'messages')}]",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            },
+            "missing",
+            False,
+        ),  # vLLM
+    ],
+    ids=["ollama", "llama.cpp", "vllm"],
+)
+async def test_openai_compatible_error_shapes(
+    vendor: VendorServer, monkeypatch: pytest.MonkeyPatch, status: int, body: Any, needle: str, retryable: bool
+) -> None:
     vendor.add(json_reply(status, body))
     with pytest.raises(ProviderError) as info:
         await Runner.run(openai_agent(vendor, monkeypatch, key=None, retry=NO_RETRY, model="qwen9"), "hi")

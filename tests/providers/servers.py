@@ -81,7 +81,9 @@ class Reply:
     @classmethod
     def text(cls, status: int, body: str, content_type: str = "text/html", **kwargs: Any) -> Reply:
         """A plain-text or HTML response with Content-Length."""
-        return cls(status=status, chunks=[body.encode()], headers={"Content-Type": content_type}, mode="length", **kwargs)
+        return cls(
+            status=status, chunks=[body.encode()], headers={"Content-Type": content_type}, mode="length", **kwargs
+        )
 
 
 @dataclass
@@ -280,7 +282,15 @@ def openai_tool_stream(calls: Sequence[tuple[str, str, str]], *, interleave: boo
     """Tool calls ``(call_id, name, arguments)`` whose argument fragments are interleaved by index."""
     chunks = [openai_chunk({"role": "assistant", "content": None})]
     for index, (call_id, name, _) in enumerate(calls):
-        chunks.append(openai_chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}))
+        chunks.append(
+            openai_chunk(
+                {
+                    "tool_calls": [
+                        {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+                    ]
+                }
+            )
+        )
     pieces = [[args[i : i + 4] for i in range(0, len(args), 4)] for _, _, args in calls]
     order = range(max((len(p) for p in pieces), default=0)) if interleave else [None]
     for step in order:
@@ -319,13 +329,23 @@ def anthropic_text_stream(
     text: str, *, usage: dict[str, Any] | None = None, stop_reason: str = "end_turn", stop: bool = True
 ) -> list[dict[str, Any]]:
     """Events of a text answer (pass them to :func:`anthropic_stream`)."""
-    events = [_message_start(usage), {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, {"type": "ping"}]
+    events = [
+        _message_start(usage),
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "ping"},
+    ]
     events += [
         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text[i : i + 3]}}
         for i in range(0, len(text), 3)
     ]
     events.append({"type": "content_block_stop", "index": 0})
-    events.append({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None}, "usage": {"output_tokens": 7}})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+            "usage": {"output_tokens": 7},
+        }
+    )
     if stop:
         events.append({"type": "message_stop"})
     return events
@@ -341,11 +361,29 @@ def anthropic_tool_stream(calls: Sequence[tuple[str, str, str]], *, text: str | 
         events.append({"type": "content_block_stop", "index": 0})
         index = 1
     for call_id, name, args in calls:
-        events.append({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}})
+        events.append(
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+            }
+        )
         for i in range(0, len(args), 5):
-            events.append({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": args[i : i + 5]}})
+            events.append(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": args[i : i + 5]},
+                }
+            )
         events.append({"type": "content_block_stop", "index": index})
         index += 1
-    events.append({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 9}})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": 9},
+        }
+    )
     events.append({"type": "message_stop"})
     return events

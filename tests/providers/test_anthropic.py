@@ -72,7 +72,10 @@ async def test_two_tool_calls_and_empty_input(server: FakeServer) -> None:
 
 async def test_proxy_ignoring_stream_flag_sends_one_whole_message(server: FakeServer) -> None:
     message = {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
         "content": [
             {"type": "thinking", "thinking": "check the weather", "signature": "sig-1"},
             {"type": "text", "text": "Let me check."},
@@ -91,7 +94,9 @@ async def test_proxy_ignoring_stream_flag_sends_one_whole_message(server: FakeSe
     }
     assert out.usage == Usage(input_tokens=112, output_tokens=9, cache_read_tokens=100)
     assert out.reasoning == "check the weather"
-    assert out.completed == [ReasoningEntry(content="check the weather", provider="anthropic", metadata={"signature": "sig-1"})]
+    assert out.completed == [
+        ReasoningEntry(content="check the weather", provider="anthropic", metadata={"signature": "sig-1"})
+    ]
 
 
 async def test_malformed_tool_json_passes_through(server: FakeServer) -> None:
@@ -103,7 +108,11 @@ async def test_malformed_tool_json_passes_through(server: FakeServer) -> None:
 async def test_thinking_and_signature_round_trip(server: FakeServer) -> None:
     events = [
         {"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 5, "output_tokens": 0}}},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+        },
         {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Let me "}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "think."}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "sig-abc"}},
@@ -125,7 +134,14 @@ async def test_thinking_and_signature_round_trip(server: FakeServer) -> None:
 
     # Replaying them: signed blocks go back verbatim, unsigned foreign reasoning is dropped.
     server.enqueue(Reply.sse(anthropic_stream(anthropic_text_stream("ok"))))
-    history = [*HELLO, ReasoningEntry(content="foreign"), thinking, redacted, AssistantTextEntry("42"), InputEntry("user", "more")]
+    history = [
+        *HELLO,
+        ReasoningEntry(content="foreign"),
+        thinking,
+        redacted,
+        AssistantTextEntry("42"),
+        InputEntry("user", "more"),
+    ]
     await collect(make(server).stream(history))
     assistant = server.posts()[1].json["messages"][1]
     assert assistant["content"] == [
@@ -140,7 +156,9 @@ async def test_stale_thinking_stripped_on_official_host_when_thinking_off(server
     history = [*HELLO, signed, AssistantTextEntry("a"), InputEntry("user", "b")]
     server.enqueue(*(Reply.sse(anthropic_stream(anthropic_text_stream("ok"))) for _ in range(2)))
     await collect(make(server, official_dialect=True).stream(history))
-    thinking_on = ModelSettings(provider_options={"anthropic": {"thinking": {"type": "enabled", "budget_tokens": 1024}}})
+    thinking_on = ModelSettings(
+        provider_options={"anthropic": {"thinking": {"type": "enabled", "budget_tokens": 1024}}}
+    )
     await collect(make(server, official_dialect=True).stream(history, settings=thinking_on))
     off, on = (r.json for r in server.posts())
     assert [b["type"] for b in off["messages"][1]["content"]] == ["text"]
@@ -176,7 +194,10 @@ async def test_transcript_mapping_merges_roles_and_carries_call_ids(server: Fake
     sent = server.posts()[0].json
     assert sent["system"] == [{"type": "text", "text": "rule one"}, {"type": "text", "text": "rule two"}]
     user, assistant, results = sent["messages"]
-    assert user["content"][1] == {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "aW1n"}}
+    assert user["content"][1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/jpeg", "data": "aW1n"},
+    }
     assert user["content"][2]["source"] == {"type": "text", "media_type": "text/plain", "data": "hello"}
     assert user["content"][3]["source"] == {"type": "url", "url": "https://x/doc.pdf"}
     assert assistant == {
@@ -224,7 +245,13 @@ async def test_settings_mapping_cache_and_option_deletion(server: FakeServer) ->
 
 @pytest.mark.parametrize(
     ("status", "kind", "retryable"),
-    [(400, "invalid_request_error", False), (401, "authentication_error", False), (429, "rate_limit_error", True), (529, "overloaded_error", True), (500, "api_error", True)],
+    [
+        (400, "invalid_request_error", False),
+        (401, "authentication_error", False),
+        (429, "rate_limit_error", True),
+        (529, "overloaded_error", True),
+        (500, "api_error", True),
+    ],
 )
 async def test_error_bodies(server: FakeServer, status: int, kind: str, retryable: bool) -> None:
     server.enqueue(Reply.json(status, {"type": "error", "error": {"type": kind, "message": f"{kind} happened"}}))
@@ -244,7 +271,11 @@ async def test_html_error_body(server: FakeServer) -> None:
 @pytest.mark.parametrize(
     ("status", "error", "window"),
     [
-        (400, {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}, 200000),
+        (
+            400,
+            {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"},
+            200000,
+        ),
         (413, {"type": "request_too_large", "message": "Request exceeds the maximum allowed number of bytes."}, None),
     ],
 )
@@ -287,7 +318,11 @@ async def test_socket_dies_half_way(server: FakeServer) -> None:
 async def test_env_configuration_and_keyless(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
     server.enqueue(Reply.sse(anthropic_stream(anthropic_text_stream("ok"))))
-    provider = track(AnthropicProvider("m", default_max_tokens=99, anthropic_version="2099-01-01", default_headers={"anthropic-beta": "b1"}))
+    provider = track(
+        AnthropicProvider(
+            "m", default_max_tokens=99, anthropic_version="2099-01-01", default_headers={"anthropic-beta": "b1"}
+        )
+    )
     assert provider.name == "anthropic" and not provider.supports_json_schema
     await collect(provider.stream(HELLO))
     sent = server.posts()[0]
@@ -297,7 +332,9 @@ async def test_env_configuration_and_keyless(server: FakeServer, monkeypatch: py
 
 
 async def test_discover_context_window(server: FakeServer) -> None:
-    server.routes["/v1/models/claude-win"] = Reply.json(200, {"id": "claude-win", "type": "model", "max_input_tokens": 200000})
+    server.routes["/v1/models/claude-win"] = Reply.json(
+        200, {"id": "claude-win", "type": "model", "max_input_tokens": 200000}
+    )
     provider = track(AnthropicProvider("claude-win", base_url=server.base_url))
     assert await provider.discover_context_window() == 200000
     assert await provider.discover_context_window() == 200000

@@ -66,7 +66,9 @@ async def test_openai_tool_round_trip(server: FakeServer, monkeypatch: pytest.Mo
 
 async def test_anthropic_tool_round_trip(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
     server.enqueue(
-        Reply.sse(anthropic_stream(anthropic_tool_stream([("toolu_9", "weather", '{"city": "Oslo"}')], text="Checking."))),
+        Reply.sse(
+            anthropic_stream(anthropic_tool_stream([("toolu_9", "weather", '{"city": "Oslo"}')], text="Checking."))
+        ),
         Reply.sse(anthropic_stream(anthropic_text_stream("Sunny in Oslo."))),
     )
     result = await Runner.run(anthropic_agent(server, monkeypatch), "weather in Oslo?")
@@ -77,11 +79,21 @@ async def test_anthropic_tool_round_trip(server: FakeServer, monkeypatch: pytest
     schemas = {t["name"]: t for t in first.json["tools"]}
     assert "city" in schemas["weather"]["input_schema"]["properties"]
     assistant, results = second.json["messages"][-2:]
-    assert assistant["content"][-1] == {"type": "tool_use", "id": "toolu_9", "name": "weather", "input": {"city": "Oslo"}}
-    assert results == {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "sunny in Oslo"}]}
+    assert assistant["content"][-1] == {
+        "type": "tool_use",
+        "id": "toolu_9",
+        "name": "weather",
+        "input": {"city": "Oslo"},
+    }
+    assert results == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "sunny in Oslo"}],
+    }
 
 
-async def test_malformed_tool_json_becomes_an_error_result_the_model_sees(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_malformed_tool_json_becomes_an_error_result_the_model_sees(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server.enqueue(
         Reply.sse(openai_tool_stream([("call_bad", "weather", '{"city": "Par')])),
         Reply.sse(openai_text_stream("Sorry, retrying later.")),

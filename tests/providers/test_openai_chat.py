@@ -36,7 +36,9 @@ def compat(server: FakeServer, **kwargs) -> OpenAIChatProvider:
 
 
 def official(server: FakeServer, **kwargs) -> OpenAIChatProvider:
-    return track(OpenAIChatProvider("gpt-test", base_url=server.base_url, api_key="sk-test", official_dialect=True, **kwargs))
+    return track(
+        OpenAIChatProvider("gpt-test", base_url=server.base_url, api_key="sk-test", official_dialect=True, **kwargs)
+    )
 
 
 # --------------------------------------------------------------------------- streaming
@@ -77,7 +79,9 @@ async def test_two_interleaved_tool_calls_are_assembled_by_index(server: FakeSer
     body = openai_tool_stream([("call_a", "weather", args_a), ("call_b", "forecast", args_b)])
     server.enqueue(Reply.sse(body, pieces=split_every(body, 11)))
     tools = [ToolDef("weather", strict=True), ToolDef("forecast")]
-    out = assemble(await collect(compat(server).stream(HELLO, tools=tools, settings=ModelSettings(parallel_tool_calls=False))))
+    out = assemble(
+        await collect(compat(server).stream(HELLO, tools=tools, settings=ModelSettings(parallel_tool_calls=False)))
+    )
     assert out.calls == {
         0: {"id": "call_a", "name": "weather", "arguments": args_a},
         1: {"id": "call_b", "name": "forecast", "arguments": args_b},
@@ -103,13 +107,16 @@ async def test_malformed_tool_arguments_pass_through_unchanged(server: FakeServe
 async def test_calls_without_index_and_repeated_ids_are_normalised(server: FakeServer) -> None:
     chunks = [
         openai_chunk({"tool_calls": [{"id": "x1", "function": {"name": "a", "arguments": "{}"}}]}),
-        openai_chunk({"tool_calls": [{"id": "x2", "function": {"name": "b", "arguments": "{\"k\":"}}]}),
+        openai_chunk({"tool_calls": [{"id": "x2", "function": {"name": "b", "arguments": '{"k":'}}]}),
         openai_chunk({"tool_calls": [{"id": "x2", "function": {"name": "b", "arguments": "1}"}}]}),
         openai_chunk({}, finish_reason="tool_calls"),
     ]
     server.enqueue(Reply.sse(openai_stream(chunks)))
     out = assemble(await collect(compat(server).stream(HELLO)))
-    assert out.calls == {0: {"id": "x1", "name": "a", "arguments": "{}"}, 1: {"id": "x2", "name": "b", "arguments": '{"k":1}'}}
+    assert out.calls == {
+        0: {"id": "x1", "name": "a", "arguments": "{}"},
+        1: {"id": "x2", "name": "b", "arguments": '{"k":1}'},
+    }
 
 
 # --------------------------------------------------------------------------- request mapping
@@ -229,9 +236,27 @@ async def test_html_error_body_is_readable(server: FakeServer) -> None:
 @pytest.mark.parametrize(
     ("payload", "window"),
     [
-        ({"error": {"message": "This model's maximum context length is 8,192 tokens. However you requested 9000", "code": "context_length_exceeded"}}, 8192),
+        (
+            {
+                "error": {
+                    "message": "This model's maximum context length is 8,192 tokens. However you requested 9000",
+                    "code": "context_length_exceeded",
+                }
+            },
+            8192,
+        ),
         ({"error": {"message": "too big", "code": "context_length_exceeded"}}, None),
-        ({"error": {"code": 400, "message": "the request exceeds the available context size", "type": "exceed_context_size_error", "n_ctx": 4096}}, 4096),
+        (
+            {
+                "error": {
+                    "code": 400,
+                    "message": "the request exceeds the available context size",
+                    "type": "exceed_context_size_error",
+                    "n_ctx": 4096,
+                }
+            },
+            4096,
+        ),
     ],
 )
 async def test_context_overflow(server: FakeServer, payload: dict, window: int | None) -> None:
@@ -263,7 +288,9 @@ async def test_clean_eof_before_done_is_retryable(server: FakeServer) -> None:
 
 
 async def test_error_object_inside_stream(server: FakeServer) -> None:
-    body = openai_stream([openai_chunk({"content": "x"}), {"error": {"message": "engine crashed", "type": "server_error"}}], done=False)
+    body = openai_stream(
+        [openai_chunk({"content": "x"}), {"error": {"message": "engine crashed", "type": "server_error"}}], done=False
+    )
     server.enqueue(Reply.sse(body))
     with pytest.raises(ProviderError, match="engine crashed") as info:
         await collect(compat(server).stream(HELLO))
@@ -321,7 +348,10 @@ async def test_client_ownership(server: FakeServer) -> None:
 
 
 async def test_discover_context_window_is_memoized(server: FakeServer) -> None:
-    models = {"object": "list", "data": [{"id": "other", "max_model_len": 1}, {"id": "win-model", "max_model_len": 32768}]}
+    models = {
+        "object": "list",
+        "data": [{"id": "other", "max_model_len": 1}, {"id": "win-model", "max_model_len": 32768}],
+    }
     server.routes["/v1/models"] = Reply.json(200, models)
     provider = track(OpenAIChatProvider("win-model", base_url=server.base_url))
     assert await provider.discover_context_window() == 32768

@@ -49,7 +49,9 @@ def test_builtin_prefixes(spec: str, cls: type, model: str) -> None:
 
 
 def test_keywords_reach_the_provider() -> None:
-    provider = track(provider_from_string("openai:m", api_key="secret", base_url="http://127.0.0.1:9/v1", supports_vision=False))
+    provider = track(
+        provider_from_string("openai:m", api_key="secret", base_url="http://127.0.0.1:9/v1", supports_vision=False)
+    )
     assert provider.base_url == "http://127.0.0.1:9/v1"
     assert provider._api_key == "secret" and provider.supports_vision is False
 
@@ -110,7 +112,9 @@ def test_entry_points_are_lazy_and_cannot_shadow_builtins(monkeypatch: pytest.Mo
             return lambda model, **kw: Dummy(model, kw)
 
     monkeypatch.setattr(registry, "_entry_points", None)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [EP("plug"), EP("anthropic")] if group == "lovia.providers" else [])
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: [EP("plug"), EP("anthropic")] if group == "lovia.providers" else []
+    )
     assert isinstance(provider_from_string("plug:m"), Dummy)
     assert loaded == ["plug"]  # only the one used is imported
     assert type(track(provider_from_string("anthropic:m"))) is AnthropicProvider

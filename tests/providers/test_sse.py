@@ -6,7 +6,7 @@ from lovia.providers._sse import SSEDecoder, SSEEvent
 
 STREAM = (
     "event: message_start\r\n"
-    "data: {\"t\": \"h\u00e9llo \u2603 \U0001f600\"}\r\n"
+    'data: {"t": "h\u00e9llo \u2603 \U0001f600"}\r\n'
     "\r\n"
     ": keep-alive comment\n"
     "data: line one\n"

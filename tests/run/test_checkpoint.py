@@ -50,12 +50,16 @@ def stores(request, tmp_path):
 async def test_completed_run_replays_without_the_model(stores):
     session, cp = stores
     first = ScriptedProvider([call("add", {"a": 2, "b": 3}), text("5")])
-    result = await Runner.run(calc(first), "2+3", session=session, session_id="u", checkpoint=CheckpointOptions(cp, "r1"))
+    result = await Runner.run(
+        calc(first), "2+3", session=session, session_id="u", checkpoint=CheckpointOptions(cp, "r1")
+    )
     snap = await cp.load("r1")
     assert snap.status == "completed" and snap.output == "5" and snap.entries == result.entries
 
     untouched = ScriptedProvider([])
-    handle = Runner.stream(calc(untouched), "a different question", session=session, session_id="u", checkpoint=CheckpointOptions(cp, "r1"))
+    handle = Runner.stream(
+        calc(untouched), "a different question", session=session, session_id="u", checkpoint=CheckpointOptions(cp, "r1")
+    )
     kinds = [type(ev).__name__ async for ev in handle]
     replay = await handle
     assert kinds == ["RunStarted", "RunCompleted"]
@@ -69,7 +73,9 @@ async def test_replay_heals_a_missing_session_append(stores):
     session, cp = stores
     await Runner.run(calc(ScriptedProvider([text("hello")])), "hi", checkpoint=CheckpointOptions(cp, "r2"))
     assert await session.segments("u") == []
-    replay = await Runner.run(calc(ScriptedProvider([])), "hi", session=session, session_id="u", checkpoint=CheckpointOptions(cp, "r2"))
+    replay = await Runner.run(
+        calc(ScriptedProvider([])), "hi", session=session, session_id="u", checkpoint=CheckpointOptions(cp, "r2")
+    )
     segs = await session.segments("u")
     assert replay.output == "hello" and len(segs) == 1 and segs[0].run_id == "r2"
     assert set(segs[0].meta["timing"]) == {"started_at", "finished_at"}
@@ -79,29 +85,46 @@ async def test_policies(stores):
     session, cp = stores
     await Runner.run(calc(ScriptedProvider([text("one")])), "q", checkpoint=CheckpointOptions(cp, "p"))
     with pytest.raises(UserError) as info:
-        await Runner.run(calc(ScriptedProvider([text("x")])), "q", checkpoint=CheckpointOptions(cp, "p", if_run_exists="fail"))
+        await Runner.run(
+            calc(ScriptedProvider([text("x")])), "q", checkpoint=CheckpointOptions(cp, "p", if_run_exists="fail")
+        )
     assert info.value.hint
     fresh = ScriptedProvider([text("two")])
     restarted = await Runner.run(calc(fresh), "q2", checkpoint=CheckpointOptions(cp, "p", if_run_exists="restart"))
     assert restarted.output == "two" and len(fresh.calls) == 1
     assert (await cp.load("p")).entries[0] == InputEntry(role="user", content="q2")
     with pytest.raises(UserError, match="no stored run"):
-        await Runner.run(calc(ScriptedProvider([])), [], checkpoint=CheckpointOptions(cp, "missing", if_run_exists="resume_only"))
-    replay = await Runner.run(calc(ScriptedProvider([])), [], checkpoint=CheckpointOptions(cp, "p", if_run_exists="resume_only"))
+        await Runner.run(
+            calc(ScriptedProvider([])), [], checkpoint=CheckpointOptions(cp, "missing", if_run_exists="resume_only")
+        )
+    replay = await Runner.run(
+        calc(ScriptedProvider([])), [], checkpoint=CheckpointOptions(cp, "p", if_run_exists="resume_only")
+    )
     assert replay.output == "two"
 
 
 async def test_interrupted_run_resumes_and_ignores_new_input(stores):
     session, cp = stores
-    provider = ScriptedProvider([call("add", {"a": 1, "b": 2}, call_id="c1"), call("add", {"a": 3, "b": 4}, call_id="c2")])
+    provider = ScriptedProvider(
+        [call("add", {"a": 1, "b": 2}, call_id="c1"), call("add", {"a": 3, "b": 4}, call_id="c2")]
+    )
     with pytest.raises(MaxTurnsExceeded):
-        await Runner.run(calc(provider), "sum things", session=session, session_id="u", max_turns=2, checkpoint=CheckpointOptions(cp, "r"))
+        await Runner.run(
+            calc(provider),
+            "sum things",
+            session=session,
+            session_id="u",
+            max_turns=2,
+            checkpoint=CheckpointOptions(cp, "r"),
+        )
     snap = await cp.load("r")
     assert snap.status == "interrupted" and snap.turns == 2 and snap.error["type"] == "MaxTurnsExceeded"
     assert await session.segments("u") == [], "interrupted runs are not appended"
 
     resumed_provider = ScriptedProvider([text("all done")])
-    result = await Runner.run(calc(resumed_provider), "IGNORED", session=session, session_id="u", checkpoint=CheckpointOptions(cp, "r"))
+    result = await Runner.run(
+        calc(resumed_provider), "IGNORED", session=session, session_id="u", checkpoint=CheckpointOptions(cp, "r")
+    )
     assert result.output == "all done" and result.turns == 3
     assert result.entries[0] == InputEntry(role="user", content="sum things")
     assert not any(m.text == "IGNORED" for m in resumed_provider.calls[0])
@@ -113,7 +136,10 @@ async def test_interrupted_run_resumes_and_ignores_new_input(stores):
 async def test_dangling_call_reexecutes_under_same_turn_and_input_guardrails_skip():
     cp = InMemoryCheckpointer()
     head = RunHead(agent_name="calc", turns=1)
-    entries = [InputEntry(role="user", content="2+2"), ToolCallEntry(call_id="c9", name="add", arguments='{"a": 2, "b": 2}')]
+    entries = [
+        InputEntry(role="user", content="2+2"),
+        ToolCallEntry(call_id="c9", name="add", arguments='{"a": 2, "b": 2}'),
+    ]
     await cp.append("d", entries, head)
     tripped = []
     agent = calc(ScriptedProvider([text("4")])).clone(input_guardrails=[lambda msgs, ctx: tripped.append(1) or "nope"])
@@ -142,7 +168,11 @@ async def test_idempotency_key_is_stable_across_reexecution():
         await cp.append("k", [InputEntry(role="user", content="pay"), call_entry], RunHead(agent_name="shop", turns=1))
         shop = Agent(name="shop", model=ScriptedProvider([text("paid")]), tools=[charge])
         await Runner.run(shop, "pay", checkpoint=CheckpointOptions(cp, "k"))
-    other = Agent(name="shop", model=ScriptedProvider([call("charge", {"amount": 5}, call_id="pay-1"), text("paid")]), tools=[charge])
+    other = Agent(
+        name="shop",
+        model=ScriptedProvider([call("charge", {"amount": 5}, call_id="pay-1"), text("paid")]),
+        tools=[charge],
+    )
     await Runner.run(other, "pay", checkpoint=CheckpointOptions(InMemoryCheckpointer(), "another-run"))
     assert len(keys) == 3 and keys[0] == keys[1] and len(keys[0]) == 32
     assert keys[2] != keys[0], "the key is scoped by run id"
@@ -193,7 +223,11 @@ async def test_reconcile_hook_decides_dangling_calls():
         ToolCallEntry(call_id="t2", name="transfer", arguments='{"amount": 2}'),
     ]
     await cp.append("t", entries, RunHead(agent_name="bank", turns=1, started_calls=["t1", "t2"]))
-    result = await Runner.run(Agent(name="bank", model=ScriptedProvider([text("ok")]), tools=[transfer]), "x", checkpoint=CheckpointOptions(cp, "t"))
+    result = await Runner.run(
+        Agent(name="bank", model=ScriptedProvider([text("ok")]), tools=[transfer]),
+        "x",
+        checkpoint=CheckpointOptions(cp, "t"),
+    )
     outs = {e.call_id: e.output for e in result.entries if isinstance(e, ToolResultEntry)}
     assert outs == {"t1": "already moved", "t2": "moved"} and ran == [2]
 
@@ -268,7 +302,9 @@ async def test_delete_on_success_and_resume_from(stores):
     assert await cp.load("del") is None and len(await session.segments("u")) == 1
 
     snap = RunSnapshot(run_id="ext", entries=[InputEntry(role="user", content="hello")], agent_name="calc", turns=0)
-    result = await Runner.run(calc(ScriptedProvider([text("from snapshot")])), [], checkpoint=CheckpointOptions(resume_from=snap))
+    result = await Runner.run(
+        calc(ScriptedProvider([text("from snapshot")])), [], checkpoint=CheckpointOptions(resume_from=snap)
+    )
     assert result.output == "from snapshot" and result.entries[0].content == "hello"
 
 
@@ -404,7 +440,9 @@ async def test_a_healing_replay_times_its_segment_to_the_append():
     await Runner.run(calc(ScriptedProvider([text("done")])), "hi", checkpoint=CheckpointOptions(cp, "heal"))
     first_start = (await cp.load("heal")).started_at
     before_heal = time.time()
-    await Runner.run(calc(ScriptedProvider([])), "hi", session=session, session_id="u", checkpoint=CheckpointOptions(cp, "heal"))
+    await Runner.run(
+        calc(ScriptedProvider([])), "hi", session=session, session_id="u", checkpoint=CheckpointOptions(cp, "heal")
+    )
     timing = (await session.segments("u"))[0].meta["timing"]
     assert timing["started_at"] == first_start
     assert timing["finished_at"] >= before_heal

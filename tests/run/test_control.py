@@ -55,7 +55,10 @@ async def test_first_handoff_in_a_turn_wins():
     entry = Agent(
         name="Entry",
         model=ScriptedProvider([batch(("transfer_to_a", {}), ("transfer_to_b", {}))]),
-        handoffs=[Handoff(a, on_handoff=lambda args, ctx: fired.append("a")), Handoff(b, on_handoff=lambda args, ctx: fired.append("b"))],
+        handoffs=[
+            Handoff(a, on_handoff=lambda args, ctx: fired.append("a")),
+            Handoff(b, on_handoff=lambda args, ctx: fired.append("b")),
+        ],
     )
     result = await Runner.run(entry, "go")
     assert result.output == "from A" and fired == ["a"]
@@ -86,7 +89,7 @@ async def test_output_repair_false_fails_fast_and_native_schema_is_sent():
     with pytest.raises(OutputValidationError):
         await Runner.run(Agent(name="w", model=provider, output_type=Weather, output_repair=False), "weather?")
     assert provider.requests[0].response_format["schema"]["properties"]["city"]["type"] == "string"
-    assert provider.calls[0][0].content in (None, "")  or "Output format" not in provider.calls[0][0].content
+    assert provider.calls[0][0].content in (None, "") or "Output format" not in provider.calls[0][0].content
 
 
 @pytest.mark.parametrize(
@@ -108,7 +111,9 @@ async def test_dataclass_output_and_run_wide_override():
         x: int
         y: int
 
-    result = await Runner.run(Agent(name="p", model=ScriptedProvider([text('{"x": 1, "y": 2}')])), "q", output_type=Point)
+    result = await Runner.run(
+        Agent(name="p", model=ScriptedProvider([text('{"x": 1, "y": 2}')])), "q", output_type=Point
+    )
     assert result.output == Point(1, 2)
 
 
@@ -128,7 +133,9 @@ async def test_output_guardrail_trips_after_validation():
         return output.isupper()
 
     with pytest.raises(GuardrailTripped):
-        await Runner.run(Agent(name="g", model=ScriptedProvider([text("HELLO")]), output_guardrails=[no_shouting]), "hi")
+        await Runner.run(
+            Agent(name="g", model=ScriptedProvider([text("HELLO")]), output_guardrails=[no_shouting]), "hi"
+        )
 
 
 @tool(needs_approval=True)
@@ -245,7 +252,9 @@ async def test_plugins_contribute_tools_prompt_view_hooks_and_close():
     assert result.entries[2].output == "plugged"
     assert provider.calls[0][0].content == "Base.\n\nNotes plugin is on."
     assert provider.calls[1][-1].content == "(reminder, turn 2)"
-    assert not any(isinstance(e, InputEntry) and "reminder" in e.text for e in result.entries), "injected entries are not persisted"
+    assert not any(isinstance(e, InputEntry) and "reminder" in e.text for e in result.entries), (
+        "injected entries are not persisted"
+    )
     assert log == ["setup", "completed", "closed"]
 
 

@@ -70,7 +70,10 @@ def open_stores(request, tmp_path):
     from lovia.stores import PostgresCheckpointer, PostgresSession
 
     schema = new_schema("lease")
-    yield lambda: (PostgresSession(DSN, schema=schema, max_size=3), PostgresCheckpointer(DSN, schema=schema, max_size=3))
+    yield lambda: (
+        PostgresSession(DSN, schema=schema, max_size=3),
+        PostgresCheckpointer(DSN, schema=schema, max_size=3),
+    )
     drop_schema(schema)
 
 
@@ -207,7 +210,10 @@ async def test_busy_restart_deletes_nothing(open_stores):
         assert before is not None and before.entries
         with pytest.raises(RunBusy):
             await Runner.run(
-                agent(), "Start over.", context=Deps(), checkpoint=CheckpointOptions(cp, "job-4", if_run_exists="restart", lease_ttl=TTL)
+                agent(),
+                "Start over.",
+                context=Deps(),
+                checkpoint=CheckpointOptions(cp, "job-4", if_run_exists="restart", lease_ttl=TTL),
             )
         after = await cp.load("job-4")
         assert after is not None and after.entries[: len(before.entries)] == before.entries

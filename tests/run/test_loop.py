@@ -63,7 +63,14 @@ async def test_stream_event_order_and_single_terminal():
     assert kinds[-1] == "RunCompleted"
     assert kinds.count("RunCompleted") + kinds.count("RunFailed") == 1
     first_turn = kinds[: kinds.index("TurnEnded") + 1]
-    assert first_turn == ["RunStarted", "TurnStarted", "MessageCompleted", "ToolCallStarted", "ToolCallCompleted", "TurnEnded"]
+    assert first_turn == [
+        "RunStarted",
+        "TurnStarted",
+        "MessageCompleted",
+        "ToolCallStarted",
+        "ToolCallCompleted",
+        "TurnEnded",
+    ]
     assert kinds.count("TextDelta") == 3
     result = await handle
     assert result.output == "two"

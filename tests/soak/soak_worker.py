@@ -55,7 +55,10 @@ class SQLiteQueue:
                 (time.time() - RETAKE_AFTER,),
             ).fetchone()
             if row is not None:
-                self.conn.execute("UPDATE jobs SET state = 'taken', taken_at = ?, takes = takes + 1 WHERE id = ?", (time.time(), row[0]))
+                self.conn.execute(
+                    "UPDATE jobs SET state = 'taken', taken_at = ?, takes = takes + 1 WHERE id = ?",
+                    (time.time(), row[0]),
+                )
         except BaseException:
             self.conn.rollback()
             raise
@@ -66,16 +69,22 @@ class SQLiteQueue:
         return await asyncio.to_thread(self._claim)
 
     async def remaining(self) -> int:
-        return await asyncio.to_thread(lambda: int(self.conn.execute("SELECT count(*) FROM jobs WHERE state != 'done'").fetchone()[0]))
+        return await asyncio.to_thread(
+            lambda: int(self.conn.execute("SELECT count(*) FROM jobs WHERE state != 'done'").fetchone()[0])
+        )
 
     async def done(self, job: int) -> None:
-        await asyncio.to_thread(self.conn.execute, "UPDATE jobs SET state = 'done', completions = completions + 1 WHERE id = ?", (job,))
+        await asyncio.to_thread(
+            self.conn.execute, "UPDATE jobs SET state = 'done', completions = completions + 1 WHERE id = ?", (job,)
+        )
 
     async def attempt(self, job: int, key: str) -> None:
         await asyncio.to_thread(self.conn.execute, "INSERT INTO attempts (job, key) VALUES (?, ?)", (job, key))
 
     async def apply(self, job: int, key: str) -> None:
-        await asyncio.to_thread(self.conn.execute, "INSERT INTO effects (key, job) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (key, job))
+        await asyncio.to_thread(
+            self.conn.execute, "INSERT INTO effects (key, job) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (key, job)
+        )
 
 
 class PostgresQueue:
@@ -113,7 +122,9 @@ class PostgresQueue:
         await self.conn.execute("INSERT INTO attempts (job, key) VALUES (%s, %s)", (job, key))
 
     async def apply(self, job: int, key: str) -> None:
-        await self.conn.execute("INSERT INTO effects (key, job) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (key, job))
+        await self.conn.execute(
+            "INSERT INTO effects (key, job) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (key, job)
+        )
 
 
 @tool

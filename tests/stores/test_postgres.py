@@ -62,7 +62,10 @@ async def test_newer_schema_is_refused_with_upgrade_hint(schema, store_cls):
 
 
 async def test_prefixes_are_separate_namespaces(schema):
-    a, b = PostgresSession(DSN, schema=schema, table_prefix="a_"), PostgresSession(DSN, schema=schema, table_prefix="b_")
+    a, b = (
+        PostgresSession(DSN, schema=schema, table_prefix="a_"),
+        PostgresSession(DSN, schema=schema, table_prefix="b_"),
+    )
     await a.append("s", [InputEntry(role="user", content="hi")], run_id="r")
     assert await b.load("s") == []
     await a.close()
@@ -71,7 +74,9 @@ async def test_prefixes_are_separate_namespaces(schema):
     assert {"a_session_runs", "b_session_runs", "a_lovia_schema", "b_lovia_schema"} <= tables
 
 
-@pytest.mark.parametrize("kwargs", [{"schema": "x; DROP TABLE y"}, {"table_prefix": "p-"}, {"schema": "1abc"}, {"schema": ""}])
+@pytest.mark.parametrize(
+    "kwargs", [{"schema": "x; DROP TABLE y"}, {"table_prefix": "p-"}, {"schema": "1abc"}, {"schema": ""}]
+)
 def test_names_must_be_identifiers(kwargs):
     with pytest.raises(UserError) as err:
         PostgresSession(DSN, **kwargs)

@@ -206,7 +206,10 @@ async def test_maintenance_on_corrupt_session_changes_nothing(stores):
     [
         ("UPDATE snapshot_heads SET head_json = '{nope' WHERE run_id = 'r'", "head of run 'r'"),
         ("""UPDATE snapshot_heads SET head_json = '{"status": "running"}' WHERE run_id = 'r'""", "head of run 'r'"),
-        ("UPDATE snapshot_turns SET entries_json = '[{\"type\": 7}]' WHERE run_id = 'r'", "unknown transcript entry type 7"),
+        (
+            "UPDATE snapshot_turns SET entries_json = '[{\"type\": 7}]' WHERE run_id = 'r'",
+            "unknown transcript entry type 7",
+        ),
     ],
 )
 async def test_corrupt_checkpoint_rows(stores, statement, needle):
@@ -262,9 +265,17 @@ async def test_many_stores_one_file_concurrent_in_one_process(tmp_path):
     path = tmp_path / "shared.db"
     sessions = [SQLiteSession(path, wal=True) for _ in range(4)]
     checkpointers = [SQLiteCheckpointer(path, wal=True) for _ in range(2)]
-    writes = [s.append("s", [InputEntry(role="user", content=f"{k}-{n}")], run_id=f"{k}-{n}") for k, s in enumerate(sessions) for n in range(50)]
+    writes = [
+        s.append("s", [InputEntry(role="user", content=f"{k}-{n}")], run_id=f"{k}-{n}")
+        for k, s in enumerate(sessions)
+        for n in range(50)
+    ]
     writes += [s.append("s", [], run_id="dup") for s in sessions]
-    writes += [c.append(f"run-{k}", [InputEntry(role="user", content=str(n))], RunHead(agent_name="a", turns=n)) for k, c in enumerate(checkpointers) for n in range(50)]
+    writes += [
+        c.append(f"run-{k}", [InputEntry(role="user", content=str(n))], RunHead(agent_name="a", turns=n))
+        for k, c in enumerate(checkpointers)
+        for n in range(50)
+    ]
     await asyncio.gather(*writes)
     runs = [seg.run_id for seg in await sessions[0].segments("s")]
     assert len(runs) == len(set(runs)) == 201
@@ -304,7 +315,9 @@ async def test_four_processes_append_to_one_wal_file(tmp_path):
     path = tmp_path / "multi.db"
     start = time.time() + 1.0  # all four open the fresh file and migrate at the same moment
     children = [
-        subprocess.Popen([sys.executable, "-c", _CHILD, str(path), str(k), str(start)], stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(path), str(k), str(start)], stderr=subprocess.PIPE, text=True
+        )
         for k in range(4)
     ]
     errors = [child.communicate(timeout=120)[1] for child in children]

@@ -63,7 +63,14 @@ def test_schema_from_type_hints():
 def test_validation_coerces_and_rejects():
     sig = everything.signature
     assert sig is not None
-    kwargs = sig.validate({"name": "ada", "count": "3", "where": {"street": "Main", "zip_code": "12345"}, "window": {"start": 1, "end": 2}})
+    kwargs = sig.validate(
+        {
+            "name": "ada",
+            "count": "3",
+            "where": {"street": "Main", "zip_code": "12345"},
+            "window": {"start": 1, "end": 2},
+        }
+    )
     assert kwargs["count"] == 3 and kwargs["where"] == Address(street="Main", zip_code="12345")
     assert kwargs["window"] == Window(1, 2)
     with pytest.raises(InvalidToolArguments, match="count"):
@@ -110,7 +117,15 @@ def test_misuse_is_caught_at_definition():
 
 
 def test_options_and_names():
-    @tool(name="renamed", description="Custom.", retries=2, timeout=1.5, parallel=False, needs_approval=True, idempotent=False)
+    @tool(
+        name="renamed",
+        description="Custom.",
+        retries=2,
+        timeout=1.5,
+        parallel=False,
+        needs_approval=True,
+        idempotent=False,
+    )
     async def original() -> None:
         """Docstring."""
 

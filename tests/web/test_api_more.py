@@ -90,7 +90,9 @@ def test_an_older_chat_index_gains_the_pinned_column(tmp_path: Path) -> None:
 
 def test_delete_all_stops_live_runs_and_forgets_every_chat(server: ThreadServer, gate: Gate) -> None:
     new_chat(server, "a finished chat")
-    live = sse(server.url, "/api/chat/stream", {"message": "slow run"}, until="tool_call").of("session")[0]["session_id"]
+    live = sse(server.url, "/api/chat/stream", {"message": "slow run"}, until="tool_call").of("session")[0][
+        "session_id"
+    ]
     wait_for(lambda: gate.runs.get("slow"))
     r = httpx.delete(f"{server.url}/api/sessions", timeout=20)
     assert r.json() == {"deleted": 2}
@@ -101,7 +103,9 @@ def test_delete_all_stops_live_runs_and_forgets_every_chat(server: ThreadServer,
 def test_agents_introspection(server: ThreadServer) -> None:
     listed = httpx.get(f"{server.url}/api/agents").json()
     assert listed["default_agent"] == "scripted"
-    assert listed["agents"] == [{"name": "scripted", "model": "scripted:scripted", "tools": ["lookup", "slow", "remove"]}]
+    assert listed["agents"] == [
+        {"name": "scripted", "model": "scripted:scripted", "tools": ["lookup", "slow", "remove"]}
+    ]
     one = httpx.get(f"{server.url}/api/agents/scripted").json()
     tools = {t["name"]: t for t in one["tool_details"]}
     assert tools["remove"]["needs_approval"] is True and tools["lookup"]["needs_approval"] is False

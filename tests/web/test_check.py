@@ -54,7 +54,11 @@ def test_ok_names_model_url_and_probe_result(tmp_path: Path) -> None:
 
 def test_unauthorized_prints_vendor_message_and_hint(tmp_path: Path) -> None:
     with FakeServer() as fake:
-        error = {"message": "Invalid token for this gateway", "type": "invalid_request_error", "code": "invalid_api_key"}
+        error = {
+            "message": "Invalid token for this gateway",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        }
         fake.enqueue(Reply.json(401, {"error": error}))
         code, out = check(tmp_path, env={"LOVIA_MODEL": "openai:test-model", "OPENAI_BASE_URL": fake.base_url})
     assert code == 1, out

@@ -109,7 +109,9 @@ class Database:
                 hint="PostgresSession('postgresql://user@host/db') or PostgresSession(pool=my_async_pool)",
             )
         if pool is not None and not isinstance(pool, psycopg_pool.AsyncConnectionPool):
-            raise UserError("pool= must be a psycopg_pool.AsyncConnectionPool", hint="or pass dsn= and let lovia make one")
+            raise UserError(
+                "pool= must be a psycopg_pool.AsyncConnectionPool", hint="or pass dsn= and let lovia make one"
+            )
         self.names = Names(
             validate_identifier(schema, "schema") if schema is not None else None,
             validate_identifier(table_prefix, "table_prefix", allow_empty=True),

@@ -43,7 +43,9 @@ WITH {lease_cte}h AS (
 SELECT count(*) FROM h
 """
 
-_FENCE = "l AS (SELECT 1 FROM {leases} WHERE run_id = %(run_id)s AND owner = %(owner)s AND token = %(token)s FOR SHARE), "
+_FENCE = (
+    "l AS (SELECT 1 FROM {leases} WHERE run_id = %(run_id)s AND owner = %(owner)s AND token = %(token)s FOR SHARE), "
+)
 
 
 class PostgresCheckpointer:
@@ -72,7 +74,13 @@ class PostgresCheckpointer:
         max_size: int = 10,
     ) -> None:
         self._db = Database(
-            dsn, pool=pool, schema=schema, table_prefix=table_prefix, min_size=min_size, max_size=max_size, component="checkpoint"
+            dsn,
+            pool=pool,
+            schema=schema,
+            table_prefix=table_prefix,
+            min_size=min_size,
+            max_size=max_size,
+            component="checkpoint",
         )
         self._sql = _statements(self._db)
 
@@ -82,7 +90,9 @@ class PostgresCheckpointer:
         async with self._db.connection("saving a checkpoint") as conn:
             await conn.execute(self._sql["save"], params)
 
-    async def append_fenced(self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease) -> None:
+    async def append_fenced(
+        self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease
+    ) -> None:
         """``append`` that raises :class:`~lovia.exceptions.LeaseLostError` (writing nothing) unless ``lease`` is current."""
         params = {**_save_params(run_id, entries, head), "owner": lease.owner, "token": lease.token}
         if lease.run_id != run_id:
@@ -121,7 +131,9 @@ class PostgresCheckpointer:
         infos = []
         for run_id, head_json, count in rows:
             head = decode_head(run_id, head_json)
-            infos.append(RunInfo(run_id, head.agent_name, head.status, head.turns, int(count), head.started_at, head.updated_at))
+            infos.append(
+                RunInfo(run_id, head.agent_name, head.status, head.turns, int(count), head.started_at, head.updated_at)
+            )
         return infos
 
     async def acquire_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease:
@@ -210,12 +222,16 @@ def _statements(db: Database) -> dict[str, Any]:
             "WHERE %(status)s::text IS NULL OR status = %(status)s::text "
             "ORDER BY updated_at DESC, run_id DESC LIMIT %(limit)s OFFSET %(offset)s"
         ),
-        "lease_seed": q("INSERT INTO {leases} (run_id, owner, token, expires_at) VALUES (%s, '', 0, 0) ON CONFLICT DO NOTHING"),
+        "lease_seed": q(
+            "INSERT INTO {leases} (run_id, owner, token, expires_at) VALUES (%s, '', 0, 0) ON CONFLICT DO NOTHING"
+        ),
         "lease_lock": q(f"SELECT owner, token, expires_at, {_NOW} FROM {{leases}} WHERE run_id = %s FOR UPDATE"),
         "lease_put": q("UPDATE {leases} SET owner = %s, token = %s, expires_at = %s WHERE run_id = %s"),
         "lease_renew": q(
             f"UPDATE {{leases}} SET expires_at = {_NOW} + %s WHERE run_id = %s AND owner = %s AND token = %s RETURNING expires_at"
         ),
-        "lease_release": q("UPDATE {leases} SET owner = '', expires_at = 0 WHERE run_id = %s AND owner = %s AND token = %s"),
+        "lease_release": q(
+            "UPDATE {leases} SET owner = '', expires_at = 0 WHERE run_id = %s AND owner = %s AND token = %s"
+        ),
         "lease_get": q("SELECT owner, token, expires_at FROM {leases} WHERE run_id = %s"),
     }

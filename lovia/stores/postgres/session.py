@@ -51,7 +51,13 @@ class PostgresSession:
         max_size: int = 10,
     ) -> None:
         self._db = Database(
-            dsn, pool=pool, schema=schema, table_prefix=table_prefix, min_size=min_size, max_size=max_size, component="session"
+            dsn,
+            pool=pool,
+            schema=schema,
+            table_prefix=table_prefix,
+            min_size=min_size,
+            max_size=max_size,
+            component="session",
         )
         t = self._db.names.table("session_runs")
         from psycopg import sql
@@ -67,7 +73,9 @@ class PostgresSession:
             "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (session_id, run_id) DO NOTHING"
         ).format(t)
         self._update = sql.SQL("UPDATE {} SET entries_json = %s, entry_count = %s WHERE id = %s").format(t)
-        self._cut = sql.SQL("UPDATE {} SET entries_json = %s, entry_count = %s, meta_json = NULL WHERE id = %s").format(t)
+        self._cut = sql.SQL("UPDATE {} SET entries_json = %s, entry_count = %s, meta_json = NULL WHERE id = %s").format(
+            t
+        )
         self._delete_ids = sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(t)
         self._clear = sql.SQL("DELETE FROM {} WHERE session_id = %s").format(t)
         self._list = sql.SQL(

@@ -203,7 +203,10 @@ class _Worker:
                     self.close_connection()
                     outcome: tuple[bool, object] = (True, None)
                 elif fn is _checkpoint:
-                    outcome = (True, self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall() if self.conn else None)
+                    outcome = (
+                        True,
+                        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall() if self.conn else None,
+                    )
                 else:
                     outcome = (True, self.call(fn))
             except BaseException as exc:  # handed to the awaiting coroutine, never lost
@@ -227,7 +230,9 @@ class _Worker:
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open SQLite database {self.path}: {exc}", hint="check the path and its permissions") from exc
+            raise StoreError(
+                f"cannot open SQLite database {self.path}: {exc}", hint="check the path and its permissions"
+            ) from exc
         try:
             configure(conn, wal=self.wal)
             ensure_schema(conn, self.component, path=self.path)

@@ -29,7 +29,9 @@ from ._db import Database, read, write
 __all__ = ["SQLiteCheckpointer"]
 
 
-def _save(conn: sqlite3.Connection, run_id: str, batch: str | None, count: int, head_json: str, updated_at: float) -> None:
+def _save(
+    conn: sqlite3.Connection, run_id: str, batch: str | None, count: int, head_json: str, updated_at: float
+) -> None:
     last_turn = None
     if batch is not None:
         last_turn = conn.execute(
@@ -117,7 +119,9 @@ def _list(conn: sqlite3.Connection, status: str | None, limit: int, offset: int)
     infos = []
     for run_id, head_json, count in rows:
         head = decode_head(run_id, head_json)
-        infos.append(RunInfo(run_id, head.agent_name, head.status, head.turns, int(count), head.started_at, head.updated_at))
+        infos.append(
+            RunInfo(run_id, head.agent_name, head.status, head.turns, int(count), head.started_at, head.updated_at)
+        )
     return infos
 
 
@@ -203,7 +207,9 @@ class SQLiteCheckpointer:
 
         await self._db.run(release)
 
-    async def append_fenced(self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease) -> None:
+    async def append_fenced(
+        self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease
+    ) -> None:
         """``append`` that raises :class:`~lovia.exceptions.LeaseLostError` (writing nothing) unless ``lease`` is current."""
         batch = encode_entries(entries) if entries else None
         count = len(entries)

@@ -64,7 +64,9 @@ def _trim(conn: sqlite3.Connection, session_id: str, keep_chars: int, keep_runs:
     with write(conn):
         rows = _select_rows(conn, session_id)
         for row_id, run_id, entries_json, _ in rows[: max(len(rows) - keep_runs, 0)]:
-            entries, count = trim_entries(decode_entries(entries_json, session_id=session_id, run_id=run_id), keep_chars)
+            entries, count = trim_entries(
+                decode_entries(entries_json, session_id=session_id, run_id=run_id), keep_chars
+            )
             if count:
                 conn.execute("UPDATE session_runs SET entries_json = ? WHERE id = ?", (encode_entries(entries), row_id))
                 total += count
@@ -186,7 +188,9 @@ class SQLiteSession:
         """Sessions, most recently appended first; ``query`` filters by substring of the id."""
         check_non_negative(limit=limit, offset=offset)
         rows = await self._db.run(lambda conn: conn.execute(_LIST_SQL, (query, query, limit, offset)).fetchall())
-        return [SessionInfo(sid, runs, int(count or 0), created, updated) for sid, runs, count, created, updated, _ in rows]
+        return [
+            SessionInfo(sid, runs, int(count or 0), created, updated) for sid, runs, count, created, updated, _ in rows
+        ]
 
     async def close(self) -> None:
         """Close the connection and stop the worker thread (idempotent)."""

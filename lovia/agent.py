@@ -196,3 +196,32 @@ class Agent(Generic[Deps]):
             },
             invoke=invoke,
         )
+
+    def resolve_provider(self) -> Provider:
+        """The provider this agent talks to: ``model`` itself, or one built from its model string.
+
+        A provider built here is new and belongs to the caller (close it with ``aclose()``).
+
+        Raises:
+            UserError: The agent has no model, or the model string is invalid.
+        """
+        from .providers.registry import resolve_model
+
+        return resolve_model(self.model, agent_name=self.name)
+
+    async def render_system_prompt(
+        self, ctx: RunContext[Any], *, extra: str | Callable[[RunContext[Any]], Any] | None = None
+    ) -> str:
+        """This agent's instructions rendered for ``ctx``, plus ``extra`` (text or ``(ctx) -> str``).
+
+        Blocks are joined by a blank line. Plugin instructions and the output-format block are
+        added by the run on top of this.
+        """
+        blocks = await self.render_instructions(ctx)
+        if extra is not None:
+            text = extra(ctx) if callable(extra) else extra
+            if inspect.isawaitable(text):
+                text = await text
+            if text:
+                blocks.append(str(text))
+        return "\n\n".join(blocks)

@@ -21,34 +21,56 @@ ApprovalHandler = Callable[..., "ApprovalDecision | Awaitable[ApprovalDecision]"
 
 
 class ApprovalChannel:
-    """Out-of-band decisions for a run's pending approvals, by ``call_id``."""
+    """Out-of-band decisions for pending approvals, by ``call_id`` within an optional ``scope``.
+
+    A scope keeps calls of different runs apart when one channel serves several of them (a server
+    keying by session id, say), so equal call ids never collide. Every method takes ``scope=``;
+    ``None`` is the default scope, the one a run's own ``handle.approvals`` uses.
+    """
 
     def __init__(self) -> None:
-        self._pending: dict[str, tuple[ToolCall, asyncio.Future[bool]]] = {}
+        self._pending: dict[tuple[str | None, str], tuple[ToolCall | None, asyncio.Future[bool]]] = {}
         self.opted_in = False
         """True once a consumer has touched the channel: pending calls then wait for it."""
 
-    def register(self, call: ToolCall, future: asyncio.Future[bool]) -> None:
-        """Track a pending call (used by the loop)."""
-        self._pending[call.id] = (call, future)
+    def register(
+        self, call: ToolCall | str, future: asyncio.Future[bool] | None = None, *, scope: str | None = None
+    ) -> asyncio.Future[bool]:
+        """Track a pending call and return the future its decision settles.
 
-        def forget(_f: asyncio.Future[bool]) -> None:
-            self._pending.pop(call.id, None)
+        Give a ``call_id`` (a new future is made on the running event loop), or a ``ToolCall``
+        plus the future to settle (how the run loop registers its own calls).
+        """
+        call_obj = call if isinstance(call, ToolCall) else None
+        call_id = call.id if isinstance(call, ToolCall) else call
+        fut = future if future is not None else asyncio.get_running_loop().create_future()
+        key = (scope, call_id)
+        self._pending[key] = (call_obj, fut)
 
-        future.add_done_callback(forget)
+        def forget(done: asyncio.Future[bool]) -> None:
+            entry = self._pending.get(key)
+            if entry is not None and entry[1] is done:
+                del self._pending[key]
+
+        fut.add_done_callback(forget)
+        return fut
 
     @property
     def pending(self) -> list[ToolCall]:
-        """Calls waiting for a decision, in request order."""
-        return [call for call, _ in self._pending.values()]
+        """Calls waiting for a decision, in request order (those registered with their ``ToolCall``)."""
+        return [call for call, _ in self._pending.values() if call is not None]
 
-    def is_pending(self, call_id: str) -> bool:
-        """Whether ``call_id`` waits for a decision."""
-        return call_id in self._pending
+    def pending_ids(self, *, scope: str | None = None) -> list[str]:
+        """Call ids waiting for a decision in ``scope``, in request order."""
+        return [call_id for (s, call_id) in self._pending if s == scope]
 
-    def resolve(self, call_id: str, decision: bool) -> bool:
-        """Decide one call; False if it was not pending."""
-        entry = self._pending.get(call_id)
+    def is_pending(self, call_id: str, *, scope: str | None = None) -> bool:
+        """Whether ``call_id`` waits for a decision in ``scope``."""
+        return (scope, call_id) in self._pending
+
+    def resolve(self, call_id: str, decision: bool, *, scope: str | None = None) -> bool:
+        """Decide one call; False if it was not pending in ``scope``."""
+        entry = self._pending.get((scope, call_id))
         if entry is None:
             return False
         future = entry[1]
@@ -56,24 +78,24 @@ class ApprovalChannel:
             future.get_loop().call_soon_threadsafe(_settle, future, decision)
         return True
 
-    def approve(self, call_id: str) -> bool:
-        """Allow a pending call."""
-        return self.resolve(call_id, True)
+    def approve(self, call_id: str, *, scope: str | None = None) -> bool:
+        """Allow a pending call (False if it was not pending)."""
+        return self.resolve(call_id, True, scope=scope)
 
-    def reject(self, call_id: str) -> bool:
-        """Deny a pending call."""
-        return self.resolve(call_id, False)
+    def reject(self, call_id: str, *, scope: str | None = None) -> bool:
+        """Deny a pending call (False if it was not pending)."""
+        return self.resolve(call_id, False, scope=scope)
 
-    def release(self, decision: bool = False) -> int:
-        """Decide every pending call at once (deny by default); returns how many."""
-        ids = list(self._pending)
+    def release(self, decision: bool = False, *, scope: str | None = None) -> int:
+        """Decide every pending call of ``scope`` at once (deny by default); returns how many."""
+        ids = self.pending_ids(scope=scope)
         for call_id in ids:
-            self.resolve(call_id, decision)
+            self.resolve(call_id, decision, scope=scope)
         return len(ids)
 
-    def discard(self, call_id: str) -> None:
-        """Stop tracking a call without deciding it (it is denied)."""
-        self.resolve(call_id, False)
+    def discard(self, call_id: str, *, scope: str | None = None) -> None:
+        """Stop waiting for a decision on one call; it is denied (approvals fail closed)."""
+        self.resolve(call_id, False, scope=scope)
 
 
 def _settle(future: asyncio.Future[bool], decision: bool) -> None:

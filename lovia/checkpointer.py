@@ -323,3 +323,8 @@ class CheckpointOptions:
             return self.run_id
         assert self.resume_from is not None
         return self.resume_from.run_id
+
+    @property
+    def resolved_run_id(self) -> str:
+        """The run id these options name (same as :attr:`effective_run_id`)."""
+        return self.effective_run_id

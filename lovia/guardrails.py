@@ -13,11 +13,14 @@ from typing import TYPE_CHECKING, Any
 from .exceptions import GuardrailTripped
 
 if TYPE_CHECKING:
+    from .messages import Message
     from .run_context import RunContext
 
-__all__ = ["Guardrail", "run_guardrails"]
+__all__ = ["Guardrail", "GuardrailFn", "check_input_guardrails", "check_output_guardrails", "run_guardrails"]
 
 Guardrail = Callable[[Any, "RunContext[Any]"], Any]
+"""``(value, ctx) -> verdict`` (sync or async): truthy or raising ``GuardrailTripped`` vetoes."""
+GuardrailFn = Guardrail
 
 
 async def run_guardrails(guards: Sequence[Guardrail], value: Any, ctx: RunContext[Any], *, kind: str) -> None:
@@ -32,3 +35,15 @@ async def run_guardrails(guards: Sequence[Guardrail], value: Any, ctx: RunContex
             raise GuardrailTripped(
                 reason, hint=f"the {kind} was vetoed by {name!r}; change the {kind} or the guardrail"
             )
+
+
+async def check_input_guardrails(
+    guardrails: Sequence[Guardrail], messages: list[Message], ctx: RunContext[Any]
+) -> None:
+    """Run input guardrails over ``messages``; the first violation raises :class:`GuardrailTripped`."""
+    await run_guardrails(guardrails, messages, ctx, kind="input")
+
+
+async def check_output_guardrails(guardrails: Sequence[Guardrail], output: Any, ctx: RunContext[Any]) -> None:
+    """Run output guardrails over the final ``output``; the first violation raises :class:`GuardrailTripped`."""
+    await run_guardrails(guardrails, output, ctx, kind="output")

@@ -18,9 +18,14 @@ from .tools import Tool
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .context import ContextPolicy
+    from .reliability import RetryPolicy, RunBudget
     from .run_context import RunContext
 
-__all__ = ["Handoff", "handoff_tool", "slugify"]
+__all__ = ["HANDOFF_TOOL_PREFIX", "Handoff", "agent_as_tool", "build_handoff_tool", "handoff_tool", "slugify"]
+
+HANDOFF_TOOL_PREFIX = "transfer_to_"
+"""Handoff tools are named ``transfer_to_<slug of the target's name>`` unless given a name."""
 
 OnHandoff = Callable[[dict[str, Any], "RunContext[Any]"], Any]
 
@@ -45,7 +50,7 @@ class Handoff:
     @property
     def tool_name(self) -> str:
         """The tool the model calls to transfer (at most 64 characters)."""
-        return (self.name or f"transfer_to_{slugify(self.target.name)}")[:64]
+        return (self.name or f"{HANDOFF_TOOL_PREFIX}{slugify(self.target.name)}")[:64]
 
 
 def as_handoff(item: Agent[Any] | Handoff) -> Handoff:
@@ -82,4 +87,30 @@ def handoff_tool(h: Handoff) -> Tool[Any]:
         invoke=invoke,
         parallel=False,
         is_handoff=True,
+    )
+
+
+def build_handoff_tool(handoff: Handoff) -> Tool[Any]:
+    """The tool the model calls to fire ``handoff`` (same as :func:`handoff_tool`)."""
+    return handoff_tool(handoff)
+
+
+def agent_as_tool(
+    agent: Agent[Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    max_turns: int = 50,
+    budget: RunBudget | None = None,
+    retry: RetryPolicy | None = None,
+    context_policy: ContextPolicy | None = None,
+) -> Tool[Any]:
+    """``agent`` as a tool another agent calls with one ``input`` string (see :meth:`Agent.as_tool`)."""
+    return agent.as_tool(
+        name=name,
+        description=description,
+        max_turns=max_turns,
+        budget=budget,
+        retry=retry,
+        context_policy=context_policy,
     )

@@ -10,18 +10,23 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .events import Event
 
 if TYPE_CHECKING:
     from .run_context import RunContext
 
-__all__ = ["AgentHooks", "Handler"]
+__all__ = ["E", "AgentHooks", "Handler", "HookHandler", "dispatch"]
 
 logger = logging.getLogger("lovia")
 
 Handler = Callable[[Any, "RunContext[Any]"], Any]
+"""``(event, ctx) -> None`` or an awaitable."""
+HookHandler = Handler
+
+E = TypeVar("E", bound=Event)
+"""An event type, for typing handlers registered with :meth:`AgentHooks.on`."""
 
 
 class AgentHooks:
@@ -59,3 +64,9 @@ class AgentHooks:
                     await out
             except Exception:
                 logger.exception("hook %s failed on %s (ignored)", getattr(fn, "__name__", fn), type(event).__name__)
+
+
+async def dispatch(hooks: AgentHooks | None, event: Event, ctx: RunContext[Any]) -> None:
+    """Dispatch ``event`` to ``hooks`` when there are any (failures are logged, never raised)."""
+    if hooks is not None:
+        await hooks.dispatch(event, ctx)

@@ -1,18 +1,19 @@
 """Chat messages, content parts and token usage.
 
 ``Message`` is the lossy chat projection of the transcript (see :mod:`lovia.transcript`, which is
-the source of truth). Parts describe multimodal user content; URLs are passed through, never fetched.
+the source of truth). The content part types live in :mod:`lovia.parts` and are re-exported here.
+``AssistantTurn`` is one complete model reply (text, tool calls, usage, finish reason).
 """
 
 from __future__ import annotations
 
-import base64
-import mimetypes
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Literal, Union
+from typing import Literal
+
+from .parts import ContentPart, FilePart, ImagePart, TextPart, normalize_content, text_of
 
 __all__ = [
+    "AssistantTurn",
     "ContentPart",
     "FilePart",
     "ImagePart",
@@ -23,94 +24,11 @@ __all__ = [
     "Usage",
     "assistant",
     "system",
+    "tool_message",
     "user",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
-
-
-@dataclass(frozen=True, slots=True)
-class TextPart:
-    """Plain text content."""
-
-    text: str
-    type: Literal["text"] = "text"
-
-
-def _guess_mime(name: str, default: str) -> str:
-    return mimetypes.guess_type(name)[0] or default
-
-
-@dataclass(frozen=True, slots=True)
-class ImagePart:
-    """An image given by URL or by base64 ``data`` plus ``mime_type``."""
-
-    url: str | None = None
-    data: str | None = None
-    mime_type: str | None = None
-    detail: Literal["low", "high", "auto"] = "auto"
-    type: Literal["image"] = "image"
-
-    def __post_init__(self) -> None:
-        if (self.url is None) == (self.data is None):
-            raise ValueError("ImagePart needs exactly one of url= or data=")
-
-    @classmethod
-    def from_path(cls, path: str | Path, *, detail: Literal["low", "high", "auto"] = "auto") -> ImagePart:
-        """Read an image file and embed it as base64."""
-        p = Path(path)
-        return cls(
-            data=base64.b64encode(p.read_bytes()).decode("ascii"),
-            mime_type=_guess_mime(p.name, "image/png"),
-            detail=detail,
-        )
-
-    def data_url(self) -> str:
-        """The image as a URL (its own, or a ``data:`` URL)."""
-        if self.url is not None:
-            return self.url
-        return f"data:{self.mime_type or 'image/png'};base64,{self.data}"
-
-
-@dataclass(frozen=True, slots=True)
-class FilePart:
-    """A document (PDF, text...) given by URL or base64 ``data``."""
-
-    url: str | None = None
-    data: str | None = None
-    mime_type: str | None = None
-    filename: str | None = None
-    type: Literal["file"] = "file"
-
-    def __post_init__(self) -> None:
-        if (self.url is None) == (self.data is None):
-            raise ValueError("FilePart needs exactly one of url= or data=")
-
-    @classmethod
-    def from_path(cls, path: str | Path) -> FilePart:
-        """Read a file and embed it as base64."""
-        p = Path(path)
-        return cls.from_bytes(
-            p.read_bytes(), mime_type=_guess_mime(p.name, "application/octet-stream"), filename=p.name
-        )
-
-    @classmethod
-    def from_bytes(cls, data: bytes, *, mime_type: str, filename: str | None = None) -> FilePart:
-        """Embed raw bytes."""
-        return cls(data=base64.b64encode(data).decode("ascii"), mime_type=mime_type, filename=filename)
-
-    @classmethod
-    def from_base64(cls, data: str, *, mime_type: str, filename: str | None = None) -> FilePart:
-        """Wrap data that is already base64-encoded."""
-        return cls(data=data, mime_type=mime_type, filename=filename)
-
-    @classmethod
-    def from_url(cls, url: str, *, mime_type: str | None = None, filename: str | None = None) -> FilePart:
-        """Reference a file by URL (passed through to the provider, never fetched)."""
-        return cls(url=url, mime_type=mime_type, filename=filename)
-
-
-ContentPart = Union[TextPart, ImagePart, FilePart]
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +70,10 @@ class Usage:
         """An independent copy."""
         return Usage(self.input_tokens, self.output_tokens, self.cache_read_tokens, self.cache_write_tokens)
 
+    def clone(self) -> Usage:
+        """An independent copy (same as :meth:`copy`)."""
+        return self.copy()
+
     def to_dict(self) -> dict[str, int]:
         """JSON-safe form."""
         return {
@@ -188,11 +110,21 @@ class Message:
     @property
     def text(self) -> str:
         """The message's text (text parts joined; empty when there is none)."""
-        if self.content is None:
-            return ""
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+        return text_of(self.content)
+
+
+@dataclass(slots=True)
+class AssistantTurn:
+    """One complete model reply: its text, the tool calls it asked for, what it cost, why it stopped."""
+
+    content: str | None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+
+    def to_message(self) -> Message:
+        """The reply as an assistant :class:`Message`."""
+        return Message(role="assistant", content=self.content, tool_calls=list(self.tool_calls))
 
 
 def system(text: str) -> Message:
@@ -201,17 +133,19 @@ def system(text: str) -> Message:
 
 
 def user(content: str | ContentPart | list[ContentPart]) -> Message:
-    """A user message from text, one part, or a list of typed parts."""
-    if isinstance(content, (TextPart, ImagePart, FilePart)):
-        return Message(role="user", content=[content])
-    if isinstance(content, list):
-        for part in content:
-            if not isinstance(part, (TextPart, ImagePart, FilePart)):
-                raise TypeError(f"user() list items must be TextPart/ImagePart/FilePart, got {type(part).__name__}")
-        return Message(role="user", content=list(content))
-    return Message(role="user", content=content)
+    """A user message from text, one part, or a list of typed parts.
+
+    Raises:
+        TypeError: A list item is not a part (strings inside a list are not coerced).
+    """
+    return Message(role="user", content=normalize_content(content))
 
 
 def assistant(text: str) -> Message:
     """An assistant message."""
     return Message(role="assistant", content=text)
+
+
+def tool_message(call_id: str, content: str) -> Message:
+    """A tool-result message answering the call ``call_id``."""
+    return Message(role="tool", content=content, tool_call_id=call_id)

@@ -18,7 +18,26 @@ import pydantic
 
 from .exceptions import OutputValidationError, UserError
 
-__all__ = ["OutputRepairStrategy", "OutputSpec", "RepairOnce", "extract_json"]
+__all__ = [
+    "REPAIR_PROMPT",
+    "DefaultOutputRepair",
+    "OutputRepairStrategy",
+    "OutputSpec",
+    "RepairOnce",
+    "StructuredOutput",
+    "extract_json",
+    "format_output_instructions",
+    "loads_lenient",
+    "parse_structured_output",
+    "resolve_structured_output",
+    "response_format_for",
+]
+
+REPAIR_PROMPT = (
+    "Your previous answer could not be used as the final output: "
+    "{error}\nReply again with only the corrected final answer in the required format."
+)
+"""The corrective user message of :class:`DefaultOutputRepair`; ``{error}`` quotes the validation error."""
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)```", re.S)
 
@@ -33,17 +52,23 @@ class OutputRepairStrategy(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class RepairOnce:
-    """The default strategy: one corrective turn quoting the error."""
+class DefaultOutputRepair:
+    """The default strategy (``output_repair=True``): corrective turns that quote the error.
+
+    ``max_attempts`` is how many repair prompts are sent before the error is raised.
+    """
+
+    max_attempts: int = 1
 
     def build_prompt(self, exc: OutputValidationError, attempt: int) -> str | None:
-        """Quote the error once; give up on the second failure."""
-        if attempt > 1:
+        """Quote the error while ``attempt`` (1-based) is within ``max_attempts``; then give up."""
+        if attempt > self.max_attempts:
             return None
-        return (
-            "Your previous answer could not be used as the final output: "
-            f"{exc.message}\nReply again with only the corrected final answer in the required format."
-        )
+        return REPAIR_PROMPT.format(error=exc.message)
+
+
+RepairOnce = DefaultOutputRepair
+"""Our earlier name for :class:`DefaultOutputRepair` (one attempt)."""
 
 
 def extract_json(text: str) -> list[str]:
@@ -149,3 +174,78 @@ def _summarize(exc: Exception | None) -> str:
             f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors(include_url=False)[:5]
         )
     return str(exc) if exc else "no JSON value found"
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredOutput:
+    """How one run's output contract reaches the model.
+
+    ``use_native`` means the provider gets ``schema`` as a native response format; otherwise the
+    contract travels as an instruction block in the system prompt.
+    """
+
+    output_type: Any
+    use_native: bool
+    schema: dict[str, Any]
+
+    @property
+    def spec(self) -> OutputSpec:
+        """The validating contract behind this description."""
+        return _spec_for(self.output_type)
+
+
+def _spec_for(output_type: Any) -> OutputSpec:
+    return OutputSpec(output_type)
+
+
+def resolve_structured_output(output_type: Any, supports_response_format: bool) -> StructuredOutput | None:
+    """The output contract for ``output_type`` (``None`` for ``str``: no contract).
+
+    Native mode needs both a provider that takes JSON Schema and an object-shaped schema.
+
+    Raises:
+        UserError: The type cannot be described as JSON Schema.
+    """
+    if output_type is None or output_type is str:
+        return None
+    spec = _spec_for(output_type)
+    return StructuredOutput(output_type, bool(supports_response_format and spec.is_object), spec.schema)
+
+
+def format_output_instructions(spec: StructuredOutput) -> str:
+    """The system-prompt block that states the contract on the prompt path."""
+    return spec.spec.prompt_contract()
+
+
+def response_format_for(spec: StructuredOutput) -> dict[str, Any]:
+    """The native ``response_format`` payload handed to providers."""
+    return spec.spec.response_format()
+
+
+def parse_structured_output(spec: StructuredOutput, payload: Any) -> Any:
+    """Validate the model's answer: raw text is parsed leniently, parsed JSON is validated as is.
+
+    Raises:
+        OutputValidationError: Nothing in the answer matches the contract.
+    """
+    contract = spec.spec
+    if isinstance(payload, str):
+        return contract.parse(payload)
+    try:
+        return contract.adapter.validate_python(payload)
+    except pydantic.ValidationError as exc:
+        raise contract._error(_summarize(exc), json.dumps(payload, default=str)[:500]) from None
+
+
+def loads_lenient(text: str) -> Any:
+    """Parse JSON the way final answers are parsed: as is, from a fenced block, or embedded in prose.
+
+    Raises:
+        ValueError: No JSON value could be found.
+    """
+    for candidate in extract_json(text):
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            continue
+    raise ValueError("no JSON value found in the text")

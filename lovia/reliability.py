@@ -1,9 +1,8 @@
-"""Run limits and retry posture: ``RunBudget``, ``CancelToken``, ``Mailbox``, ``RetryPolicy``."""
+"""Run limits and retry posture: ``RunBudget``, ``CancelToken``, ``RetryPolicy`` (``Mailbox`` is in :mod:`lovia.steering`)."""
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -11,9 +10,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .exceptions import BudgetExceeded, ProviderError, RunCancelled
+from .steering import Mailbox
 
 if TYPE_CHECKING:
-    from .messages import ContentPart, Usage
+    from .messages import Usage
 
 __all__ = ["CancelToken", "Mailbox", "RetryPolicy", "RunBudget", "is_retryable"]
 
@@ -139,33 +139,3 @@ class CancelToken:
             await waiter[1].wait()
         finally:
             self._waiters.remove(waiter)
-
-
-class Mailbox:
-    """Steering messages for a live run, drained at the start of each turn."""
-
-    def __init__(self) -> None:
-        self._items: dict[int, str | list[ContentPart]] = {}
-        self._tokens = itertools.count(1)
-
-    def push(self, content: str | list[ContentPart]) -> int:
-        """Queue a user message; returns a token for :meth:`remove`."""
-        token = next(self._tokens)
-        self._items[token] = content
-        return token
-
-    def remove(self, token: int) -> bool:
-        """Take back a queued message; False if it was already drained."""
-        return self._items.pop(token, None) is not None
-
-    def drain(self) -> list[str | list[ContentPart]]:
-        """Take every queued message, oldest first."""
-        items = list(self._items.values())
-        self._items.clear()
-        return items
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __bool__(self) -> bool:
-        return bool(self._items)

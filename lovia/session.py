@@ -13,7 +13,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from .transcript import TranscriptEntry
 
-__all__ = ["Segment", "Session", "SessionInfo", "new_run_id"]
+__all__ = ["NOTICE_META_KEY", "STATE_META_KEY", "TIMING_META_KEY", "Segment", "Session", "SessionInfo", "new_run_id"]
+
+STATE_META_KEY = "context_state"
+"""Segment meta key: the context policy's carried state at the end of the run (handed to the next run)."""
+NOTICE_META_KEY = "context_notice"
+"""Segment meta key: the last compaction notice of the run (what was compacted and why)."""
+TIMING_META_KEY = "timing"
+"""Segment meta key: ``{"started_at": ..., "finished_at": ...}`` wall-clock seconds of the run."""
 
 
 def new_run_id() -> str:

@@ -209,7 +209,7 @@ def _part_from_dict(data: Mapping[str, Any]) -> ContentPart:
             url=data.get("url"),
             data=data.get("data"),
             mime_type=data.get("mime_type"),
-            detail=data.get("detail") or "auto",
+            detail=data.get("detail"),
         )
     if kind == "file":
         return FilePart(

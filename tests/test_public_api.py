@@ -31,6 +31,14 @@ MODULES = [
     "lovia.approvals",
     "lovia.output",
     "lovia.handoff",
+    "lovia.parts",
+    "lovia.steering",
+    "lovia.schema",
+    "lovia.http_config",
+    "lovia.types",
+    "lovia.plugins.base",
+    "lovia.context.policy",
+    "lovia.guardrails",
 ]
 
 

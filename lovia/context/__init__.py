@@ -7,8 +7,8 @@ in a JSON-safe state the loop persists, rendered by the pure :func:`render_view`
 
 from __future__ import annotations
 
-from .base import CompactionRequest, ContextPolicy, ContextResult, NoopContextPolicy
 from .compaction import Compaction
+from .policy import CompactionRequest, ContextPolicy, ContextResult, NoopContextPolicy
 from .render import (
     RECALL_TOOL_NAME,
     SUMMARY_WRAPPER,

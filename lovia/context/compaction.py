@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..transcript import InputEntry, TranscriptEntry, leading_system_count
-from .base import CompactionRequest, ContextResult
+from .policy import CompactionRequest, ContextResult
 from .render import RECALL_TOOL_NAME, render_body, render_entry
 from .stages import ClearToolResults, OffloadToolResults, Stage, StageContext, SummarizeHistory
 from .state import CompactionState, history_fingerprint

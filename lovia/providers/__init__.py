@@ -11,6 +11,7 @@ from .base import (
     TokenEstimator,
     ToolDefinition,
     VisionCapable,
+    supports_vision,
 )
 from .openai_chat import OpenAIChatProvider
 from .registry import ProviderFactory, known_prefixes, model_from_env, provider_from_string, register_provider
@@ -30,4 +31,5 @@ __all__ = [
     "model_from_env",
     "provider_from_string",
     "register_provider",
+    "supports_vision",
 ]

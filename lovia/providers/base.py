@@ -22,6 +22,9 @@ __all__ = [
     "TokenEstimator",
     "ToolDefinition",
     "VisionCapable",
+    "context_window",
+    "discover_context_window",
+    "supports_vision",
 ]
 
 
@@ -121,3 +124,28 @@ class VisionCapable(Protocol):
 
     @property
     def supports_vision(self) -> bool: ...
+
+
+def supports_vision(provider: object) -> bool:
+    """Whether ``provider`` accepts image input: its own ``supports_vision`` answer, else ``True``.
+
+    A provider that says nothing is given the benefit of the doubt, like the bundled adapters,
+    which assume vision unless constructed with ``supports_vision=False``.
+    """
+    if isinstance(provider, VisionCapable):
+        return bool(provider.supports_vision)
+    return True
+
+
+def context_window(provider: object) -> int | None:
+    """The window ``provider`` reports without I/O, or ``None`` when it cannot tell."""
+    if isinstance(provider, ContextWindowProvider):
+        return provider.context_window()
+    return None
+
+
+async def discover_context_window(provider: object) -> int | None:
+    """The window ``provider``'s endpoint reports (one lookup), or ``None`` when it cannot tell."""
+    if isinstance(provider, ContextWindowDiscovery):
+        return await provider.discover_context_window()
+    return None

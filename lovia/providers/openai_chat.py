@@ -269,7 +269,7 @@ def _part_to_wire(part: TextPart | ImagePart | FilePart) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     if isinstance(part, ImagePart):
-        return {"type": "image_url", "image_url": {"url": part.data_url(), "detail": part.detail}}
+        return {"type": "image_url", "image_url": {"url": part.data_url(), "detail": part.detail or "auto"}}
     if part.data is not None:
         file: dict[str, Any] = {"file_data": f"data:{part.mime_type or 'application/octet-stream'};base64,{part.data}"}
         file["filename"] = part.filename or "file"

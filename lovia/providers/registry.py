@@ -3,7 +3,10 @@
 Lookup order for a prefix: explicit :func:`register_provider` registrations (which may override
 the built-ins), then the built-ins (``openai``/``oai``/``openai-chat``, ``anthropic``/``claude``),
 then the ``lovia.providers`` entry-point group, loaded lazily on the first miss and never allowed
-to shadow a built-in. A string without a prefix is an OpenAI-compatible model name.
+to shadow a built-in. A string without a prefix is an OpenAI-compatible model name, and so is a
+string whose part before the first ``:`` is no known prefix (an Ollama-style tag such as
+``qwen2.5:7b``), unless that part is a near miss of a known prefix (``antropic:...``), which is
+refused as the typo it almost certainly is.
 
 Providers built here belong to whoever built them: the runner closes the ones it made from a
 string with ``await provider.aclose()``.
@@ -11,6 +14,7 @@ string with ``await provider.aclose()``.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import re
@@ -24,7 +28,14 @@ from .anthropic import AnthropicProvider
 from .base import Provider
 from .openai_chat import OpenAIChatProvider
 
-__all__ = ["ProviderFactory", "known_prefixes", "model_from_env", "provider_from_string", "register_provider"]
+__all__ = [
+    "ProviderFactory",
+    "known_prefixes",
+    "model_from_env",
+    "provider_from_string",
+    "register_provider",
+    "resolve_model",
+]
 
 logger = logging.getLogger("lovia")
 
@@ -126,19 +137,22 @@ def provider_from_string(
     api_key: str | None = None,
     base_url: str | None = None,
     supports_vision: bool | None = None,
+    extra_body: dict[str, Any] | None = None,
 ) -> Provider:
     """Build a provider from ``"vendor:model"`` (or a bare OpenAI-compatible model name).
 
-    Only the first ``:`` separates the prefix, so ``"openai:qwen2.5:7b"`` is model ``qwen2.5:7b``.
+    Only the first ``:`` separates the prefix, so ``"openai:qwen2.5:7b"`` is model ``qwen2.5:7b``;
+    ``"qwen2.5:7b"`` alone (no known prefix) is that same bare model name. Prefixes ignore case.
 
     Args:
         spec: ``"openai:gpt-4.1-mini"``, ``"anthropic:claude-sonnet-4-5"``, ``"llama3.1"``...
         api_key: Overrides the vendor's key variable.
         base_url: Overrides the vendor's base-URL variable.
         supports_vision: Whether the model accepts images (passed to the factory when set).
+        extra_body: Raw request fields for every call through this provider (passed when set).
 
     Raises:
-        UserError: Empty spec, empty model, or an unknown prefix (the hint lists known ones).
+        UserError: Empty spec, empty model, or a prefix that looks like a misspelt known one.
     """
     text = (spec or "").strip()
     if not text:
@@ -146,27 +160,40 @@ def provider_from_string(
     prefix, sep, model = text.partition(":")
     kwargs = {
         k: v
-        for k, v in (("api_key", api_key), ("base_url", base_url), ("supports_vision", supports_vision))
+        for k, v in (
+            ("api_key", api_key),
+            ("base_url", base_url),
+            ("supports_vision", supports_vision),
+            ("extra_body", extra_body),
+        )
         if v is not None
     }
-    if not sep:
-        if text.lower().startswith("claude"):
-            logger.warning(
-                "model %r has no vendor prefix and goes to the OpenAI-compatible endpoint; use 'anthropic:%s' for the Anthropic API",
-                text,
-                text,
-            )
-        return _openai(text, **kwargs)
-    factory = _factory_for(prefix)
+    factory = _factory_for(prefix.strip()) if sep else None
     if factory is None:
-        raise UserError(
-            f"unknown provider prefix {prefix!r} in model string {text!r}",
-            hint=f"known prefixes: {', '.join(known_prefixes())}; for a model name containing ':' "
-            f"(e.g. an Ollama tag) write 'openai:{text}'",
-        )
+        return _bare_model(text, prefix.strip() if sep else None, **kwargs)
     if not model.strip():
         raise UserError(f"model string {text!r} names no model", hint=f"write '{prefix}:<model-id>'")
     return factory(model.strip(), **kwargs)
+
+
+def _bare_model(text: str, prefix: str | None, **kwargs: Any) -> Provider:
+    """A string with no known prefix: an OpenAI-compatible model name, unless the prefix is a typo."""
+    if prefix is not None:
+        close = difflib.get_close_matches(prefix.lower(), known_prefixes(), n=1, cutoff=0.75)
+        if close:
+            raise UserError(
+                f"unknown provider prefix {prefix!r} in model string {text!r} (did you mean {close[0]!r}?)",
+                hint=f"known prefixes: {', '.join(known_prefixes())}; to send the whole string as an "
+                f"OpenAI-compatible model name write 'openai:{text}'",
+            )
+    if text.lower().startswith("claude"):
+        logger.warning(
+            "model %r has no vendor prefix and goes to the OpenAI-compatible endpoint; "
+            "use 'anthropic:%s' for the Anthropic API",
+            text,
+            text,
+        )
+    return _openai(text, **kwargs)
 
 
 def model_from_env(*, required: bool = True) -> str | None:
@@ -187,3 +214,19 @@ def model_from_env(*, required: bool = True) -> str | None:
             hint="export LOVIA_MODEL=openai:gpt-4.1-mini (or anthropic:<model>, or a local model name with OPENAI_BASE_URL)",
         )
     return None
+
+
+def resolve_model(model: str | Provider | None, *, agent_name: str = "agent") -> Provider:
+    """The provider for an ``Agent.model`` value: a provider as is, a string through the registry.
+
+    Raises:
+        UserError: ``model`` is ``None`` (there is deliberately no default model) or invalid.
+    """
+    if model is None:
+        raise UserError(
+            f"agent {agent_name!r} has no model",
+            hint='set Agent(model="openai:gpt-4o-mini") or use lovia.model_from_env() with LOVIA_MODEL',
+        )
+    if isinstance(model, str):
+        return provider_from_string(model)
+    return model

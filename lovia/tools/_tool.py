@@ -24,6 +24,7 @@ __all__ = [
     "ToolPolicy",
     "apply_tool_policies",
     "default_result_renderer",
+    "needs_vision",
     "render_tool_result",
     "tool",
     "truncate_tool_output",
@@ -74,6 +75,8 @@ class Tool(Generic[T]):
     """``False``: a call left dangling by a crash is not re-run on resume (see ``reconcile``)."""
     reconcile: Reconcile | None = None
     """For non-idempotent tools: ``(args, ctx) -> result | RERUN`` decides a dangling call's fate."""
+    returns_images: bool = False
+    """Declares that results carry image parts (see :func:`needs_vision`): offer it to vision models only."""
     signature: FunctionSignature | None = field(default=None, repr=False)
     is_handoff: bool = field(default=False, repr=False)
 
@@ -128,6 +131,7 @@ def tool(
     policies: Sequence[ToolPolicy] = (),
     idempotent: bool = True,
     reconcile: Reconcile | None = None,
+    returns_images: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool[Any]]: ...
 
 
@@ -147,6 +151,7 @@ def tool(
     policies: Sequence[ToolPolicy] = (),
     idempotent: bool = True,
     reconcile: Reconcile | None = None,
+    returns_images: bool = False,
 ) -> Tool[Any] | Callable[[Callable[..., Any]], Tool[Any]]:
     """Make a function (sync or async) a :class:`Tool`; usable bare or with options.
 
@@ -174,6 +179,7 @@ def tool(
             policies=tuple(policies),
             idempotent=idempotent,
             reconcile=reconcile,
+            returns_images=returns_images,
             signature=sig,
         )
 
@@ -245,3 +251,8 @@ def apply_tool_policies(invoke: Invoke, policies: Sequence[ToolPolicy]) -> Invok
 
 async def _call_policy(policy: ToolPolicy, inner: Invoke, args: dict[str, Any], ctx: RunContext[Any]) -> Any:
     return await policy(inner, args, ctx)
+
+
+def needs_vision(tools: Sequence[Tool[Any]]) -> list[str]:
+    """Names of the tools that declare ``returns_images=True``, for a check against a text-only model."""
+    return [t.name for t in tools if t.returns_images]

@@ -8,19 +8,20 @@ awaited last-in first-out at run end, best effort.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from .hooks import AgentHooks
+from ..hooks import AgentHooks
 
 if TYPE_CHECKING:
-    from .guardrails import Guardrail
-    from .run_context import RunContext
-    from .tools import Tool
-    from .transcript import TranscriptEntry
+    from ..guardrails import Guardrail
+    from ..run_context import RunContext
+    from ..tools import Tool
+    from ..transcript import TranscriptEntry
 
-__all__ = ["Plugin", "PluginInstance", "ViewInjector"]
+__all__ = ["Plugin", "PluginInstance", "ViewInjector", "setup_plugin"]
 
 ViewInjector = Callable[["RunContext[Any]"], "list[TranscriptEntry] | None | Awaitable[list[TranscriptEntry] | None]"]
 """``(ctx) -> entries | None``: transient entries appended to each turn's view, never persisted."""
@@ -49,6 +50,19 @@ class Plugin(Protocol):
 
     name: str
 
-    async def setup(self) -> PluginInstance:
-        """Build the per-run instance."""
+    async def setup(self, ctx: RunContext[Any]) -> PluginInstance:
+        """Build the per-run instance; ``ctx`` is the run's context (deps, session id, mailbox...)."""
         ...
+
+
+async def setup_plugin(plugin: Plugin, ctx: RunContext[Any] | None) -> PluginInstance:
+    """Call ``plugin.setup``, passing ``ctx`` when the plugin's ``setup`` takes it.
+
+    Both spellings are accepted: ``async def setup(self, ctx)`` and the older ``async def setup(self)``.
+    """
+    setup: Callable[..., Awaitable[PluginInstance]] = plugin.setup
+    try:
+        takes_ctx = bool(inspect.signature(setup).parameters)
+    except (TypeError, ValueError):  # builtins or exotic callables: assume the documented form
+        takes_ctx = True
+    return await (setup(ctx) if takes_ctx else setup())

@@ -34,17 +34,17 @@ class ApprovalChannel:
         """True once a consumer has touched the channel: pending calls then wait for it."""
 
     def register(
-        self, call: ToolCall | str, future: asyncio.Future[bool] | None = None, *, scope: str | None = None
+        self, call_id: ToolCall | str, future: asyncio.Future[bool] | None = None, *, scope: str | None = None
     ) -> asyncio.Future[bool]:
         """Track a pending call and return the future its decision settles.
 
         Give a ``call_id`` (a new future is made on the running event loop), or a ``ToolCall``
         plus the future to settle (how the run loop registers its own calls).
         """
-        call_obj = call if isinstance(call, ToolCall) else None
-        call_id = call.id if isinstance(call, ToolCall) else call
+        call_obj = call_id if isinstance(call_id, ToolCall) else None
+        key_id = call_id.id if isinstance(call_id, ToolCall) else call_id
         fut = future if future is not None else asyncio.get_running_loop().create_future()
-        key = (scope, call_id)
+        key = (scope, key_id)
         self._pending[key] = (call_obj, fut)
 
         def forget(done: asyncio.Future[bool]) -> None:

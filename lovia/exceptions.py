@@ -47,12 +47,17 @@ __all__ = [
 
 
 class LoviaError(Exception):
-    """Root of every lovia error; ``hint`` says what to do next (may be ``None``)."""
+    """Root of every lovia error; ``hint`` says what to do next (may be ``None``).
 
-    def __init__(self, message: str = "", *, hint: str | None = None) -> None:
+    Extra keyword arguments become attributes of the error (structured detail for handlers).
+    """
+
+    def __init__(self, message: str = "", *, hint: str | None = None, **extra: object) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        for key, value in extra.items():
+            setattr(self, key, value)
 
     def __str__(self) -> str:
         if self.hint:
@@ -74,7 +79,7 @@ class ProviderError(LoviaError):
         vendor: str | None = None,
         model: str | None = None,
         status_code: int | None = None,
-        retryable: bool = False,
+        retryable: bool | None = None,
         hint: str | None = None,
     ) -> None:
         super().__init__(message, hint=hint)
@@ -104,6 +109,12 @@ class ContextOverflowError(LoviaError):
 
 class ToolError(LoviaError):
     """Raise from a tool to give the model a shaped error message (and an optional hint)."""
+
+    def __init__(
+        self, message: str = "", *, tool_name: str | None = None, hint: str | None = None, **extra: object
+    ) -> None:
+        super().__init__(message, hint=hint, **extra)
+        self.tool_name = tool_name
 
 
 class InvalidToolArguments(ToolError):

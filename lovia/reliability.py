@@ -20,7 +20,7 @@ __all__ = ["CancelToken", "Mailbox", "RetryPolicy", "RunBudget", "is_retryable"]
 
 def is_retryable(exc: BaseException) -> bool:
     """Default retry predicate: a retryable :class:`ProviderError`."""
-    return isinstance(exc, ProviderError) and exc.retryable
+    return isinstance(exc, ProviderError) and bool(exc.retryable)
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,7 @@ def _compare_params(path: str, promised: list[dict[str, Any]], live: inspect.Sig
     has_var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
     has_var_pos = any(p.kind is p.VAR_POSITIONAL for p in params)
     promised_pos = [p for p in promised if p["kind"] == "positional"]
-    for i, want in enumerate(promised):
+    for want in promised:
         where = f"{path}({want['name']})"
         kind = want["kind"]
         if kind == "var_keyword":

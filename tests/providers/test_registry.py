@@ -62,11 +62,11 @@ def test_bare_claude_warns(caplog: pytest.LogCaptureFixture) -> None:
     assert any("anthropic:claude-sonnet" in r.getMessage() and r.name == "lovia" for r in caplog.records)
 
 
-def test_unknown_prefix_lists_known_ones() -> None:
+def test_misspelt_prefix_lists_known_ones() -> None:
     with pytest.raises(UserError) as info:
-        provider_from_string("nope:model")
+        provider_from_string("opnai:model")
     hint = info.value.hint or ""
-    assert "anthropic" in hint and "openai" in hint and "openai:nope:model" in hint
+    assert "anthropic" in hint and "openai" in hint and "openai:opnai:model" in hint
 
 
 @pytest.mark.parametrize("spec", ["", "   ", "openai:", "anthropic:  "])

@@ -26,19 +26,7 @@ import pytest
 from lovia.cli import main as lovia_main
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [
-    "README.md",
-    "docs/runtime.md",
-    "docs/sessions.md",
-    "docs/checkpoints.md",
-    "docs/context.md",
-    "docs/providers.md",
-    "docs/web.md",
-    "docs/deployment.md",
-    "docs/custom-stores.md",
-    "docs/benchmarks.md",
-    "bench/README.md",
-]
+PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")), "bench/README.md"]
 MARK = "# runnable"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 PLACEHOLDER = re.compile(r'model="[^"]*",(\s*# placeholder\b.*)$', re.M)

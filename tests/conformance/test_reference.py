@@ -1795,7 +1795,7 @@ def test_usage() -> None:
 def test_parts(tmp_path: Any) -> None:
     assert names(TextPart)[0] == "text"
     img = ImagePart(url="https://example.com/a.png")
-    assert img.detail == "auto" and img.url == "https://example.com/a.png"
+    assert img.detail is None and img.url == "https://example.com/a.png"
     for detail in ("low", "high", "auto"):
         ImagePart(data="aGk=", mime_type="image/png", detail=detail)  # type: ignore[arg-type]
     path = tmp_path / "pic.png"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 from ._json import dumps
-from .messages import ContentPart, FilePart, ImagePart, Message, TextPart, ToolCall, Usage
+from .messages import AssistantTurn, ContentPart, FilePart, ImagePart, Message, TextPart, ToolCall, Usage
 
 __all__ = [
     "AssistantTextEntry",
@@ -44,6 +44,7 @@ __all__ = [
     "entry_from_dict",
     "entry_to_dict",
     "input_to_entries",
+    "known_fields",
     "leading_system_count",
     "messages_to_entries",
     "safe_window",
@@ -125,6 +126,7 @@ class TextDelta:
     """A fragment of assistant text from a provider stream."""
 
     text: str
+    type: Literal["text_delta"] = "text_delta"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +134,7 @@ class ReasoningDelta:
     """A fragment of reasoning from a provider stream."""
 
     text: str
+    type: Literal["reasoning_delta"] = "reasoning_delta"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,7 @@ class ToolCallDelta:
     call_id: str | None = None
     name: str | None = None
     arguments: str = ""
+    type: Literal["tool_call_delta"] = "tool_call_delta"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +153,7 @@ class UsageDelta:
     """Token usage reported for the call."""
 
     usage: Usage
+    type: Literal["usage_delta"] = "usage_delta"
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +161,7 @@ class FinishDelta:
     """The stream ended; ``reason`` is the vendor's finish reason."""
 
     reason: str | None = None
+    type: Literal["finish_delta"] = "finish_delta"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +169,7 @@ class EntryCompletedDelta:
     """An authoritative finished entry that replaces the one rebuilt from deltas."""
 
     entry: TranscriptEntry
+    type: Literal["entry_completed_delta"] = "entry_completed_delta"
 
 
 ModelDelta = Union[TextDelta, ReasoningDelta, ToolCallDelta, UsageDelta, FinishDelta, EntryCompletedDelta]
@@ -296,6 +303,19 @@ _BUILDERS: dict[str, Any] = {
 }
 
 
+def known_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` without the keys its entry ``type`` does not know (what ``strict=False`` drops).
+
+    Raises:
+        ValueError: ``data`` names no known entry type.
+    """
+    kind = data.get("type")
+    fields = _FIELDS.get(kind) if isinstance(kind, str) else None
+    if fields is None:
+        raise ValueError(f"unknown transcript entry type {kind!r}")
+    return {key: value for key, value in data.items() if key in fields}
+
+
 def entry_from_dict(data: Mapping[str, Any], *, strict: bool = True) -> TranscriptEntry:
     """Rebuild an entry from :func:`entry_to_dict` output.
 
@@ -334,14 +354,16 @@ def entries_from_json(text: str | bytes, *, strict: bool = False) -> list[Transc
 # --------------------------------------------------------------------------- conversions
 
 
-def input_to_entries(value: str | Message | Sequence[Message] | Sequence[TranscriptEntry]) -> list[TranscriptEntry]:
+def input_to_entries(
+    messages: str | Message | Sequence[Message] | Sequence[TranscriptEntry],
+) -> list[TranscriptEntry]:
     """Normalise run input (a string, messages, or entries) into transcript entries."""
-    if isinstance(value, str):
-        return [InputEntry(role="user", content=value)]
-    if isinstance(value, Message):
-        return messages_to_entries([value])
+    if isinstance(messages, str):
+        return [InputEntry(role="user", content=messages)]
+    if isinstance(messages, Message):
+        return messages_to_entries([messages])
     out: list[TranscriptEntry] = []
-    for item in value:
+    for item in messages:
         if isinstance(item, Message):
             out.extend(messages_to_entries([item]))
         elif isinstance(item, (InputEntry, AssistantTextEntry, ReasoningEntry, ToolCallEntry, ToolResultEntry)):
@@ -351,14 +373,16 @@ def input_to_entries(value: str | Message | Sequence[Message] | Sequence[Transcr
     return out
 
 
-def assistant_to_entries(message: Message) -> list[TranscriptEntry]:
-    """Expand an assistant message into reasoning, text and tool-call entries, in that order."""
+def assistant_to_entries(am: Message | AssistantTurn) -> list[TranscriptEntry]:
+    """Expand an assistant message or turn into reasoning, text and tool-call entries, in that order."""
     out: list[TranscriptEntry] = []
-    if message.reasoning:
-        out.append(ReasoningEntry(content=message.reasoning))
-    if message.text:
-        out.append(AssistantTextEntry(content=message.text))
-    out.extend(ToolCallEntry(call_id=c.id, name=c.name, arguments=c.arguments) for c in message.tool_calls)
+    reasoning = am.reasoning if isinstance(am, Message) else None
+    if reasoning:
+        out.append(ReasoningEntry(content=reasoning))
+    content = am.text if isinstance(am, Message) else am.content
+    if content:
+        out.append(AssistantTextEntry(content=content))
+    out.extend(ToolCallEntry(call_id=c.id, name=c.name, arguments=c.arguments) for c in am.tool_calls)
     return out
 
 

@@ -1126,7 +1126,7 @@ def test_text_delta_naming_trap() -> None:
     assert events.TextDelta is not tr.TextDelta
     assert events.ReasoningDelta is not tr.ReasoningDelta
     assert names(events.TextDelta) == ["delta"] and names(events.ReasoningDelta) == ["delta"]
-    assert names(tr.TextDelta) == ["text"] and names(tr.ReasoningDelta) == ["text"]
+    assert names(tr.TextDelta) == ["text", "type"] and names(tr.ReasoningDelta) == ["text", "type"]
 
 
 async def test_event_order_of_a_tool_turn() -> None:

@@ -436,3 +436,42 @@ def test_model_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert model_from_env(required=False) is None
     monkeypatch.setenv("LOVIA_MODEL", " anthropic:m ")
     assert model_from_env() == "anthropic:m"
+
+
+# ------------------------------------------------------------------ transcript additions
+def test_delta_discriminators_and_known_fields() -> None:
+    from lovia.messages import AssistantTurn, ToolCall, Usage
+    from lovia.transcript import (
+        EntryCompletedDelta,
+        FinishDelta,
+        InputEntry,
+        ReasoningDelta,
+        TextDelta,
+        ToolCallDelta,
+        UsageDelta,
+        assistant_to_entries,
+        known_fields,
+    )
+
+    kinds = [
+        TextDelta("a").type,
+        ReasoningDelta("b").type,
+        ToolCallDelta(0).type,
+        UsageDelta(Usage()).type,
+        FinishDelta().type,
+        EntryCompletedDelta(InputEntry(role="user", content="x")).type,
+    ]
+    assert kinds == [
+        "text_delta",
+        "reasoning_delta",
+        "tool_call_delta",
+        "usage_delta",
+        "finish_delta",
+        "entry_completed_delta",
+    ]
+    newer = {"type": "input", "role": "user", "content": "x", "written_by": "a newer lovia"}
+    assert known_fields(newer) == {"type": "input", "role": "user", "content": "x"}
+    with pytest.raises(ValueError):
+        known_fields({"type": "hologram"})
+    entries = assistant_to_entries(AssistantTurn("hi", [ToolCall("c1", "f", "{}")]))
+    assert [e.type for e in entries] == ["assistant_text", "tool_call"]

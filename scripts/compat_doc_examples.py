@@ -1,0 +1,100 @@
+"""Run the reference documentation's Python examples against this package (a compatibility probe).
+
+Not part of CI: it reads the reference docs from outside the repository at run time and prints a
+tally. Each ``python`` block runs in its own subprocess, in a fresh temporary directory, against a
+local fake OpenAI-compatible server (``OPENAI_BASE_URL``) that answers every chat request with a
+short text; model placeholders such as ``"<model>"`` become a plain model name. Blocks that use
+names they do not define (fragments continuing an earlier block) are counted separately::
+
+    python scripts/compat_doc_examples.py [path/to/reference/docs] [-v]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DOCS = ROOT.parent / "shared" / "spec" / "lovia-0.9.119" / "docs"
+FENCE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+MODEL = re.compile(r'"(?:[\w-]+:)?<[^>"]*>"')
+
+RUNNER = textwrap.dedent(
+    """
+    import ast, asyncio, sys
+    sys.path.insert(0, {root!r})
+    from tests.providers.servers import FakeServer, Reply, openai_text_stream
+    import os
+    with FakeServer() as server:
+        server.responder = lambda request: Reply.sse(openai_text_stream("ok"))
+        os.environ["OPENAI_BASE_URL"] = server.base_url
+        source = open(sys.argv[1], encoding="utf-8").read()
+        code = compile(source, "<doc block>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        result = eval(code, {{"__name__": "__main__"}})
+        if asyncio.iscoroutine(result):
+            asyncio.run(result)
+    """
+)
+
+
+def classify(stderr: str, code: int) -> str:
+    """A short label for one block's outcome."""
+    if code == 0:
+        return "ok"
+    last = next((line for line in reversed(stderr.strip().splitlines()) if line.strip()), "")
+    if "NameError" in last:
+        return "fragment (uses names defined elsewhere)"
+    if "ModuleNotFoundError" in last or "ImportError" in last:
+        return "missing: " + last.split(":", 1)[-1].strip()
+    if code == -9 or "TimeoutExpired" in last:
+        return "timeout"
+    return "error: " + last[:160]
+
+
+def run_block(source: str, workdir: Path) -> str:
+    block = workdir / "block.py"
+    block.write_text(MODEL.sub('"test-model"', source), encoding="utf-8")
+    runner = workdir / "runner.py"
+    runner.write_text(RUNNER.format(root=str(ROOT)), encoding="utf-8")
+    env = {**os.environ, "OPENAI_API_KEY": "test-key", "LOVIA_MODEL": "test-model", "ANTHROPIC_API_KEY": "test-key"}
+    try:
+        done = subprocess.run(
+            [sys.executable, str(runner), str(block)],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    return classify(done.stderr, done.returncode)
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv if not a.startswith("-")]
+    docs = Path(args[0]) if args else DEFAULT_DOCS
+    tally: Counter[str] = Counter()
+    rows = []
+    for page in sorted(docs.glob("*.md")):
+        for index, match in enumerate(FENCE.finditer(page.read_text(encoding="utf-8"))):
+            with tempfile.TemporaryDirectory() as tmp:
+                outcome = run_block(match.group(1), Path(tmp))
+            rows.append({"page": page.name, "block": index, "outcome": outcome})
+            tally[outcome.split(":", 1)[0]] += 1
+    if "-v" in argv:
+        for row in rows:
+            print(json.dumps(row))
+    print(json.dumps(dict(tally), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -5,12 +5,16 @@ from __future__ import annotations
 from ._run import run_tool
 from ._tool import (
     RERUN,
+    ApprovalPredicate,
     Tool,
+    ToolInvoker,
     ToolPolicy,
+    ToolResultRenderer,
     apply_tool_policies,
     default_result_renderer,
     parse_arguments,
     render_tool_result,
+    result_to_text,
     tool,
     truncate_tool_output,
 )
@@ -27,13 +31,17 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "RERUN",
+    "ApprovalPredicate",
     "Tool",
+    "ToolInvoker",
     "ToolPolicy",
+    "ToolResultRenderer",
     "apply_tool_policies",
     "default_result_renderer",
     "make_recall_tool",
     "parse_arguments",
     "render_tool_result",
+    "result_to_text",
     "run_tool",
     "tool",
     "truncate_tool_output",

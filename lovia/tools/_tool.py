@@ -20,12 +20,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RERUN",
+    "ApprovalPredicate",
     "Tool",
+    "ToolInvoker",
     "ToolPolicy",
+    "ToolResultRenderer",
     "apply_tool_policies",
     "default_result_renderer",
     "needs_vision",
     "render_tool_result",
+    "result_to_text",
     "tool",
     "truncate_tool_output",
 ]
@@ -36,6 +40,11 @@ ToolPolicy = Callable[[Invoke, dict[str, Any], "RunContext[Any]"], Awaitable[Any
 """``(invoke, raw_args, ctx) -> result``: wraps a tool call (logging, caching, dedup...)."""
 Renderer = Callable[[Any, "RunContext[Any]"], str]
 ApprovalPredicate = Callable[[dict[str, Any], "RunContext[Any]"], "bool | Awaitable[bool]"]
+"""``(args, ctx) -> bool`` (sync or async): whether this particular call needs approval."""
+ToolInvoker = Invoke
+"""``async (args, ctx) -> result``: how a :class:`Tool` is called."""
+ToolResultRenderer = Renderer
+"""``(raw_result, ctx) -> str``: the text the model gets for a successful call."""
 Reconcile = Callable[[dict[str, Any], "RunContext[Any]"], Any]
 
 
@@ -213,6 +222,11 @@ def default_result_renderer(raw: Any, ctx: RunContext[Any] | None = None) -> str
         return json.dumps(raw, ensure_ascii=False, default=str) if raw is not None else "null"
     except (TypeError, ValueError):
         return json.dumps(to_json_safe(raw), ensure_ascii=False)
+
+
+def result_to_text(result: Any) -> str:
+    """The default text for a tool's return value: strings as they are, anything else as JSON."""
+    return default_result_renderer(result)
 
 
 def render_tool_result(raw: Any, ctx: RunContext[Any], *, renderer: Renderer | None) -> tuple[str, list[Any] | None]:

@@ -475,3 +475,11 @@ def test_delta_discriminators_and_known_fields() -> None:
         known_fields({"type": "hologram"})
     entries = assistant_to_entries(AssistantTurn("hi", [ToolCall("c1", "f", "{}")]))
     assert [e.type for e in entries] == ["assistant_text", "tool_call"]
+
+
+def test_tool_type_names_and_result_to_text() -> None:
+    from lovia.tools import ApprovalPredicate, ToolInvoker, ToolResultRenderer, result_to_text
+
+    assert result_to_text("plain") == "plain" and result_to_text({"n": 1}) == '{"n": 1}'
+    assert result_to_text(None) == "null"
+    assert all(alias is not None for alias in (ApprovalPredicate, ToolInvoker, ToolResultRenderer))

@@ -29,12 +29,42 @@ MODEL = re.compile(r'"(?:[\w-]+:)?<[^>"]*>"')
 
 RUNNER = textwrap.dedent(
     """
-    import ast, asyncio, sys
+    import ast, asyncio, json, re, sys
     sys.path.insert(0, {root!r})
     from tests.providers.servers import FakeServer, Reply, openai_text_stream
     import os
+
+    def example(schema, defs):
+        # A minimal value matching a JSON Schema (enough for the docs' output types).
+        if "$ref" in schema:
+            return example(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+        for key in ("anyOf", "oneOf", "allOf"):
+            if key in schema:
+                return example(schema[key][0], defs)
+        if "enum" in schema:
+            return schema["enum"][0]
+        if "const" in schema:
+            return schema["const"]
+        kind = schema.get("type", "string")
+        if kind == "object":
+            props = schema.get("properties", {{}})
+            return {{k: example(v, defs) for k, v in props.items()}}
+        if kind == "array":
+            return [example(schema.get("items", {{}}), defs)] if schema.get("minItems") else []
+        return {{"string": "x", "integer": 1, "number": 1.0, "boolean": True, "null": None}}.get(kind, "x")
+
+    def answer(request):
+        body = json.loads(request.body or b"{{}}")
+        schema = ((body.get("response_format") or {{}}).get("json_schema") or {{}}).get("schema")
+        if schema is None:
+            system = " ".join(str(m.get("content")) for m in body.get("messages", []) if m.get("role") == "system")
+            found = re.search(r"JSON Schema[^\\n]*\\n(\\{{.*\\}})\\s*$", system, re.S)
+            schema = json.loads(found.group(1)) if found else None
+        text = json.dumps(example(schema, schema.get("$defs", {{}}))) if schema else "ok"
+        return Reply.sse(openai_text_stream(text))
+
     with FakeServer() as server:
-        server.responder = lambda request: Reply.sse(openai_text_stream("ok"))
+        server.responder = answer
         os.environ["OPENAI_BASE_URL"] = server.base_url
         source = open(sys.argv[1], encoding="utf-8").read()
         code = compile(source, "<doc block>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
@@ -43,6 +73,10 @@ RUNNER = textwrap.dedent(
             asyncio.run(result)
     """
 )
+
+
+# Most fragments continue "an agent defined above"; give them one (and the usual imports).
+PRELUDE = "from lovia import *\nfrom lovia import Agent, Runner\nagent = Agent(name='assistant', model='test-model')\n"
 
 
 def classify(stderr: str, code: int) -> str:
@@ -94,6 +128,10 @@ def main(argv: list[str]) -> int:
                 with tempfile.TemporaryDirectory() as tmp:
                     outcome = run_block("\n".join([*ran, source]), Path(tmp))
                 outcome = outcome if outcome.startswith("fragment") else f"{outcome} (after earlier blocks)"
+            if outcome.startswith("fragment"):
+                with tempfile.TemporaryDirectory() as tmp:
+                    outcome = run_block(PRELUDE + source, Path(tmp))
+                outcome = outcome if outcome.startswith("fragment") else f"{outcome} (with an agent defined)"
             if outcome.startswith("ok"):
                 ran.append(source)
             rows.append({"page": page.name, "block": index, "outcome": outcome})

@@ -187,7 +187,8 @@ class RunLoop:
         if plan.mode == "fresh":
             guards = [*self.agent.input_guardrails, *(g for p in self.plugins for g in p.input_guardrails)]
             if guards:
-                await run_guardrails(guards, entries_to_messages(self.transcript), self.ctx, kind="input")
+                with self.tracer.span("guardrail", kind="input", count=len(guards)):
+                    await run_guardrails(guards, entries_to_messages(self.transcript), self.ctx, kind="input")
             if self.writer is not None:
                 await self.writer.save()
         else:
@@ -195,7 +196,8 @@ class RunLoop:
             if final is not None:
                 return await self._complete(final.value)
         while True:
-            final = await self._turn()
+            with self.tracer.span("turn", turn=self.turns + 1, agent=self.agent.name):
+                final = await self._turn()
             if final is not None:
                 return await self._complete(final.value)
 
@@ -356,7 +358,8 @@ class RunLoop:
     async def save(self) -> None:
         """Checkpoint the run if it has a checkpointer."""
         if self.writer is not None:
-            await self.writer.save()
+            with self.tracer.span("checkpoint_save", run_id=self.run_id):
+                await self.writer.save()
 
     async def record_result(self, call: ToolCall, entry: ToolResultEntry, *, raw: Any) -> None:
         """Append one tool result, emit ``ToolCallCompleted`` and save."""
@@ -594,7 +597,8 @@ class RunLoop:
     async def _complete(self, output: Any) -> RunResult[Any]:
         guards = [*self.agent.output_guardrails, *(g for p in self.plugins for g in p.output_guardrails)]
         if guards:
-            await run_guardrails(guards, output, self.ctx, kind="output")
+            with self.tracer.span("guardrail", kind="output", count=len(guards)):
+                await run_guardrails(guards, output, self.ctx, kind="output")
         if self.writer is not None:
             await self._finalize_checkpoint(output)
         self._finalized = True
@@ -623,7 +627,8 @@ class RunLoop:
         error = None
         if safe is None and output is not None:
             error = {"type": "OutputNotSerializable", "message": f"{type(output).__name__} is not JSON-serializable"}
-        await self.writer.save(status="completed", output=safe, error=error)
+        with self.tracer.span("checkpoint_save", run_id=self.run_id, status="completed"):
+            await self.writer.save(status="completed", output=safe, error=error)
 
     async def _append_session(
         self, entries: Sequence[TranscriptEntry], *, started_at: float, finished_at: float

@@ -296,10 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="lovia", description="lovia: an agent runtime whose spine is durable state.")
     parser.add_argument("--version", action="version", version=f"lovia {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{web,runs,sessions,demo}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{web,runs,sessions,eval,demo}")
     _web_parser(sub)
     _runs_parser(sub)
     _sessions_parser(sub)
+    from .eval.cli import add_eval_parser
+
+    add_eval_parser(sub)
     demo = sub.add_parser("demo", help="watch a run get killed mid-tool and resume (offline)")
     demo.add_argument("--fast", action="store_true", help="shorter pauses")
     return parser
@@ -343,6 +346,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             return run_check(args.app)
         return _run_web(args)
+    if args.command == "eval":
+        from .eval.cli import run_eval
+
+        return run_eval(args)
     if args.command == "demo":
         from .web.crashdemo import run_demo
 

@@ -72,6 +72,7 @@ from ..transcript import (
     to_json_safe,
     unanswered_tool_calls,
 )
+from ..usage import add_model_usage, usage_meta
 from .assemble import TurnAssembler
 from .cancel import cancel_scope
 from .model_call import call_model
@@ -105,6 +106,7 @@ class RunLoop:
         self.entry_agent: Agent[Any] = spec.agent
         self.agent: Agent[Any] = spec.agent
         self.usage = Usage()
+        self.model_usage: dict[str, Usage] = {}  # per "vendor:model", for cost (lovia.usage)
         self.turns = 0
         self.finish_reason: str | None = None
         self.transcript: list[TranscriptEntry] = []
@@ -459,6 +461,9 @@ class RunLoop:
                 raise
             assembled = await self._call_model(await self._inject(result.entries))
         self.usage.add(assembled.usage)
+        add_model_usage(
+            self.model_usage, f"{self.provider.name}:{self.provider.model}" if self.provider else None, assembled.usage
+        )
         if assembled.usage.input_tokens:
             self.last_input_tokens = assembled.usage.input_tokens
         self.finish_reason = assembled.finish_reason
@@ -637,6 +642,7 @@ class RunLoop:
         if session is None or sid is None or not entries:
             return
         meta: dict[str, Any] = {"timing": {"started_at": started_at, "finished_at": finished_at}}
+        meta["usage"] = usage_meta(self.usage, self.model_usage)
         if self.context_state:
             meta["context_state"] = dict(self.context_state)
         if self.context_notice is not None:

@@ -10,8 +10,6 @@ sub-run of an agent-as-tool nests under its ``tool_call`` and joins the caller's
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import UserError
@@ -95,27 +93,77 @@ def _display_name(name: str, attrs: dict[str, Any]) -> str:
 
 
 class _Span:
-    """Our :class:`~lovia.tracing.Span` over an OpenTelemetry span."""
+    """Our :class:`~lovia.tracing.Span` over an OpenTelemetry span, and its own context manager.
 
-    __slots__ = ("_owner", "_span", "captures_content", "errored", "name", "run_id")
+    A plain class rather than a generator-based context manager: spans are opened on every model
+    and tool call, so each saved frame counts.
+    """
 
-    def __init__(self, owner: OpenTelemetryTracer, span: OtelSpan, name: str, run_id: str | None) -> None:
+    __slots__ = ("_attrs", "_owner", "_span", "_token", "captures_content", "errored", "name", "run_id")
+
+    def __init__(self, owner: OpenTelemetryTracer, name: str, attrs: dict[str, Any]) -> None:
         self._owner = owner
-        self._span = span
         self.name = name
-        self.run_id = run_id
+        self._attrs = attrs
+        self._span: OtelSpan | None = None
+        self._token: Any = None
         self.captures_content = owner.capture_content
         self.errored = False
+        run_id = attrs.get("run_id") if name == "run" else None
+        self.run_id = run_id if isinstance(run_id, str) else None
+
+    def __enter__(self) -> _Span:
+        owner, name, attrs = self._owner, self.name, self._attrs
+        attributes: dict[str, Any] = {}
+        operation = _OPERATION.get(name)
+        if operation is not None:
+            attributes["gen_ai.operation.name"] = operation
+        for key, value in attrs.items():
+            if value is None or (key in _CONTENT and not self.captures_content):
+                continue
+            attributes[_otel_key(name, key)] = _otel_value(key, value)
+        if name == "model_call" and "system" in attrs:
+            attributes["gen_ai.system"] = str(attrs["system"])
+        self._span = owner._tracer.start_span(
+            _display_name(name, attrs), kind=owner._kinds.get(name, owner._internal), attributes=attributes
+        )
+        if self.run_id is not None:
+            owner._remember(self)
+        self._token = owner._attach(owner._set_in_context(self._span))
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        try:
+            if exc is not None:
+                self.record_exception(exc)
+        finally:
+            self._owner._detach(self._token)
+            self._otel.end()
+
+    @property
+    def _otel(self) -> OtelSpan:
+        assert self._span is not None, "the span is used outside its with-block"
+        return self._span
 
     def set_attribute(self, key: str, value: Any) -> None:
         """Set one attribute (mapped to its ``gen_ai.*``/``lovia.*`` name; content only when opted in)."""
         if value is None or (key in _CONTENT and not self.captures_content):
             return
-        self._span.set_attribute(_otel_key(self.name, key), _otel_value(key, value))
+        self._otel.set_attribute(_otel_key(self.name, key), _otel_value(key, value))
         if key == "system" and self.name == "model_call":
-            self._span.set_attribute("gen_ai.system", str(value))
+            self._otel.set_attribute("gen_ai.system", str(value))
         elif key == "resumed" and value and self.run_id is not None:
             self._owner._link_to_first_attempt(self)
+
+    def set_attributes(self, attrs: dict[str, Any]) -> None:
+        """Set several attributes at once (one call into the SDK)."""
+        mapped = {
+            _otel_key(self.name, k): _otel_value(k, v)
+            for k, v in attrs.items()
+            if v is not None and (k not in _CONTENT or self.captures_content)
+        }
+        if mapped:
+            self._otel.set_attributes(mapped)
 
     def record_exception(self, exc: BaseException) -> None:
         """Record ``exc`` as an event, set ``error.type`` and an error status."""
@@ -124,14 +172,14 @@ class _Span:
         if self.errored:
             return
         self.errored = True
-        self._span.record_exception(exc)
-        self._span.set_attribute("error.type", type(exc).__qualname__)
-        self._span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:500]))
+        self._otel.record_exception(exc)
+        self._otel.set_attribute("error.type", type(exc).__qualname__)
+        self._otel.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:500]))
 
     @property
     def context(self) -> SpanContext:
         """The OpenTelemetry span context (trace and span id)."""
-        return self._span.get_span_context()
+        return self._otel.get_span_context()
 
 
 class OpenTelemetryTracer:
@@ -163,37 +211,20 @@ class OpenTelemetryTracer:
                 hint="pip install 'lovia[otel]' (installs opentelemetry-sdk)",
             ) from exc
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+        from opentelemetry import context
+
         self._tracer = provider.get_tracer(tracer_name)
+        self._attach = context.attach
+        self._detach = context.detach
+        self._set_in_context = trace.set_span_in_context
         self._kinds = {"model_call": trace.SpanKind.CLIENT}
         self._internal = trace.SpanKind.INTERNAL
         self.capture_content = capture_content
         self._first_attempt: OrderedDict[str, SpanContext] = OrderedDict()
 
-    @contextmanager
-    def span(self, name: str, /, **attrs: Any) -> Iterator[_Span]:
+    def span(self, name: str, /, **attrs: Any) -> _Span:
         """Open an OpenTelemetry span as the current one for the block."""
-        key = str(name)
-        attributes: dict[str, Any] = {}
-        if key in _OPERATION:
-            attributes["gen_ai.operation.name"] = _OPERATION[key]
-        with self._tracer.start_as_current_span(
-            _display_name(key, attrs),
-            kind=self._kinds.get(key, self._internal),
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as otel_span:
-            run_id = attrs.get("run_id") if key == "run" else None
-            span = _Span(self, otel_span, key, run_id if isinstance(run_id, str) else None)
-            for attr, value in attrs.items():
-                span.set_attribute(attr, value)
-            if span.run_id is not None:
-                self._remember(span)
-            try:
-                yield span
-            except BaseException as exc:
-                span.record_exception(exc)
-                raise
+        return _Span(self, str(name), attrs)
 
     def _remember(self, span: _Span) -> None:
         assert span.run_id is not None
@@ -206,4 +237,4 @@ class OpenTelemetryTracer:
         assert span.run_id is not None
         first = self._first_attempt.get(span.run_id)
         if first is not None and first != span.context:
-            span._span.add_link(first, {"lovia.link": "first_attempt", "lovia.run_id": span.run_id})
+            span._otel.add_link(first, {"lovia.link": "first_attempt", "lovia.run_id": span.run_id})

@@ -246,21 +246,28 @@ def record_model_response(span: Span, response: Any) -> None:
     """
     if isinstance(span, _NoopSpan):
         return
+    attrs: dict[str, Any] = {}
     usage = getattr(response, "usage", None)
     if usage is not None:
-        span.set_attribute("input_tokens", usage.input_tokens)
-        span.set_attribute("output_tokens", usage.output_tokens)
+        attrs["input_tokens"] = usage.input_tokens
+        attrs["output_tokens"] = usage.output_tokens
         if usage.cache_read_tokens:
-            span.set_attribute("cache_read_tokens", usage.cache_read_tokens)
+            attrs["cache_read_tokens"] = usage.cache_read_tokens
         if usage.cache_write_tokens:
-            span.set_attribute("cache_write_tokens", usage.cache_write_tokens)
+            attrs["cache_write_tokens"] = usage.cache_write_tokens
     reason = getattr(response, "finish_reason", None)
     if reason:
-        span.set_attribute("finish_reason", reason)
+        attrs["finish_reason"] = reason
     if getattr(span, "captures_content", False):
         text = getattr(response, "text", None)
         if text:
-            span.set_attribute("output_text", "".join(text) if isinstance(text, Sequence) else str(text))
+            attrs["output_text"] = "".join(text) if isinstance(text, Sequence) else str(text)
+    bulk = getattr(span, "set_attributes", None)
+    if bulk is not None:
+        bulk(attrs)
+    else:
+        for key, value in attrs.items():
+            span.set_attribute(key, value)
 
 
 def __getattr__(name: str) -> Any:

@@ -37,6 +37,8 @@ PAGES = [
     "docs/deployment.md",
     "docs/custom-stores.md",
     "docs/benchmarks.md",
+    "docs/eval.md",
+    "docs/observability.md",
     "bench/README.md",
 ]
 MARK = "# runnable"

@@ -190,6 +190,7 @@ class OpenTelemetryTracer:
         capture_content: also export model output text and tool arguments/results (off: they may
             hold personal data).
         tracer_name: the instrumentation scope name.
+        detail_spans: also emit ``turn``, ``guardrail`` and ``checkpoint_save`` spans.
 
     A resumed run (same ``run_id`` re-issued through the same tracer) gets a span link to the run
     span of its first attempt; every run span also carries ``lovia.run_id`` to join attempts that
@@ -202,6 +203,7 @@ class OpenTelemetryTracer:
         *,
         capture_content: bool = False,
         tracer_name: str = "lovia",
+        detail_spans: bool = True,
     ) -> None:
         try:
             from opentelemetry import trace
@@ -220,6 +222,7 @@ class OpenTelemetryTracer:
         self._kinds = {"model_call": trace.SpanKind.CLIENT}
         self._internal = trace.SpanKind.INTERNAL
         self.capture_content = capture_content
+        self.detail_spans = detail_spans
         self._first_attempt: OrderedDict[str, SpanContext] = OrderedDict()
 
     def span(self, name: str, /, **attrs: Any) -> _Span:

@@ -29,6 +29,7 @@ __all__ = [
     "Span",
     "SpanName",
     "Tracer",
+    "detail_span",
     "handoff_span",
     "model_call_span",
     "record_model_response",
@@ -140,10 +141,15 @@ class NoopTracer:
 
 
 class InMemoryTracer:
-    """Keeps every span in ``spans`` (for tests and debugging), with its ``parent``."""
+    """Keeps every span in ``spans`` (for tests and debugging), with its ``parent``.
 
-    def __init__(self) -> None:
+    ``detail_spans=True`` also records the finer spans (``turn``, ``guardrail``,
+    ``checkpoint_save``); by default only ``run``, ``model_call``, ``tool_call`` and ``handoff``.
+    """
+
+    def __init__(self, *, detail_spans: bool = False) -> None:
         self.spans: list[RecordedSpan] = []
+        self.detail_spans = detail_spans
         from contextvars import ContextVar
 
         self._current: ContextVar[RecordedSpan | None] = ContextVar(f"lovia_span_{id(self)}", default=None)
@@ -173,9 +179,14 @@ class ConsoleTracer(InMemoryTracer):
     """
 
     def __init__(
-        self, *, logger: logging.Logger | None = None, min_duration_ms: float = 0.0, stream: TextIO | None = None
+        self,
+        *,
+        logger: logging.Logger | None = None,
+        min_duration_ms: float = 0.0,
+        stream: TextIO | None = None,
+        detail_spans: bool = False,
     ) -> None:
-        super().__init__()
+        super().__init__(detail_spans=detail_spans)
         self.logger = logger
         self.min_duration_ms = min_duration_ms
         self.stream = stream
@@ -205,6 +216,19 @@ class ConsoleTracer(InMemoryTracer):
 
 
 # ---------------------------------------------------------------------- helpers the loop calls
+
+DETAIL_SPANS = frozenset({SpanName.TURN.value, SpanName.GUARDRAIL.value, SpanName.CHECKPOINT_SAVE.value})
+
+
+def detail_span(tracer: Tracer, name: str, /, **attrs: Any) -> AbstractContextManager[Span]:
+    """Open one of the finer spans (turn, guardrail, checkpoint save) if the tracer wants them.
+
+    A tracer opts in with a true ``detail_spans`` attribute (``OpenTelemetryTracer`` does by
+    default); others keep seeing only the four coarse span kinds.
+    """
+    if getattr(tracer, "detail_spans", False):
+        return tracer.span(name, **attrs)
+    return _NOOP_CONTEXT
 
 
 def run_span(tracer: Tracer, *, agent: str, run_id: str) -> AbstractContextManager[Span]:

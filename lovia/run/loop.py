@@ -59,7 +59,7 @@ from ..result import RunResult
 from ..run_context import RunContext
 from ..session import new_run_id
 from ..tools import Tool
-from ..tracing import NoopTracer
+from ..tracing import NoopTracer, detail_span
 from ..transcript import (
     AssistantTextEntry,
     InputEntry,
@@ -189,7 +189,7 @@ class RunLoop:
         if plan.mode == "fresh":
             guards = [*self.agent.input_guardrails, *(g for p in self.plugins for g in p.input_guardrails)]
             if guards:
-                with self.tracer.span("guardrail", kind="input", count=len(guards)):
+                with detail_span(self.tracer, "guardrail", kind="input", count=len(guards)):
                     await run_guardrails(guards, entries_to_messages(self.transcript), self.ctx, kind="input")
             if self.writer is not None:
                 await self.writer.save()
@@ -198,7 +198,7 @@ class RunLoop:
             if final is not None:
                 return await self._complete(final.value)
         while True:
-            with self.tracer.span("turn", turn=self.turns + 1, agent=self.agent.name):
+            with detail_span(self.tracer, "turn", turn=self.turns + 1, agent=self.agent.name):
                 final = await self._turn()
             if final is not None:
                 return await self._complete(final.value)
@@ -360,7 +360,7 @@ class RunLoop:
     async def save(self) -> None:
         """Checkpoint the run if it has a checkpointer."""
         if self.writer is not None:
-            with self.tracer.span("checkpoint_save", run_id=self.run_id):
+            with detail_span(self.tracer, "checkpoint_save", run_id=self.run_id):
                 await self.writer.save()
 
     async def record_result(self, call: ToolCall, entry: ToolResultEntry, *, raw: Any) -> None:
@@ -602,7 +602,7 @@ class RunLoop:
     async def _complete(self, output: Any) -> RunResult[Any]:
         guards = [*self.agent.output_guardrails, *(g for p in self.plugins for g in p.output_guardrails)]
         if guards:
-            with self.tracer.span("guardrail", kind="output", count=len(guards)):
+            with detail_span(self.tracer, "guardrail", kind="output", count=len(guards)):
                 await run_guardrails(guards, output, self.ctx, kind="output")
         if self.writer is not None:
             await self._finalize_checkpoint(output)
@@ -632,7 +632,7 @@ class RunLoop:
         error = None
         if safe is None and output is not None:
             error = {"type": "OutputNotSerializable", "message": f"{type(output).__name__} is not JSON-serializable"}
-        with self.tracer.span("checkpoint_save", run_id=self.run_id, status="completed"):
+        with detail_span(self.tracer, "checkpoint_save", run_id=self.run_id, status="completed"):
             await self.writer.save(status="completed", output=safe, error=error)
 
     async def _append_session(

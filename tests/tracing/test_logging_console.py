@@ -90,7 +90,7 @@ async def test_console_tracer_logs_an_indented_tree() -> None:
     target.addHandler(handler)
     target.setLevel(logging.INFO)
     try:
-        await Runner.run(_agent(), "1+2", tracer=ConsoleTracer(logger=target))
+        await Runner.run(_agent(), "1+2", tracer=ConsoleTracer(logger=target, detail_spans=True))
     finally:
         target.removeHandler(handler)
     lines = out.getvalue().splitlines()
@@ -100,7 +100,10 @@ async def test_console_tracer_logs_an_indented_tree() -> None:
 
 
 async def test_in_memory_tracer_records_parents() -> None:
-    tracer = InMemoryTracer()
+    coarse = InMemoryTracer()
+    await Runner.run(_agent(), "1+2", tracer=coarse)
+    assert [s.name for s in coarse.spans] == ["run", "model_call", "tool_call", "model_call"]
+    tracer = InMemoryTracer(detail_spans=True)
     await Runner.run(_agent(), "1+2", tracer=tracer)
     tool_span = next(s for s in tracer.spans if s.name == "tool_call")
     assert tool_span.parent is not None and tool_span.parent.name == "turn"

@@ -15,12 +15,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
+from ..exceptions import UserError
 from ..result import RunResult
 from ..transcript import ToolCallEntry, ToolResultEntry
 
 __all__ = [
     "Check",
     "CheckResult",
+    "EvalValueError",
     "all_of",
     "any_of",
     "contains",
@@ -36,6 +38,10 @@ __all__ = [
     "tool_not_called",
     "weighted",
 ]
+
+
+class EvalValueError(UserError, ValueError):
+    """A bad value given to the eval API (also a ``ValueError``)."""
 
 
 @dataclass(slots=True)
@@ -319,9 +325,7 @@ def any_of(*checks: Check, name: str = "any_of") -> Check:
 class _Weighted:
     def __init__(self, weights: Mapping[Check, float], threshold: float, name: str) -> None:
         if not weights or any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
-            from ..exceptions import UserError
-
-            raise UserError(
+            raise EvalValueError(
                 "weighted() needs at least one check with a positive weight", hint="e.g. weighted({contains('x'): 1.0})"
             )
         self.weights, self.threshold, self.name = dict(weights), threshold, name

@@ -10,9 +10,9 @@ from typing import Any
 
 from ..exceptions import UserError
 from ..messages import Usage
-from .checks import CheckResult
+from .checks import CheckResult, EvalValueError
 
-__all__ = ["CaseResult", "Diff", "Report", "SampleResult"]
+__all__ = ["CaseResult", "Diff", "EvalValueError", "Report", "SampleResult"]
 
 
 @dataclass
@@ -87,8 +87,11 @@ class CaseResult:
     def pass_at_k(self, k: int) -> float:
         """Unbiased pass@k: the chance that at least one of ``k`` samples drawn from these passes."""
         n, c = len(self.samples), sum(s.passed for s in self.samples)
-        if k < 1 or k > n:
-            raise UserError(f"pass_at_k needs 1 <= k <= {n} (samples)", hint="run the case with samples >= k")
+        if k < 1:
+            raise EvalValueError(f"pass_at_k needs k >= 1, got {k}", hint="e.g. case.pass_at_k(1)")
+        if n == 0:
+            return 0.0
+        k = min(k, n)  # more draws than samples: all of them
         if n - c < k:
             return 1.0
         return 1.0 - comb(n - c, k) / comb(n, k)
@@ -150,7 +153,7 @@ def _by_name(cases: list[CaseResult], which: str) -> dict[str, CaseResult]:
     out: dict[str, CaseResult] = {}
     for case in cases:
         if case.name in out:
-            raise UserError(
+            raise EvalValueError(
                 f"duplicate case name {case.name!r} in the {which} report",
                 hint="give cases unique names (Case(..., name=...)) when their inputs repeat",
             )

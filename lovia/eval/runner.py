@@ -18,7 +18,7 @@ from ..result import RunResult
 from ..runner import Runner
 from .checks import Check, run_check
 from .judge import JudgeScope, judge_checkpointer
-from .report import CaseResult, Report, SampleResult
+from .report import CaseResult, EvalValueError, Report, SampleResult
 
 __all__ = ["AgentSource", "Case", "evaluate"]
 
@@ -60,9 +60,9 @@ class Case:
         if not self.name:
             self.name = _derive_name(self.input)
         if self.samples < 1:
-            raise UserError(f"case {self.name!r}: samples must be at least 1", hint="use samples=1 or more")
+            raise EvalValueError(f"case {self.name!r}: samples must be at least 1", hint="use samples=1 or more")
         if not 0.0 <= self.pass_threshold <= 1.0:
-            raise UserError(f"case {self.name!r}: pass_threshold must be in 0..1", hint="e.g. pass_threshold=0.75")
+            raise EvalValueError(f"case {self.name!r}: pass_threshold must be in 0..1", hint="e.g. pass_threshold=0.75")
         self.checks = tuple(self.checks)
 
 

@@ -169,7 +169,11 @@ async def test_evaluate_errors_timeouts_and_samples_are_data() -> None:
     assert not dry.passed and "ran out" in (dry.samples[0].error or "")
     assert not slow.passed and slow.samples[0].error == "timed out after 0.05s"
     assert flaky.pass_rate == 0.5 and flaky.passed
-    assert flaky.pass_at_k(1) == pytest.approx(0.5) and flaky.pass_at_k(3) == 1.0
+    assert flaky.pass_at_k(1) == pytest.approx(0.5) and flaky.pass_at_k(3) == 1.0 and flaky.pass_at_k(9) == 1.0
+    assert flaky.pass_at_k(2) == pytest.approx(5 / 6)
+    assert dry.pass_at_k(1) == 0.0
+    with pytest.raises(ValueError):
+        flaky.pass_at_k(0)
     assert not report.passed and report.pass_rate == 0.5
     text_report = str(report)
     assert text_report.startswith("eval: 2/4 cases passed (50%) · 7 samples")

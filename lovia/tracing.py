@@ -34,6 +34,7 @@ __all__ = [
     "model_call_span",
     "record_model_response",
     "record_run_end",
+    "record_tool_io",
     "run_span",
     "tool_call_span",
 ]
@@ -292,6 +293,14 @@ def record_model_response(span: Span, response: Any) -> None:
     else:
         for key, value in attrs.items():
             span.set_attribute(key, value)
+
+
+def record_tool_io(span: Span, arguments: str, result: Any) -> None:
+    """Put a tool call's arguments (raw JSON) and result text on its span, only when content is captured."""
+    if not getattr(span, "captures_content", False):
+        return
+    span.set_attribute("arguments", arguments)
+    span.set_attribute("result", result if isinstance(result, str) else repr(result))
 
 
 def __getattr__(name: str) -> Any:

@@ -173,12 +173,19 @@ async def test_errors_are_recorded_on_the_run_span() -> None:
 async def test_content_is_exported_only_when_opted_in() -> None:
     for capture in (False, True):
         tracer, exporter = _setup(capture_content=capture)
-        await Runner.run(Agent(name="a", model=ScriptedProvider([text("secret answer")])), "hi", tracer=tracer)
-        chat = _one(list(exporter.get_finished_spans()), "chat scripted")
-        assert chat.attributes is not None
+        model = ScriptedProvider([call("lookup", {"city": "Lima"}), text("secret answer")])
+        await Runner.run(Agent(name="a", model=model, tools=[lookup]), "hi", tracer=tracer)
+        spans = list(exporter.get_finished_spans())
+        chat = [s for s in spans if s.name == "chat scripted"][-1]
+        tool_span = _one(spans, "execute_tool lookup")
+        assert chat.attributes is not None and tool_span.attributes is not None
         assert ("gen_ai.output.messages" in chat.attributes) is capture
+        assert ("gen_ai.tool.call.arguments" in tool_span.attributes) is capture
+        assert ("gen_ai.tool.call.result" in tool_span.attributes) is capture
         if capture:
             assert chat.attributes["gen_ai.output.messages"] == "secret answer"
+            assert tool_span.attributes["gen_ai.tool.call.arguments"] == '{"city": "Lima"}'
+            assert tool_span.attributes["gen_ai.tool.call.result"] == "sunny in Lima"
 
 
 async def test_a_resumed_run_links_to_its_first_attempt(tmp_path: Any) -> None:
@@ -240,3 +247,34 @@ def test_missing_sdk_is_a_user_error_with_a_hint(tmp_path: Any) -> None:
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert "HINT pip install 'lovia[otel]'" in out.stdout, out.stderr
+
+
+async def test_guardrail_spans_and_a_tripped_guardrail_is_an_error() -> None:
+    tracer, exporter = _setup()
+
+    def polite(value: Any, ctx: Any) -> str | None:
+        return None
+
+    def no_secrets(value: Any, ctx: Any) -> str | None:
+        return "leaks a secret" if "secret" in str(value) else None
+
+    from lovia.exceptions import GuardrailTripped
+
+    agent = Agent(
+        name="g",
+        model=ScriptedProvider([text("the secret is 42")]),
+        input_guardrails=[polite],
+        output_guardrails=[no_secrets],
+    )
+    with pytest.raises(GuardrailTripped):
+        await Runner.run(agent, "tell me", tracer=tracer)
+    spans = list(exporter.get_finished_spans())
+    run = _one(spans, "invoke_agent g")
+    guard_in, guard_out = _one(spans, "guardrail input"), _one(spans, "guardrail output")
+    assert guard_in.parent is not None and run.context is not None
+    assert guard_in.parent.span_id == run.context.span_id
+    assert guard_in.status.status_code != StatusCode.ERROR
+    assert guard_out.status.status_code == StatusCode.ERROR and guard_out.attributes is not None
+    assert guard_out.attributes["error.type"] == "GuardrailTripped"
+    assert guard_out.attributes["lovia.guardrail.kind"] == "output"
+    assert run.status.status_code == StatusCode.ERROR

@@ -23,6 +23,7 @@ __all__ = [
     "add_model_usage",
     "cost_of",
     "format_usage",
+    "load_session_usage",
     "run_cost",
     "session_usage",
     "usage_meta",
@@ -178,6 +179,12 @@ def session_usage(metas: Iterable[Mapping[str, Any] | None]) -> SessionUsage:
         for model, data in (record.get("models") or {}).items():
             add_model_usage(out.by_model, str(model), Usage.from_dict(data))
     return out
+
+
+async def load_session_usage(session: Any, session_id: str) -> SessionUsage:
+    """The usage of every run stored in ``session`` under ``session_id`` (reads its segments)."""
+    segments = await session.segments(session_id)
+    return session_usage(seg.meta for seg in segments)
 
 
 def format_usage(usage: Usage) -> str:

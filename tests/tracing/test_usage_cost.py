@@ -14,7 +14,7 @@ from lovia.cli import main
 from lovia.messages import Usage
 from lovia.stores import SQLiteCheckpointer, SQLiteSession
 from lovia.testing import ScriptedProvider, text
-from lovia.usage import Cost, cost_of, format_usage, run_cost, session_usage, usage_meta
+from lovia.usage import Cost, cost_of, format_usage, load_session_usage, run_cost, session_usage, usage_meta
 
 
 class OpenAIShaped(ScriptedProvider):
@@ -69,6 +69,9 @@ def test_runs_and_sessions_show_usage_and_cost(tmp_path: Path, capsys: pytest.Ca
             await Runner.run(
                 agent, f"q{i}", session=session, session_id="s1", checkpoint=CheckpointOptions(cp, f"r{i}")
             )
+        per_session = await load_session_usage(session, "s1")
+        assert per_session.runs == 2 and per_session.total == Usage(3000, 150, cache_read_tokens=200)
+        assert per_session.cost.known
         odd = Agent(name="bot", model=ScriptedProvider([text("ok", usage=Usage(10, 1))], model="mystery"))
         await Runner.run(odd, "q", session=session, session_id="s2")
         await session.close()

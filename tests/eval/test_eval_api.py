@@ -297,3 +297,19 @@ def test_case_validation_and_names() -> None:
         Case("x", samples=0)
     with pytest.raises(UserError):
         Case("x", pass_threshold=1.5)
+
+
+async def test_a_judge_that_answers_garbage_fails_only_its_check() -> None:
+    result = await _run([text("fine answer")])
+    garbage = ScriptedProvider([text("not json"), text("still not json"), text("nope"), text("no")])
+    got = await run_check(llm_judge("anything", model=garbage), result)
+    assert not got.passed and got.reason.startswith("check raised ")
+    assert got.score is None
+
+
+def test_cli_rejects_a_bad_concurrency(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from lovia.cli import main
+
+    suite = Path(__file__).with_name("suite_math.py")
+    assert main(["eval", str(suite), "--concurrency", "0", "--no-checkpoint"]) == 2
+    assert "--concurrency must be at least 1" in capsys.readouterr().err

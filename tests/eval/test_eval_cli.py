@@ -12,6 +12,10 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
+from lovia.cli import main
+
 SUITE = str(Path(__file__).with_name("suite_math.py"))
 ALL_CALLS = 22 * 2 + 3  # 22 tool cases of two turns, a greeting, a refusal and its judge
 
@@ -56,41 +60,41 @@ def test_a_passing_suite_prints_a_table_and_writes_json_and_junit(tmp_path: Path
     assert sum(_calls(tmp_path).values()) == 2 * ALL_CALLS
 
 
-def test_a_regression_against_the_baseline_exits_1(tmp_path: Path) -> None:
-    assert _lovia(tmp_path, "--save-baseline", "baseline.json").returncode == 0
-    out = _lovia(
-        tmp_path, "--baseline", "baseline.json", "--junit", "j.xml", "--json", "now.json", EVAL_BREAK="add 3 10"
-    )
-    assert out.returncode == 1, out.stdout + out.stderr
-    assert "eval: 23/24 cases passed" in out.stdout
-    assert "✗ add 3 10" in out.stdout and "contains('13')" in out.stdout
-    assert "diff: REGRESSED" in out.stdout and "regressed: add 3 10" in out.stdout
+def test_a_regression_against_the_baseline_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # In process (the same `main` the console script calls) to keep the test quick.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EVAL_BREAK", raising=False)
+    base = ["eval", SUITE, "--checkpoint", str(tmp_path / "eval.db"), "--quiet"]
+    assert main([*base, "--save-baseline", "baseline.json"]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("EVAL_BREAK", "add 3 10")
+    assert main([*base, "--baseline", "baseline.json", "--junit", "j.xml", "--json", "now.json"]) == 1
+    out = capsys.readouterr().out
+    assert "eval: 23/24 cases passed" in out
+    assert "✗ add 3 10" in out and "contains('13')" in out
+    assert "diff: REGRESSED" in out and "regressed: add 3 10" in out
     failed = [tc for tc in ET.parse(tmp_path / "j.xml").getroot().iter("testcase") if tc.find("failure") is not None]
     assert [tc.get("name") for tc in failed] == ["add 3 10"]
     assert json.loads((tmp_path / "now.json").read_text())["passed"] is False
     # The same failure is no regression against a baseline in which it already failed.
-    again = _lovia(tmp_path, "--baseline", "now.json", EVAL_BREAK="add 3 10")
-    assert again.returncode == 0 and "diff: ok" in again.stdout
+    assert main([*base, "--baseline", "now.json"]) == 0
+    assert "diff: ok" in capsys.readouterr().out
     # Without a baseline a failing case fails the command.
-    assert _lovia(tmp_path, EVAL_BREAK="add 3 10").returncode == 1
+    assert main(base) == 1
 
 
-def test_usage_errors_exit_2(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "lovia.cli", "eval", str(tmp_path / "nope.py")],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-    )
-    assert out.returncode == 2 and "no suite file" in out.stderr and "hint:" in out.stderr
+def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", str(tmp_path / "nope.py")]) == 2
+    err = capsys.readouterr().err
+    assert "no suite file" in err and "hint:" in err
     bad = tmp_path / "empty_suite.py"
     bad.write_text("cases = []\n")
-    out = subprocess.run(
-        [sys.executable, "-m", "lovia.cli", "eval", str(bad)], capture_output=True, text=True, cwd=tmp_path, timeout=60
-    )
-    assert out.returncode == 2 and "defines no agent" in out.stderr
-    assert _lovia(tmp_path, "--baseline", "missing.json").returncode == 2
+    assert main(["eval", str(bad)]) == 2
+    assert "defines no agent" in capsys.readouterr().err
+    assert main(["eval", SUITE, "--baseline", str(tmp_path / "missing.json")]) == 2
+    assert "no report at" in capsys.readouterr().err
 
 
 def test_sigkill_mid_suite_then_rerun_finishes_only_the_missing_cases(tmp_path: Path) -> None:

@@ -117,13 +117,16 @@ async def _runs_show(args: argparse.Namespace, _s: Any, cp: Any) -> int:
     if args.json:
         print(json.dumps(snap.to_dict(), indent=2, ensure_ascii=False, default=str))
         return 0
+    from .usage import format_usage, snapshot_cost
+
     usage = snap.usage
     facts = [
         ("run_id", snap.run_id),
         ("agent", snap.agent_name),
         ("status", snap.status),
         ("turns", snap.turns),
-        ("usage", f"{usage.input_tokens} in / {usage.output_tokens} out"),
+        ("usage", format_usage(usage)),
+        ("cost", str(snapshot_cost(snap))),
         ("started", _when(snap.started_at)),
         ("updated", _when(snap.updated_at)),
     ]
@@ -179,11 +182,16 @@ async def _sessions_show(args: argparse.Namespace, session: Any, _c: Any) -> int
     segments = await session.segments(args.session_id)
     if not segments:
         raise UserError(f"no session {args.session_id!r} in {args.db}", hint="list them with `lovia sessions ls`")
+    from .usage import segment_summary, session_summary
+
+    print(f"session {args.session_id}: {session_summary(s.meta for s in segments)}")
+    print()
     start = 0
     for seg in segments:
         timing = (seg.meta or {}).get("timing") or {}
         stopped = " (stopped)" if (seg.meta or {}).get("stopped") else ""
         print(f"run {seg.run_id}{stopped}  {len(seg.entries)} entries  {_when(timing.get('finished_at'))}")
+        print(f"  {segment_summary(seg.meta)}")
         print(_entries_table(seg.entries, start))
         print()
         start += len(seg.entries)
@@ -296,10 +304,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="lovia", description="lovia: an agent runtime whose spine is durable state.")
     parser.add_argument("--version", action="version", version=f"lovia {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{web,runs,sessions,demo}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{web,runs,sessions,eval,demo}")
     _web_parser(sub)
     _runs_parser(sub)
     _sessions_parser(sub)
+    from .eval.cli import add_eval_parser
+
+    add_eval_parser(sub)
     demo = sub.add_parser("demo", help="watch a run get killed mid-tool and resume (offline)")
     demo.add_argument("--fast", action="store_true", help="shorter pauses")
     return parser
@@ -343,6 +354,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             return run_check(args.app)
         return _run_web(args)
+    if args.command == "eval":
+        from .eval.cli import run_eval
+
+        return run_eval(args)
     if args.command == "demo":
         from .web.crashdemo import run_demo
 

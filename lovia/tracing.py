@@ -1,19 +1,58 @@
-"""Tracing: a tiny span protocol with no-op, console and in-memory implementations.
+"""Tracing: a tiny span protocol with no-op, console, in-memory and OpenTelemetry implementations.
 
-Spans the loop opens: ``run`` (agent, run_id; at end turns, total_tokens, resumed),
-``model_call`` (model, turn), ``tool_call`` (name, call_id), ``handoff`` (from_agent, to_agent).
+Spans the loop opens (see :class:`SpanName`): ``run`` (agent, run_id; at end turns, total_tokens,
+resumed), ``turn`` (turn), ``model_call`` (model, turn, system; at end input/output/cache tokens,
+finish_reason), ``tool_call`` (name, call_id), ``handoff`` (from_agent, to_agent), ``guardrail``
+(kind) and ``checkpoint_save``.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TextIO, runtime_checkable
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, runtime_checkable
 
-__all__ = ["ConsoleTracer", "InMemoryTracer", "NoopTracer", "RecordedSpan", "Span", "Tracer"]
+if TYPE_CHECKING:
+    from ._otel import OpenTelemetryTracer
+
+__all__ = [
+    "ConsoleTracer",
+    "InMemoryTracer",
+    "NoopTracer",
+    "OpenTelemetryTracer",
+    "RecordedSpan",
+    "Span",
+    "SpanName",
+    "Tracer",
+    "detail_span",
+    "handoff_span",
+    "model_call_span",
+    "record_model_response",
+    "record_run_end",
+    "record_tool_io",
+    "run_span",
+    "tool_call_span",
+]
+
+
+class SpanName(str, Enum):
+    """The names of the spans lovia opens (a ``str``, so ``SpanName.RUN == "run"``)."""
+
+    RUN = "run"
+    TURN = "turn"
+    MODEL_CALL = "model_call"
+    TOOL_CALL = "tool_call"
+    HANDOFF = "handoff"
+    GUARDRAIL = "guardrail"
+    CHECKPOINT_SAVE = "checkpoint_save"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @runtime_checkable
@@ -41,6 +80,8 @@ class RecordedSpan:
     start: float = 0.0
     end: float | None = None
     error: BaseException | None = None
+    parent: RecordedSpan | None = None
+    """The span that was open around this one in the same task (``None`` for a root)."""
 
     def set_attribute(self, key: str, value: Any) -> None:
         """Set one attribute."""
@@ -49,6 +90,16 @@ class RecordedSpan:
     def record_exception(self, exc: BaseException) -> None:
         """Remember the exception that ended the span."""
         self.error = exc
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """Alias of ``attributes``."""
+        return self.attributes
+
+    @property
+    def exception(self) -> BaseException | None:
+        """Alias of ``error``."""
+        return self.error
 
     @property
     def duration_ms(self) -> float:
@@ -91,16 +142,27 @@ class NoopTracer:
 
 
 class InMemoryTracer:
-    """Keeps every span in ``spans`` (for tests and debugging)."""
+    """Keeps every span in ``spans`` (for tests and debugging), with its ``parent``.
 
-    def __init__(self) -> None:
+    ``detail_spans=True`` also records the finer spans (``turn``, ``guardrail``,
+    ``checkpoint_save``); by default only ``run``, ``model_call``, ``tool_call`` and ``handoff``.
+    """
+
+    def __init__(self, *, detail_spans: bool = False) -> None:
         self.spans: list[RecordedSpan] = []
+        self.detail_spans = detail_spans
+        from contextvars import ContextVar
+
+        self._current: ContextVar[RecordedSpan | None] = ContextVar(f"lovia_span_{id(self)}", default=None)
 
     @contextmanager
     def span(self, name: str, /, **attrs: Any) -> Iterator[RecordedSpan]:
         """Record a span around the block."""
-        rec = RecordedSpan(name=name, attributes=dict(attrs), start=time.perf_counter())
+        rec = RecordedSpan(
+            name=str(name), attributes=dict(attrs), start=time.perf_counter(), parent=self._current.get()
+        )
         self.spans.append(rec)
+        token = self._current.set(rec)
         try:
             yield rec
         except BaseException as exc:
@@ -108,13 +170,25 @@ class InMemoryTracer:
             raise
         finally:
             rec.end = time.perf_counter()
+            self._current.reset(token)
 
 
 class ConsoleTracer(InMemoryTracer):
-    """Prints each span that took at least ``min_duration_ms`` when it ends."""
+    """Prints each span that took at least ``min_duration_ms`` when it ends, indented by depth.
 
-    def __init__(self, *, min_duration_ms: float = 0.0, stream: TextIO | None = None) -> None:
-        super().__init__()
+    With ``logger=`` the lines go to that logger at INFO; otherwise to ``stream`` (default stderr).
+    """
+
+    def __init__(
+        self,
+        *,
+        logger: logging.Logger | None = None,
+        min_duration_ms: float = 0.0,
+        stream: TextIO | None = None,
+        detail_spans: bool = False,
+    ) -> None:
+        super().__init__(detail_spans=detail_spans)
+        self.logger = logger
         self.min_duration_ms = min_duration_ms
         self.stream = stream
 
@@ -127,8 +201,112 @@ class ConsoleTracer(InMemoryTracer):
             finally:
                 rec.end = time.perf_counter()
                 if rec.duration_ms >= self.min_duration_ms:
-                    attrs_text = " ".join(f"{k}={v}" for k, v in rec.attributes.items())
-                    status = " error" if rec.error else ""
-                    print(
-                        f"[lovia] {name} {rec.duration_ms:.1f}ms{status} {attrs_text}", file=self.stream or sys.stderr
-                    )
+                    self._print(rec)
+
+    def _print(self, rec: RecordedSpan) -> None:
+        depth, parent = 0, rec.parent
+        while parent is not None:
+            depth, parent = depth + 1, parent.parent
+        attrs_text = " ".join(f"{k}={v}" for k, v in rec.attributes.items())
+        status = " error" if rec.error else ""
+        line = f"{'  ' * depth}{rec.name} {rec.duration_ms:.1f}ms{status} {attrs_text}".rstrip()
+        if self.logger is not None:
+            self.logger.info("%s", line)
+        else:
+            print(f"[lovia] {line}", file=self.stream or sys.stderr)
+
+
+# ---------------------------------------------------------------------- helpers the loop calls
+
+DETAIL_SPANS = frozenset({SpanName.TURN.value, SpanName.GUARDRAIL.value, SpanName.CHECKPOINT_SAVE.value})
+
+
+def detail_span(tracer: Tracer, name: str, /, **attrs: Any) -> AbstractContextManager[Span]:
+    """Open one of the finer spans (turn, guardrail, checkpoint save) if the tracer wants them.
+
+    A tracer opts in with a true ``detail_spans`` attribute (``OpenTelemetryTracer`` does by
+    default); others keep seeing only the four coarse span kinds.
+    """
+    if getattr(tracer, "detail_spans", False):
+        return tracer.span(name, **attrs)
+    return _NOOP_CONTEXT
+
+
+def run_span(tracer: Tracer, *, agent: str, run_id: str) -> AbstractContextManager[Span]:
+    """Open the ``run`` span."""
+    return tracer.span(SpanName.RUN.value, agent=agent, run_id=run_id)
+
+
+def model_call_span(
+    tracer: Tracer, *, model: str | None, turn: int, system: str | None = None
+) -> AbstractContextManager[Span]:
+    """Open a ``model_call`` span (one per attempt, so a retried call shows as two)."""
+    if system is None:
+        return tracer.span(SpanName.MODEL_CALL.value, model=model, turn=turn)
+    return tracer.span(SpanName.MODEL_CALL.value, model=model, turn=turn, system=system)
+
+
+def tool_call_span(tracer: Tracer, *, name: str, call_id: str) -> AbstractContextManager[Span]:
+    """Open a ``tool_call`` span."""
+    return tracer.span(SpanName.TOOL_CALL.value, name=name, call_id=call_id)
+
+
+def handoff_span(tracer: Tracer, *, from_agent: str, to_agent: str) -> AbstractContextManager[Span]:
+    """Open a ``handoff`` span."""
+    return tracer.span(SpanName.HANDOFF.value, from_agent=from_agent, to_agent=to_agent)
+
+
+def record_run_end(span: Span, *, turns: int, total_tokens: int) -> None:
+    """Set the attributes a finished run adds to its span."""
+    span.set_attribute("turns", turns)
+    span.set_attribute("total_tokens", total_tokens)
+
+
+def record_model_response(span: Span, response: Any) -> None:
+    """Put one model response's usage, finish reason and (opt-in) text on its span.
+
+    ``response`` is anything with ``usage`` (a :class:`~lovia.messages.Usage`), ``finish_reason``
+    and ``text`` (a list of fragments), like the loop's turn assembler. The text is only joined
+    when the span asks for content (``span.captures_content``), so this stays cheap otherwise.
+    """
+    if isinstance(span, _NoopSpan):
+        return
+    attrs: dict[str, Any] = {}
+    usage = getattr(response, "usage", None)
+    if usage is not None:
+        attrs["input_tokens"] = usage.input_tokens
+        attrs["output_tokens"] = usage.output_tokens
+        if usage.cache_read_tokens:
+            attrs["cache_read_tokens"] = usage.cache_read_tokens
+        if usage.cache_write_tokens:
+            attrs["cache_write_tokens"] = usage.cache_write_tokens
+    reason = getattr(response, "finish_reason", None)
+    if reason:
+        attrs["finish_reason"] = reason
+    if getattr(span, "captures_content", False):
+        text = getattr(response, "text", None)
+        if text:
+            attrs["output_text"] = "".join(text) if isinstance(text, Sequence) else str(text)
+    bulk = getattr(span, "set_attributes", None)
+    if bulk is not None:
+        bulk(attrs)
+    else:
+        for key, value in attrs.items():
+            span.set_attribute(key, value)
+
+
+def record_tool_io(span: Span, arguments: str, result: Any) -> None:
+    """Put a tool call's arguments (raw JSON) and result text on its span, only when content is captured."""
+    if not getattr(span, "captures_content", False):
+        return
+    span.set_attribute("arguments", arguments)
+    span.set_attribute("result", result if isinstance(result, str) else repr(result))
+
+
+def __getattr__(name: str) -> Any:
+    # The OpenTelemetry adapter imports nothing heavy itself, but keep it out of the import path.
+    if name == "OpenTelemetryTracer":
+        from ._otel import OpenTelemetryTracer
+
+        return OpenTelemetryTracer
+    raise AttributeError(f"module 'lovia.tracing' has no attribute {name!r}")

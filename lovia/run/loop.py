@@ -59,7 +59,7 @@ from ..result import RunResult
 from ..run_context import RunContext
 from ..session import new_run_id
 from ..tools import Tool
-from ..tracing import NoopTracer
+from ..tracing import NoopTracer, detail_span
 from ..transcript import (
     AssistantTextEntry,
     InputEntry,
@@ -72,6 +72,7 @@ from ..transcript import (
     to_json_safe,
     unanswered_tool_calls,
 )
+from ..usage import add_model_usage, usage_meta
 from .assemble import TurnAssembler
 from .cancel import cancel_scope
 from .model_call import call_model
@@ -105,6 +106,7 @@ class RunLoop:
         self.entry_agent: Agent[Any] = spec.agent
         self.agent: Agent[Any] = spec.agent
         self.usage = Usage()
+        self.model_usage: dict[str, Usage] = {}  # per "vendor:model", for cost (lovia.usage)
         self.turns = 0
         self.finish_reason: str | None = None
         self.transcript: list[TranscriptEntry] = []
@@ -187,7 +189,8 @@ class RunLoop:
         if plan.mode == "fresh":
             guards = [*self.agent.input_guardrails, *(g for p in self.plugins for g in p.input_guardrails)]
             if guards:
-                await run_guardrails(guards, entries_to_messages(self.transcript), self.ctx, kind="input")
+                with detail_span(self.tracer, "guardrail", kind="input", count=len(guards)):
+                    await run_guardrails(guards, entries_to_messages(self.transcript), self.ctx, kind="input")
             if self.writer is not None:
                 await self.writer.save()
         else:
@@ -195,7 +198,8 @@ class RunLoop:
             if final is not None:
                 return await self._complete(final.value)
         while True:
-            final = await self._turn()
+            with detail_span(self.tracer, "turn", turn=self.turns + 1, agent=self.agent.name):
+                final = await self._turn()
             if final is not None:
                 return await self._complete(final.value)
 
@@ -356,7 +360,8 @@ class RunLoop:
     async def save(self) -> None:
         """Checkpoint the run if it has a checkpointer."""
         if self.writer is not None:
-            await self.writer.save()
+            with detail_span(self.tracer, "checkpoint_save", run_id=self.run_id):
+                await self.writer.save()
 
     async def record_result(self, call: ToolCall, entry: ToolResultEntry, *, raw: Any) -> None:
         """Append one tool result, emit ``ToolCallCompleted`` and save."""
@@ -456,6 +461,9 @@ class RunLoop:
                 raise
             assembled = await self._call_model(await self._inject(result.entries))
         self.usage.add(assembled.usage)
+        add_model_usage(
+            self.model_usage, f"{self.provider.name}:{self.provider.model}" if self.provider else None, assembled.usage
+        )
         if assembled.usage.input_tokens:
             self.last_input_tokens = assembled.usage.input_tokens
         self.finish_reason = assembled.finish_reason
@@ -594,7 +602,8 @@ class RunLoop:
     async def _complete(self, output: Any) -> RunResult[Any]:
         guards = [*self.agent.output_guardrails, *(g for p in self.plugins for g in p.output_guardrails)]
         if guards:
-            await run_guardrails(guards, output, self.ctx, kind="output")
+            with detail_span(self.tracer, "guardrail", kind="output", count=len(guards)):
+                await run_guardrails(guards, output, self.ctx, kind="output")
         if self.writer is not None:
             await self._finalize_checkpoint(output)
         self._finalized = True
@@ -623,7 +632,8 @@ class RunLoop:
         error = None
         if safe is None and output is not None:
             error = {"type": "OutputNotSerializable", "message": f"{type(output).__name__} is not JSON-serializable"}
-        await self.writer.save(status="completed", output=safe, error=error)
+        with detail_span(self.tracer, "checkpoint_save", run_id=self.run_id, status="completed"):
+            await self.writer.save(status="completed", output=safe, error=error)
 
     async def _append_session(
         self, entries: Sequence[TranscriptEntry], *, started_at: float, finished_at: float
@@ -632,6 +642,7 @@ class RunLoop:
         if session is None or sid is None or not entries:
             return
         meta: dict[str, Any] = {"timing": {"started_at": started_at, "finished_at": finished_at}}
+        meta["usage"] = usage_meta(self.usage, self.model_usage)
         if self.context_state:
             meta["context_state"] = dict(self.context_state)
         if self.context_notice is not None:

@@ -10,6 +10,7 @@ from ..events import Event, OutputDiscarded, ReasoningDelta, TextDelta
 from ..exceptions import ContextOverflowError
 from ..providers.base import ModelSettings, Provider, ToolDefinition
 from ..reliability import RetryPolicy
+from ..tracing import record_model_response
 from ..transcript import EntryCompletedDelta, FinishDelta, ToolCallDelta, TranscriptEntry, UsageDelta
 from ..transcript import ReasoningDelta as ProviderReasoningDelta
 from ..transcript import TextDelta as ProviderTextDelta
@@ -46,10 +47,11 @@ async def call_model(
         emitted = False
         logger.debug("model.start model=%s turn=%d attempt=%d", provider.model, turn, attempt)
         try:
-            with tracer.span("model_call", model=provider.model, turn=turn):
+            with tracer.span("model_call", model=provider.model, turn=turn, system=provider.name) as span:
                 stream = provider.stream(view, tools=tools, response_format=response_format, settings=settings)
                 async for delta in stream:
                     emitted = await _fold(delta, assembler, emit) or emitted
+                record_model_response(span, assembler)
             logger.debug("model.done model=%s turn=%d", provider.model, turn)
             return assembler
         except ContextOverflowError:

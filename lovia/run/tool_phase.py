@@ -19,6 +19,7 @@ from ..events import ApprovalRequired, ToolCallCompleted, ToolCallFailed, ToolCa
 from ..exceptions import BudgetExceeded, InvalidToolArguments, RunCancelled, ToolError
 from ..messages import ToolCall
 from ..tools import RERUN, Tool, parse_arguments, render_tool_result, run_tool, truncate_tool_output
+from ..tracing import record_tool_io
 from ..transcript import ToolCallEntry, ToolResultEntry
 
 if TYPE_CHECKING:
@@ -201,6 +202,7 @@ class ToolPhase:
                 raw = await run_tool(
                     tool, ready.args, ctx, retries=retries, timeout=timeout, on_attempt_failed=failures.append
                 )
+                record_tool_io(span, call.arguments, raw)
             except (RunCancelled, asyncio.CancelledError):
                 raise
             except BudgetExceeded:

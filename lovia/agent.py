@@ -14,15 +14,19 @@ from .handoff import Handoff, slugify
 from .hooks import AgentHooks
 from .output import OutputRepairStrategy
 from .providers.base import ModelSettings, Provider
-from .reliability import RetryPolicy, RunBudget
+from .reliability import CancelToken, Mailbox, RetryPolicy, RunBudget
+from .run.input import RunInput
 from .tools import Tool
 
 if TYPE_CHECKING:
     from .approvals import ApprovalHandler
+    from .checkpointer import CheckpointOptions
     from .guardrails import Guardrail
     from .handle import RunHandle
     from .result import RunResult
     from .run_context import RunContext
+    from .session import Session
+    from .tracing import Tracer
 
 __all__ = ["Agent", "Instructions"]
 
@@ -121,23 +125,128 @@ class Agent(Generic[Deps]):
 
     # ------------------------------------------------------------------ shortcuts
 
-    async def run(self, input: Any, **kwargs: Any) -> RunResult[Any]:
-        """Shortcut for ``Runner.run(self, input, ...)``."""
+    async def run(
+        self,
+        input: RunInput,
+        *,
+        deps: Any = None,
+        output_type: Any = None,
+        extra_instructions: str | None = None,
+        max_turns: int = 50,
+        budget: RunBudget | None = None,
+        cancel_token: CancelToken | None = None,
+        mailbox: Mailbox | None = None,
+        retry: RetryPolicy | None = None,
+        context_policy: ContextPolicy | None = None,
+        session: Session | None = None,
+        session_id: str | None = None,
+        checkpoint: CheckpointOptions | None = None,
+        tracer: Tracer | None = None,
+        context: Any = None,
+    ) -> RunResult[Any]:
+        """Shortcut for ``Runner.run(self, input, ...)`` (same keywords)."""
         from .runner import Runner
 
-        return await Runner.run(self, input, **kwargs)
+        return await Runner.run(
+            self,
+            input,
+            deps=deps,
+            output_type=output_type,
+            extra_instructions=extra_instructions,
+            max_turns=max_turns,
+            budget=budget,
+            cancel_token=cancel_token,
+            mailbox=mailbox,
+            retry=retry,
+            context_policy=context_policy,
+            session=session,
+            session_id=session_id,
+            checkpoint=checkpoint,
+            tracer=tracer,
+            context=context,
+        )
 
-    def run_sync(self, input: Any, **kwargs: Any) -> RunResult[Any]:
-        """Shortcut for ``Runner.run_sync(self, input, ...)``."""
+    def run_sync(
+        self,
+        input: RunInput,
+        *,
+        deps: Any = None,
+        output_type: Any = None,
+        extra_instructions: str | None = None,
+        max_turns: int = 50,
+        budget: RunBudget | None = None,
+        cancel_token: CancelToken | None = None,
+        mailbox: Mailbox | None = None,
+        retry: RetryPolicy | None = None,
+        context_policy: ContextPolicy | None = None,
+        session: Session | None = None,
+        session_id: str | None = None,
+        checkpoint: CheckpointOptions | None = None,
+        tracer: Tracer | None = None,
+        context: Any = None,
+    ) -> RunResult[Any]:
+        """Shortcut for ``Runner.run_sync(self, input, ...)`` (same keywords)."""
         from .runner import Runner
 
-        return Runner.run_sync(self, input, **kwargs)
+        return Runner.run_sync(
+            self,
+            input,
+            deps=deps,
+            output_type=output_type,
+            extra_instructions=extra_instructions,
+            max_turns=max_turns,
+            budget=budget,
+            cancel_token=cancel_token,
+            mailbox=mailbox,
+            retry=retry,
+            context_policy=context_policy,
+            session=session,
+            session_id=session_id,
+            checkpoint=checkpoint,
+            tracer=tracer,
+            context=context,
+        )
 
-    def stream(self, input: Any, **kwargs: Any) -> RunHandle[Any]:
-        """Shortcut for ``Runner.stream(self, input, ...)``."""
+    def stream(
+        self,
+        input: RunInput,
+        *,
+        deps: Any = None,
+        output_type: Any = None,
+        extra_instructions: str | None = None,
+        max_turns: int = 50,
+        budget: RunBudget | None = None,
+        cancel_token: CancelToken | None = None,
+        mailbox: Mailbox | None = None,
+        retry: RetryPolicy | None = None,
+        context_policy: ContextPolicy | None = None,
+        session: Session | None = None,
+        session_id: str | None = None,
+        checkpoint: CheckpointOptions | None = None,
+        tracer: Tracer | None = None,
+        context: Any = None,
+    ) -> RunHandle[Any]:
+        """Shortcut for ``Runner.stream(self, input, ...)`` (same keywords)."""
         from .runner import Runner
 
-        return Runner.stream(self, input, **kwargs)
+        return Runner.stream(
+            self,
+            input,
+            deps=deps,
+            output_type=output_type,
+            extra_instructions=extra_instructions,
+            max_turns=max_turns,
+            budget=budget,
+            cancel_token=cancel_token,
+            mailbox=mailbox,
+            retry=retry,
+            context_policy=context_policy,
+            session=session,
+            session_id=session_id,
+            checkpoint=checkpoint,
+            tracer=tracer,
+            context=context,
+        )
 
     def as_tool(
         self,
@@ -158,7 +267,7 @@ class Agent(Generic[Deps]):
         agent = self
 
         async def invoke(args: dict[str, Any], ctx: RunContext[Any]) -> Any:
-            from .run.spec import RunSpec
+            from .run.options import RunOptions
             from .runner import start
 
             prompt = args.get("input")
@@ -167,10 +276,10 @@ class Agent(Generic[Deps]):
 
                 raise InvalidToolArguments("'input' must be a non-empty string", hint="pass the question as input")
             try:
-                spec = RunSpec(
-                    agent=agent,
-                    input=prompt,
-                    context=ctx.context,
+                options = RunOptions.build(
+                    agent,
+                    prompt,
+                    deps=ctx.context,
                     max_turns=max_turns,
                     budget=budget.copy() if budget else None,
                     cancel_token=ctx.cancel_token,
@@ -179,7 +288,7 @@ class Agent(Generic[Deps]):
                     tracer=ctx.tracer,
                     parent_usage=ctx.usage,
                 )
-                result = await start(spec).result()
+                result = await start(options).result()
             except BudgetExceeded as exc:
                 raise ToolError(
                     f"sub-agent {agent.name!r} ran out of budget: {exc.message}", hint="narrow the question"

@@ -5,22 +5,22 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from .approvals import ApprovalChannel
 from .exceptions import UserError
 from .handle import EventSink, RunHandle
-from .reliability import CancelToken, Mailbox
+from .result import RunResult
+from .run.input import RunInput
 from .run.loop import RunLoop
-from .run.spec import RunInput, RunSpec
+from .run.options import RunOptions, pick_deps
 
 if TYPE_CHECKING:
     from .agent import Agent
     from .checkpointer import CheckpointOptions
     from .context.base import ContextPolicy
-    from .reliability import RetryPolicy, RunBudget
-    from .result import RunResult
+    from .reliability import CancelToken, Mailbox, RetryPolicy, RunBudget
     from .session import Session
+    from .tracing import Tracer
 
-__all__ = ["Runner"]
+__all__ = ["RunHandle", "RunResult", "Runner"]
 
 
 class Runner:
@@ -31,7 +31,7 @@ class Runner:
         agent: Agent[Any],
         input: RunInput,
         *,
-        context: Any = None,
+        deps: Any = None,
         output_type: Any = None,
         extra_instructions: str | None = None,
         max_turns: int = 50,
@@ -43,14 +43,15 @@ class Runner:
         session: Session | None = None,
         session_id: str | None = None,
         checkpoint: CheckpointOptions | None = None,
-        tracer: Any = None,
+        tracer: Tracer | None = None,
+        context: Any = None,
     ) -> RunResult[Any]:
         """Run ``agent`` on ``input`` to completion and return the result.
 
         Args:
             agent: the entry agent.
             input: a string (one user message) or a list of messages; ``[]`` with ``resume_only``.
-            context: your deps object, available as ``ctx.deps``; not checkpointed.
+            deps: your dependencies object, available to tools as ``ctx.deps``; not checkpointed.
             output_type: run-wide output type (binds every agent reached by handoff).
             extra_instructions: per-run system addendum, re-applied after each handoff.
             max_turns: model turns before ``MaxTurnsExceeded``.
@@ -63,16 +64,33 @@ class Runner:
             session_id: the conversation key.
             checkpoint: ``CheckpointOptions`` for crash recovery and idempotent re-issue.
             tracer: a ``Tracer`` for spans.
+            context: deprecated spelling of ``deps`` (warns).
         """
-        # The parameters are exactly RunSpec's fields: pass them on as they came.
-        return await start(RunSpec(**locals())).result()
+        options = RunOptions.build(
+            agent,
+            input,
+            deps=pick_deps(deps, context),
+            output_type=output_type,
+            extra_instructions=extra_instructions,
+            max_turns=max_turns,
+            budget=budget,
+            cancel_token=cancel_token,
+            mailbox=mailbox,
+            retry=retry,
+            context_policy=context_policy,
+            session=session,
+            session_id=session_id,
+            checkpoint=checkpoint,
+            tracer=tracer,
+        )
+        return await start(options).result()
 
     @staticmethod
     def run_sync(
         agent: Agent[Any],
         input: RunInput,
         *,
-        context: Any = None,
+        deps: Any = None,
         output_type: Any = None,
         extra_instructions: str | None = None,
         max_turns: int = 50,
@@ -84,14 +102,31 @@ class Runner:
         session: Session | None = None,
         session_id: str | None = None,
         checkpoint: CheckpointOptions | None = None,
-        tracer: Any = None,
+        tracer: Tracer | None = None,
+        context: Any = None,
     ) -> RunResult[Any]:
         """``Runner.run`` in a fresh event loop (not allowed inside a running loop); same keywords."""
-        kwargs = dict(locals())  # exactly Runner.run's parameters
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(Runner.run(**kwargs))
+            options = RunOptions.build(
+                agent,
+                input,
+                deps=pick_deps(deps, context),
+                output_type=output_type,
+                extra_instructions=extra_instructions,
+                max_turns=max_turns,
+                budget=budget,
+                cancel_token=cancel_token,
+                mailbox=mailbox,
+                retry=retry,
+                context_policy=context_policy,
+                session=session,
+                session_id=session_id,
+                checkpoint=checkpoint,
+                tracer=tracer,
+            )
+            return asyncio.run(_result(options))
         raise UserError(
             "Runner.run_sync was called inside a running event loop",
             hint="use `await Runner.run(...)` in async code",
@@ -102,7 +137,7 @@ class Runner:
         agent: Agent[Any],
         input: RunInput,
         *,
-        context: Any = None,
+        deps: Any = None,
         output_type: Any = None,
         extra_instructions: str | None = None,
         max_turns: int = 50,
@@ -114,22 +149,42 @@ class Runner:
         session: Session | None = None,
         session_id: str | None = None,
         checkpoint: CheckpointOptions | None = None,
-        tracer: Any = None,
+        tracer: Tracer | None = None,
+        context: Any = None,
     ) -> RunHandle[Any]:
         """Start a run and return its handle: iterate events, ``await`` the result, ``cancel()``.
 
         Takes the same keywords as :meth:`run`. The run starts when the handle is first iterated
         or awaited.
         """
-        return start(RunSpec(**locals()))  # the parameters are exactly RunSpec's fields
+        options = RunOptions.build(
+            agent,
+            input,
+            deps=pick_deps(deps, context),
+            output_type=output_type,
+            extra_instructions=extra_instructions,
+            max_turns=max_turns,
+            budget=budget,
+            cancel_token=cancel_token,
+            mailbox=mailbox,
+            retry=retry,
+            context_policy=context_policy,
+            session=session,
+            session_id=session_id,
+            checkpoint=checkpoint,
+            tracer=tracer,
+        )
+        return start(options)
 
 
-def start(spec: RunSpec) -> RunHandle[Any]:
-    """Wrap a validated spec in a handle (internal; ``agent.as_tool`` uses it for child runs)."""
-    spec.cancel_token = spec.cancel_token or CancelToken()
-    spec.approvals = spec.approvals or ApprovalChannel()
+async def _result(options: RunOptions) -> RunResult[Any]:
+    return await start(options).result()
+
+
+def start(options: RunOptions) -> RunHandle[Any]:
+    """Wrap validated options in a handle (internal; ``agent.as_tool`` uses it for child runs)."""
 
     async def drive(sink: EventSink) -> RunResult[Any]:
-        return await RunLoop(spec, sink).run()
+        return await RunLoop(options, sink).run()
 
-    return RunHandle(drive, cancel_token=spec.cancel_token, approvals=spec.approvals)
+    return RunHandle(drive, cancel_token=options.cancel_token, approvals=options.approvals)

@@ -12,7 +12,6 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,6 +29,7 @@ from ..handoff import Handoff
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..transcript import TranscriptEntry
+    from .state import RunState
 
 __all__ = ["CheckpointWriter", "Plan", "agent_graph", "classify", "error_payload", "plan_run"]
 
@@ -125,15 +125,11 @@ class CheckpointWriter:
     is lost the next save raises :class:`LeaseLostError` and nothing more is written.
     """
 
-    def __init__(
-        self, options: CheckpointOptions, *, head: Callable[[], RunHead], own: Sequence[TranscriptEntry], persisted: int
-    ) -> None:
+    def __init__(self, options: CheckpointOptions, *, persisted: int = 0) -> None:
         assert options.checkpointer is not None
         self.options = options
         self.checkpointer = options.checkpointer
         self.run_id = options.effective_run_id
-        self._head = head
-        self._own = own
         self._persisted = persisted
         self._lock = asyncio.Lock()
         self._lease: Lease | None = None
@@ -168,18 +164,23 @@ class CheckpointWriter:
         self._persisted = persisted
 
     async def save(
-        self, *, status: RunStatus = "running", output: Any = None, error: dict[str, Any] | None = None
+        self,
+        state: RunState,
+        *,
+        status: RunStatus = "running",
+        output: Any = None,
+        error: dict[str, Any] | None = None,
     ) -> None:
-        """Append entries new since the last save and overwrite the head (with a terminal status,
-        the JSON-safe ``output`` or the ``error`` payload)."""
+        """Append the state's entries new since the last save and overwrite the head (with a
+        terminal status, the JSON-safe ``output`` or the ``error`` payload)."""
         async with self._lock:
             if self._lease_error is not None:
                 raise LeaseLostError(
                     f"run {self.run_id!r} was taken over by another worker; this worker stops without writing",
                     hint="another process resumed the run after this worker's lease expired",
                 ) from self._lease_error
-            new = list(self._own[self._persisted :])
-            head = self._head()
+            new = list(state.entries[self._persisted :])
+            head = state.saved_head(updated_at=now())
             head.status = status
             head.output = output
             head.error = error

@@ -18,8 +18,59 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lovia"
 
-KNOWN_CYCLES: list[tuple[str, ...]] = []
-"""Cycles we know of and have not broken yet (each as the sorted tuple of its modules)."""
+KNOWN_CYCLES: list[tuple[str, ...]] = [
+    (
+        "lovia.agent",
+        "lovia.context",
+        "lovia.context.base",
+        "lovia.context.compaction",
+        "lovia.context.policy",
+        "lovia.events",
+        "lovia.guardrails",
+        "lovia.handle",
+        "lovia.handoff",
+        "lovia.hooks",
+        "lovia.plugins",
+        "lovia.plugins.base",
+        "lovia.result",
+        "lovia.run.activate",
+        "lovia.run.finish",
+        "lovia.run.loop",
+        "lovia.run.model_call",
+        "lovia.run.options",
+        "lovia.run.persist",
+        "lovia.run.setup",
+        "lovia.run.state",
+        "lovia.run.tool_phase",
+        "lovia.run.turn",
+        "lovia.run.view",
+        "lovia.run_context",
+        "lovia.runner",
+        "lovia.tools",
+        "lovia.tools._run",
+        "lovia.tools._schema",
+        "lovia.tools._tool",
+        "lovia.tools.recall",
+    ),
+    (
+        "lovia.cli",
+        "lovia.eval.cli",
+    ),
+    (
+        "lovia.stores.postgres._db",
+        "lovia.stores.postgres._schema",
+    ),
+    (
+        "lovia.web.app",
+        "lovia.web.routes_chat",
+        "lovia.web.routes_info",
+        "lovia.web.routes_sessions",
+    ),
+]
+"""Cycles not broken yet, each the sorted modules of one strongly connected component.
+
+A cycle found must lie inside one of these; one that grows, or a new one, fails the test.
+"""
 
 
 def module_name(path: Path) -> str:
@@ -140,15 +191,19 @@ def test_the_cycle_finder_finds_a_cycle():
     assert path_in(graph, ("a", "b", "c")) == ["a", "b", "c", "a"]
 
 
+def _known(cycle: tuple[str, ...]) -> bool:
+    return any(set(cycle) <= set(known) for known in KNOWN_CYCLES)
+
+
 def test_the_package_has_no_import_cycle():
     graph = import_graph()
     found = cycles(graph)
-    new = [c for c in found if c not in KNOWN_CYCLES]
+    new = [c for c in found if not _known(c)]
     message = "\n".join(" -> ".join(path_in(graph, c)) + f"   ({len(c)} modules)" for c in new)
     assert not new, f"import cycles (type-only and function-level imports count):\n{message}"
 
 
-@pytest.mark.parametrize("cycle", KNOWN_CYCLES)
-def test_known_cycles_still_exist(cycle: tuple[str, ...]):
-    """Drop a KNOWN_CYCLES entry once it is broken."""
-    assert cycle in cycles(import_graph())
+@pytest.mark.parametrize("known", KNOWN_CYCLES)
+def test_known_cycles_still_exist(known: tuple[str, ...]):
+    """Shrink or drop a KNOWN_CYCLES entry once (part of) it is broken."""
+    assert any(set(c) == set(known) for c in cycles(import_graph())), "this cycle shrank or is gone: update it"

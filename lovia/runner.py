@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from .exceptions import UserError
+from .exceptions import BudgetExceeded, InvalidToolArguments, ToolError, UserError
 from .handle import EventSink, RunHandle
+from .handoff import slugify
 from .result import RunResult
+from .run import entry
 from .run.input import RunInput
 from .run.loop import RunLoop
 from .run.options import RunOptions, pick_deps
+from .run_context import RunContext
+from .tools import Tool
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -177,6 +181,54 @@ class Runner:
         return start(options)
 
 
+def agent_tool(
+    agent: Agent[Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    max_turns: int = 50,
+    budget: RunBudget | None = None,
+    retry: RetryPolicy | None = None,
+    context_policy: ContextPolicy | None = None,
+) -> Tool[Any]:
+    """``agent`` as a tool ``ask_<slug>(input)`` whose each call is a child run (see ``Agent.as_tool``)."""
+
+    async def invoke(args: dict[str, Any], ctx: RunContext[Any]) -> Any:
+        prompt = args.get("input")
+        if not isinstance(prompt, str) or not prompt:
+            raise InvalidToolArguments("'input' must be a non-empty string", hint="pass the question as input")
+        try:
+            options = RunOptions.build(
+                agent,
+                prompt,
+                deps=ctx.context,
+                max_turns=max_turns,
+                budget=budget.copy() if budget else None,
+                cancel_token=ctx.cancel_token,
+                retry=retry,
+                context_policy=context_policy,
+                tracer=ctx.tracer,
+                parent_usage=ctx.usage,
+            )
+            result = await start(options).result()
+        except BudgetExceeded as exc:
+            raise ToolError(
+                f"sub-agent {agent.name!r} ran out of budget: {exc.message}", hint="narrow the question"
+            ) from exc
+        return result.output
+
+    return Tool(
+        name=name or f"ask_{slugify(agent.name)}",
+        description=description or f"Ask the agent {agent.name!r}. It sees only the input you give it.",
+        parameters={
+            "type": "object",
+            "properties": {"input": {"type": "string", "description": "The full request for the agent."}},
+            "required": ["input"],
+        },
+        invoke=invoke,
+    )
+
+
 async def _result(options: RunOptions) -> RunResult[Any]:
     return await start(options).result()
 
@@ -188,3 +240,6 @@ def start(options: RunOptions) -> RunHandle[Any]:
         return await RunLoop(options, sink).run()
 
     return RunHandle(drive, cancel_token=options.cancel_token, approvals=options.approvals)
+
+
+entry.install(Runner, agent_tool)

@@ -235,7 +235,7 @@ def _expose_head_fields() -> None:
     # The head's fields stay stored once, in ``head``; they are listed as the snapshot's fields
     # too (read through), so ``dataclasses.fields``/``replace(snap, turns=3)`` see the flat shape
     # the snapshot always had. ``head`` itself is not an init field: ``replace`` rebuilds it.
-    listed = RunSnapshot.__dataclass_fields__  # type: ignore[attr-defined]
+    listed = RunSnapshot.__dataclass_fields__
     for head_field in dataclasses.fields(RunHead):
         setattr(RunSnapshot, head_field.name, _read_through(head_field.name))
         listed[head_field.name] = copy.copy(head_field)

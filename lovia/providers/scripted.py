@@ -82,7 +82,7 @@ def batch(*calls: tuple[str, dict[str, Any] | str] | tuple[str, dict[str, Any] |
     deltas: list[ModelDelta] = []
     for index, spec in enumerate(calls):
         name, args = spec[0], spec[1]
-        call_id = spec[2] if len(spec) > 2 else f"call_{name}_{index}"  # type: ignore[misc]
+        call_id = spec[2] if len(spec) > 2 else f"call_{name}_{index}"
         deltas.extend(_call_deltas(index, name, args, call_id))
     deltas.append(UsageDelta(Usage(input_tokens=10, output_tokens=5)))
     deltas.append(FinishDelta("tool_calls"))

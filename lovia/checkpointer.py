@@ -66,6 +66,10 @@ class RunHead:
     started_at: float = None  # type: ignore[assignment]  # None is replaced by updated_at on creation
     """When the run first started (a resumed run keeps it); omitted, it is ``updated_at``."""
     updated_at: float = field(default_factory=time.time)
+    model_usage: dict[str, Usage] = field(default_factory=dict)
+    """``usage`` split by ``"vendor:model"`` over every attempt (what the run's cost is computed from)."""
+    trace: dict[str, str] | None = None
+    """``{"trace_id", "span_id"}`` (hex) of the first attempt's run span, for tracers that link attempts."""
 
     def __post_init__(self) -> None:
         if self.started_at is None:
@@ -91,6 +95,8 @@ class RunHead:
             "repair_attempts": self.repair_attempts,
             "started_at": self.started_at,
             "updated_at": self.updated_at,
+            "model_usage": {model: usage.to_dict() for model, usage in self.model_usage.items()},
+            "trace": self.trace,
         }
 
     @classmethod
@@ -119,6 +125,8 @@ class RunHead:
             repair_attempts=int(data.get("repair_attempts") or 0),
             started_at=float(_first_number(data.get("started_at"), data.get("updated_at"), now)),
             updated_at=float(_first_number(data.get("updated_at"), now)),
+            model_usage=_model_usage(data.get("model_usage")),
+            trace=_trace(data.get("trace")),
         )
 
     def to_json(self) -> str:
@@ -137,7 +145,21 @@ def _copy_head(head: RunHead) -> RunHead:
         usage=head.usage.copy(),
         context_state=dict(head.context_state),
         started_calls=list(head.started_calls),
+        model_usage={model: usage.copy() for model, usage in head.model_usage.items()},
+        trace=dict(head.trace) if head.trace is not None else None,
     )
+
+
+def _model_usage(data: Any) -> dict[str, Usage]:
+    if not isinstance(data, dict):
+        return {}
+    return {str(model): Usage.from_dict(usage) for model, usage in data.items() if isinstance(usage, dict)}
+
+
+def _trace(data: Any) -> dict[str, str] | None:
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("trace_id", "span_id")):
+        return None
+    return {"trace_id": data["trace_id"], "span_id": data["span_id"]}
 
 
 def _first_number(*values: Any) -> float:

@@ -351,6 +351,7 @@ class RunLoop:
         agent = replay_agent(agent_graph(self.entry_agent), snap, self.entry_agent)
         state.switch_to(agent)
         state.usage.add(snap.head.usage)
+        state.head.model_usage = {model: usage.copy() for model, usage in snap.head.model_usage.items()}
         state.head.context_state = dict(snap.head.context_state)
         output = revive_output(snap.head.output, agent, options, state.run_id)
         # Hooks ran on the original completion: a replay hands its two terminal events to the

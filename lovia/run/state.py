@@ -38,8 +38,6 @@ class RunState:
     """System entry + session history + own entries: what views are built from."""
     pending_target: Agent[Any] | None = None
     """The agent a handoff fired for this turn (``head.pending_handoff`` holds its name)."""
-    model_usage: dict[str, Usage] = field(default_factory=dict)
-    """Usage per ``"vendor:model"`` of this process, for cost (see :mod:`lovia.usage`)."""
     context_notice: CompactionNotice | None = None
     finish_reason: str | None = None
 
@@ -55,6 +53,11 @@ class RunState:
     def usage(self) -> Usage:
         """The run's live usage (shared with ``ctx.usage``)."""
         return self.head.usage
+
+    @property
+    def model_usage(self) -> dict[str, Usage]:
+        """The run's usage per ``"vendor:model"`` (``head.model_usage``, every attempt)."""
+        return self.head.model_usage
 
     @property
     def turns(self) -> int:
@@ -80,6 +83,8 @@ class RunState:
         head.started_calls = list(stored.started_calls)
         head.repair_attempts = stored.repair_attempts
         head.started_at = stored.started_at
+        head.model_usage = {model: usage.copy() for model, usage in stored.model_usage.items()}
+        head.trace = stored.trace
         if pending is not None:
             self.fire_handoff(pending)
         self.entries.extend(snap.entries)

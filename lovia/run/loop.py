@@ -43,7 +43,7 @@ from ..handle import EventSink
 from ..result import RunResult
 from ..run_context import RunContext
 from ..session import new_run_id
-from ..tracing import detail_span
+from ..tracing import Span, detail_span, link_first_attempt, span_ref
 from ..transcript import (
     AssistantTextEntry,
     InputEntry,
@@ -102,7 +102,7 @@ class RunLoop:
         state = self.state
         with self.options.tracer.span("run", agent=self.entry_agent.name, run_id=state.run_id) as span:
             try:
-                result = await self._run()
+                result = await self._run(span)
                 span.set_attribute("turns", result.turns)
                 span.set_attribute("total_tokens", result.usage.total_tokens)
                 return result
@@ -114,7 +114,7 @@ class RunLoop:
                 span.set_attribute("resumed", state.ctx.resumed)
                 await self._cleanup()
 
-    async def _run(self) -> RunResult[Any]:
+    async def _run(self, span: Span) -> RunResult[Any]:
         options, state = self.options, self.state
         await self._claim()
         plan = await plan_run(options.checkpoint)
@@ -128,6 +128,10 @@ class RunLoop:
         else:
             state.head.context_state = dict(carried)
             state.entries.extend(input_to_entries(options.input))
+        if state.head.trace is None:
+            state.head.trace = span_ref(span)  # the first traced attempt
+        else:
+            link_first_attempt(span, state.head.trace)
         active = await self._activate(state.agent)
         state.transcript[:] = [await system_entry(active, state.ctx, options.extra_instructions), *history]
         state.transcript.extend(state.entries)

@@ -37,7 +37,7 @@ from ..events import (
     TurnStarted,
     UserMessageInjected,
 )
-from ..exceptions import MaxTurnsExceeded, UserError
+from ..exceptions import MaxTurnsExceeded
 from ..guardrails import run_guardrails
 from ..handle import EventSink
 from ..result import RunResult
@@ -48,7 +48,6 @@ from ..transcript import (
     AssistantTextEntry,
     InputEntry,
     ToolCallEntry,
-    TranscriptEntry,
     entries_to_messages,
     input_to_entries,
     unanswered_tool_calls,
@@ -57,7 +56,7 @@ from .activate import Active, activate, system_entry
 from .cancel import cancel_scope
 from .finish import append_session, replay_agent, revive_output, run_result, save_completed, save_failed
 from .options import RunOptions
-from .persist import CheckpointWriter, agent_graph, classify, now, plan_run
+from .persist import CheckpointWriter, agent_graph, classify, load_history, now, plan_run, resume_agents
 from .scope import RunScope
 from .state import RunState
 from .tool_phase import ToolPhase
@@ -121,10 +120,10 @@ class RunLoop:
         if plan.mode == "replay":
             assert plan.snapshot is not None
             return await self._replay(plan.snapshot)
-        history, carried = await self._load_history()
+        history, carried = await load_history(options.session, options.session_id)
         if plan.mode == "resume":
             assert plan.snapshot is not None
-            self._restore(plan.snapshot)
+            state.restore(plan.snapshot, *resume_agents(self.entry_agent, plan.snapshot))
         else:
             state.head.context_state = dict(carried)
             state.entries.extend(input_to_entries(options.input))
@@ -156,36 +155,6 @@ class RunLoop:
                 return await self._complete(outcome.value)
 
     # ================================================================== setup
-
-    async def _load_history(self) -> tuple[list[TranscriptEntry], dict[str, Any]]:
-        session, sid = self.options.session, self.options.session_id
-        if session is None or sid is None:
-            return [], {}
-        segments = await session.segments(sid)
-        history: list[TranscriptEntry] = [entry for seg in segments for entry in seg.entries]
-        carried: dict[str, Any] = {}
-        if segments and segments[-1].meta:
-            carried = dict(segments[-1].meta.get("context_state") or {})
-        return history, carried
-
-    def _restore(self, snap: RunSnapshot) -> None:
-        graph = agent_graph(self.entry_agent)
-        name, pending_name = snap.head.agent_name, snap.head.pending_handoff
-        agent = graph.get(name)
-        if agent is None:
-            raise UserError(
-                f"run {snap.run_id!r} was driven by agent {name!r}, which is not in the handoff graph of {self.entry_agent.name!r}",
-                hint=f"restore the agent named {name!r} (renaming an agent breaks resume of its in-flight runs)",
-            )
-        pending = None
-        if pending_name is not None:
-            pending = graph.get(pending_name)
-            if pending is None:
-                raise UserError(
-                    f"run {snap.run_id!r} recorded a handoff to {pending_name!r}, which no longer exists",
-                    hint=f"restore the agent named {pending_name!r}",
-                )
-        self.state.restore(snap, agent, pending)
 
     async def _activate(self, agent: Agent[Any]) -> Active:
         self.state.switch_to(agent)

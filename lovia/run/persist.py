@@ -28,10 +28,20 @@ from ..handoff import Handoff
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from ..session import Session
     from ..transcript import TranscriptEntry
     from .state import RunState
 
-__all__ = ["CheckpointWriter", "Plan", "agent_graph", "classify", "error_payload", "plan_run"]
+__all__ = [
+    "CheckpointWriter",
+    "Plan",
+    "agent_graph",
+    "classify",
+    "error_payload",
+    "load_history",
+    "plan_run",
+    "resume_agents",
+]
 
 logger = logging.getLogger("lovia")
 
@@ -92,6 +102,39 @@ def agent_graph(entry: Agent[Any]) -> dict[str, Agent[Any]]:
         for item in agent.handoffs:
             stack.append(item.target if isinstance(item, Handoff) else item)
     return found
+
+
+def resume_agents(entry: Agent[Any], snap: RunSnapshot) -> tuple[Agent[Any], Agent[Any] | None]:
+    """The agent that drove ``snap`` and the handoff target it recorded, found in ``entry``'s graph."""
+    graph = agent_graph(entry)
+    name, pending_name = snap.head.agent_name, snap.head.pending_handoff
+    agent = graph.get(name)
+    if agent is None:
+        raise UserError(
+            f"run {snap.run_id!r} was driven by agent {name!r}, which is not in the handoff graph of {entry.name!r}",
+            hint=f"restore the agent named {name!r} (renaming an agent breaks resume of its in-flight runs)",
+        )
+    if pending_name is None:
+        return agent, None
+    pending = graph.get(pending_name)
+    if pending is None:
+        raise UserError(
+            f"run {snap.run_id!r} recorded a handoff to {pending_name!r}, which no longer exists",
+            hint=f"restore the agent named {pending_name!r}",
+        )
+    return agent, pending
+
+
+async def load_history(session: Session | None, session_id: str | None) -> tuple[list[TranscriptEntry], dict[str, Any]]:
+    """The session's entries so far, and the context state its last segment carried."""
+    if session is None or session_id is None:
+        return [], {}
+    segments = await session.segments(session_id)
+    history = [entry for seg in segments for entry in seg.entries]
+    carried: dict[str, Any] = {}
+    if segments and segments[-1].meta:
+        carried = dict(segments[-1].meta.get("context_state") or {})
+    return history, carried
 
 
 def classify(exc: BaseException) -> RunStatus:

@@ -76,7 +76,8 @@ class DemoModel(ScriptedProvider):
 
 def _reply(last: TranscriptEntry | None) -> str:
     if isinstance(last, ToolResultEntry):
-        return f"The `clock` tool says: **{last.output}**.\n\n_(Offline demo model: canned reply, no language model involved.)_"
+        note = "_(Offline demo model: canned reply, no language model involved.)_"
+        return f"The `clock` tool says: **{last.output}**.\n\n{note}"
     said = last.text if isinstance(last, InputEntry) else ""
     quoted = "\n".join(f"> {line}" for line in said.splitlines()[:6]) or "> (empty)"
     return (

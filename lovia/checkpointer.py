@@ -140,11 +140,21 @@ class RunHead:
 
 
 def _copy_head(head: RunHead) -> RunHead:
-    return dataclasses.replace(
-        head,
+    # Built directly (not dataclasses.replace): the run copies its head on every checkpoint save.
+    return RunHead(
+        agent_name=head.agent_name,
         usage=head.usage.copy(),
+        turns=head.turns,
+        status=head.status,
+        output=head.output,
+        error=head.error,
+        last_input_tokens=head.last_input_tokens,
         context_state=dict(head.context_state),
+        pending_handoff=head.pending_handoff,
         started_calls=list(head.started_calls),
+        repair_attempts=head.repair_attempts,
+        started_at=head.started_at,
+        updated_at=head.updated_at,
         model_usage={model: usage.copy() for model, usage in head.model_usage.items()},
         trace=dict(head.trace) if head.trace is not None else None,
     )

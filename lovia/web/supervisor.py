@@ -28,6 +28,7 @@ from ..reliability import Mailbox
 from ..runner import Runner
 from ..session import new_run_id
 from ..transcript import (
+    AssistantTextEntry,
     InputEntry,
     ToolResultEntry,
     TranscriptEntry,
@@ -39,10 +40,22 @@ from .events_hub import EventHub
 from .sse import Frame, event_to_frame
 from .store import ChatStore
 
-__all__ = ["LiveRun", "RunSupervisor", "Subscription"]
+__all__ = ["LiveRun", "RunSupervisor", "Subscription", "error_payload"]
 
 logger = logging.getLogger("lovia.web")
 _CLOSE: Frame | None = None
+
+
+def error_payload(error: BaseException) -> dict[str, Any]:
+    """What the page shows about a failed run: the error's type, message and hint."""
+    payload: dict[str, Any] = {"type": type(error).__name__, "message": str(getattr(error, "message", None) or error)}
+    hint = getattr(error, "hint", None)
+    if hint:
+        payload["hint"] = hint
+    status = getattr(error, "status_code", None)
+    if status is not None:
+        payload["status"] = status
+    return payload
 
 
 @dataclass(eq=False)
@@ -68,6 +81,8 @@ class LiveRun:
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     status: str = "running"
     """How it ended: completed, cancelled, failed or interrupted (``running`` while live)."""
+    partial: list[str] = field(default_factory=list)
+    """Text streamed in the turn in flight and not yet part of a completed message."""
 
     def broadcast(self, frame: Frame, *, buffer: bool = True) -> None:
         """Send a frame to every subscriber (and keep it for late ones)."""
@@ -256,6 +271,10 @@ class RunSupervisor:
             )
 
     def _on_event(self, live: LiveRun, event: ev.Event) -> None:
+        if isinstance(event, ev.TextDelta):
+            live.partial.append(event.delta)
+        elif isinstance(event, (ev.OutputDiscarded, ev.TurnStarted, ev.MessageCompleted)):
+            live.partial.clear()
         if isinstance(event, ev.TurnStarted):
             live.turn_mark = len(live.entries)
             live.buffer.clear()
@@ -284,31 +303,57 @@ class RunSupervisor:
             message = "the server is shutting down; the run resumes from its checkpoint when you reconnect"
             live.broadcast(Frame("error", {"type": "ServerShutdown", "message": message, "resumable": True}))
             return
-        usage = await self.finalize_partial(live.session_id, live.run_id, fallback=live.entries)
-        status = live.status = "cancelled" if live.stop_requested else "failed"
-        await self.store.record_run(live.run_id, live.session_id, status=status, usage=usage.to_dict(), finished=True)
+        stopped = live.stop_requested
+        live.status = "cancelled" if stopped else "failed"
+        payload = None if stopped else error_payload(error)
+        if payload is not None:
+            logger.warning(
+                "chat run %s of chat %s failed: %s: %s", live.run_id, live.session_id, payload["type"], payload["message"]
+            )
+        usage = await self.finalize_partial(
+            live.session_id,
+            live.run_id,
+            fallback=live.entries,
+            partial_text="".join(live.partial),
+            error=payload,
+        )
+        await self.store.record_run(
+            live.run_id, live.session_id, status=live.status, usage=usage.to_dict(), finished=True
+        )
         await self.store.update(live.session_id)
-        if live.stop_requested:
+        if payload is None:
             live.broadcast(
                 Frame("done", {"output": None, "usage": usage.to_dict(), "run_id": live.run_id, "stopped": True})
             )
         else:
-            payload = {"type": type(error).__name__, "message": str(getattr(error, "message", None) or error)}
-            hint = getattr(error, "hint", None)
-            if hint:
-                payload["hint"] = hint
-            live.broadcast(Frame("error", payload))
+            live.broadcast(Frame("error", {**payload, "run_id": live.run_id}))
 
     async def finalize_partial(
-        self, session_id: str, run_id: str, *, fallback: list[TranscriptEntry] | None = None
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        fallback: list[TranscriptEntry] | None = None,
+        partial_text: str = "",
+        error: dict[str, Any] | None = None,
     ) -> Usage:
-        """Record a stopped run's completed work in the session, tool-consistently, and drop its checkpoint."""
+        """Record an abandoned run's work in the session as a finished, tool-consistent segment.
+
+        ``partial_text`` (the answer streamed so far in the turn in flight) is kept as the last
+        entry. The segment is marked ``stopped``, or ``failed`` with ``error``. A stopped run's
+        checkpoint is deleted; a failed run's stays (status ``failed``, with its error) so
+        ``lovia runs ls`` shows it.
+        """
         snapshot = await self.store.checkpointer.load(run_id)
         entries = list(snapshot.entries) if snapshot is not None else list(fallback or [])
         kept = drop_dangling_tool_calls(entries)
+        if partial_text.strip():
+            kept.append(AssistantTextEntry(partial_text))
+        meta: dict[str, Any] = {"stopped": True} if error is None else {"failed": True, "error": error}
         if kept:
-            await self.store.session.append(session_id, kept, run_id=run_id, meta={"stopped": True})
-        await self.store.checkpointer.delete(run_id)
+            await self.store.session.append(session_id, kept, run_id=run_id, meta=meta)
+        if error is None or snapshot is None or snapshot.status != "failed":
+            await self.store.checkpointer.delete(run_id)
         await self.store.set_active_run(session_id, None)
         return snapshot.usage if snapshot is not None else Usage()
 

@@ -28,6 +28,11 @@ const marked = new Marked({
   breaks: false,
   renderer: {
     html: ({ text }) => escapeHtml(text), // raw HTML from the model is text, never markup
+    link(token) {
+      // A javascript:, data: or other non-web link is shown as its text, not as a dead link.
+      if (!SAFE_URL.test(token.href || "")) return this.parser.parseInline(token.tokens);
+      return false; // marked's own rendering
+    },
   },
 });
 

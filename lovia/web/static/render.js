@@ -1,7 +1,9 @@
 // Renders a transcript (stored entries) and applies live SSE frames on top of it.
 // All model- or user-provided text goes through textContent or the safe Markdown renderer.
 
-import { renderMarkdown } from "./markdown.js";
+import { copyButton, enhance, renderMarkdown } from "./markdown.js";
+
+const FOLLOW_SLACK = 48; // px from the bottom that still counts as "at the bottom"
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -32,16 +34,55 @@ function usageText(usage) {
   return `${usage.input_tokens || 0} in · ${usage.output_tokens || 0} out tokens`;
 }
 
+function errorCard(data) {
+  const card = el("div", "error-card");
+  card.setAttribute("role", "alert");
+  card.dataset.testid = "error-card";
+  if (data.run_id) card.dataset.runId = data.run_id;
+  const head = el("div", "error-title");
+  head.append(el("strong", "error-type", data.type || "Error"), el("span", "error-message", data.message || ""));
+  card.append(head);
+  if (data.hint) card.append(el("div", "error-hint", `Hint: ${data.hint}`));
+  return card;
+}
+
 export class Transcript {
-  constructor(root, { onEdit, onRegenerate }) {
+  constructor(root, { onEdit, onRegenerate, jump }) {
     this.root = root;
     this.onEdit = onEdit;
     this.onRegenerate = onRegenerate;
     this.canRewind = false;
+    this.follow = true; // the reader is at the bottom: keep them there as the answer grows
+    this.jump = jump || null;
+    this.retryTimer = null;
+    root.addEventListener("scroll", () => this.onScroll(), { passive: true });
+    if (this.jump) this.jump.onclick = () => this.jumpToLatest();
     this.reset();
   }
 
+  atBottom() {
+    const box = this.root;
+    return box.scrollHeight - box.scrollTop - box.clientHeight <= FOLLOW_SLACK;
+  }
+
+  onScroll() {
+    this.follow = this.atBottom();
+    this.updateJump();
+  }
+
+  updateJump() {
+    if (this.jump) this.jump.hidden = this.follow || this.root.scrollHeight <= this.root.clientHeight;
+  }
+
+  jumpToLatest() {
+    this.follow = true;
+    this.root.scrollTop = this.root.scrollHeight;
+    this.updateJump();
+  }
+
   reset() {
+    clearInterval(this.retryTimer);
+    this.retryTimer = null;
     this.root.replaceChildren();
     this.current = null;
     this.userCount = 0;
@@ -51,17 +92,38 @@ export class Transcript {
 
   // ---------------------------------------------------------------- full render
 
+  // Re-render from stored entries, keeping the reader's place: at the bottom if they were
+  // following, else at the same offset (never a jump to the top).
   render(entries, runs, running) {
+    const top = this.root.scrollTop;
+    const follow = this.follow;
     this.reset();
     const ends = new Map((runs || []).map((r) => [r.start + r.count, r]));
     entries.forEach((entry, index) => {
       this.addEntry(entry);
       const run = ends.get(index + 1);
-      if (run && this.current) this.setFooter(this.current, run.usage, run.stopped);
+      if (run) this.endRun(run);
     });
     if (!running) this.root.querySelectorAll(".tool.pending").forEach((t) => this.setToolState(t, "dropped"));
     if (!entries.length) this.root.append(el("div", "empty", "Start a conversation."));
     this.setControls(running);
+    this.follow = follow;
+    if (follow) this.root.scrollTop = this.root.scrollHeight;
+    else this.root.scrollTop = top;
+    this.updateJump();
+  }
+
+  endRun(run) {
+    if (run.error) {
+      const msg = this.assistant();
+      msg.node.append(errorCard({ ...run.error, run_id: run.run_id }));
+    }
+    if (this.current) this.setFooter(this.current, run.usage, run.stopped);
+    this.current = null;
+  }
+
+  hasErrorFor(runId) {
+    return [...this.root.querySelectorAll(".error-card")].some((c) => !runId || c.dataset.runId === runId);
   }
 
   addEntry(entry) {
@@ -104,7 +166,8 @@ export class Transcript {
 
   textBlock(text) {
     const block = el("div", "md");
-    block.innerHTML = renderMarkdown(text); // safe: the renderer escapes all source text first
+    block.innerHTML = renderMarkdown(text); // safe: raw HTML is escaped and the result sanitized
+    enhance(block);
     return block;
   }
 
@@ -137,8 +200,16 @@ export class Transcript {
 
   setFooter(msg, usage, stopped) {
     msg.node.querySelector(".usage")?.remove();
-    const text = [usageText(usage), stopped ? "stopped" : ""].filter(Boolean).join(" · ");
-    if (text) msg.node.append(el("div", "usage", text));
+    const footer = el("div", "usage");
+    if (stopped) {
+      const mark = el("span", "stopped-mark", "stopped");
+      mark.dataset.testid = "stopped-mark";
+      mark.title = "You stopped this answer; the text above is what had arrived.";
+      footer.append(mark);
+    }
+    const text = usageText(usage);
+    if (text) footer.append(el("span", "", stopped ? ` · ${text}` : text));
+    if (footer.childNodes.length) msg.node.append(footer);
   }
 
   // ---------------------------------------------------------------- live frames
@@ -149,6 +220,7 @@ export class Transcript {
   }
 
   textDelta(delta) {
+    this.clearRetry();
     const live = this.ensureLive();
     if (!live.textEl) {
       live.textEl = el("div", "md cursor");
@@ -174,7 +246,10 @@ export class Transcript {
     this.pendingPaint = true;
     requestAnimationFrame(() => {
       this.pendingPaint = false;
-      if (this.live && this.live.textEl) this.live.textEl.innerHTML = renderMarkdown(this.live.text);
+      if (this.live && this.live.textEl) {
+        this.live.textEl.innerHTML = renderMarkdown(this.live.text);
+        enhance(this.live.textEl);
+      }
       this.scroll();
     });
   }
@@ -187,6 +262,7 @@ export class Transcript {
   }
 
   messageCompleted(message) {
+    this.clearRetry();
     this.discardLive();
     for (const entry of message.entries || []) this.addEntry(entry);
     this.scroll();
@@ -236,13 +312,69 @@ export class Transcript {
     this.addUser(contentText(content));
   }
 
+  // A failed run (or request): a card with the error's type, message and hint. A tool's failure
+  // is only a note: the model got the error as the tool's result and the run goes on.
   error(data) {
+    this.clearRetry();
     const msg = this.assistant();
-    msg.node.append(el("div", "error", `${data.type || "Error"}: ${data.message || ""}`));
+    if (data.scope === "tool") msg.node.append(el("div", "error", `${data.type || "Error"}: ${data.message || ""}`));
+    else {
+      this.keepPartial();
+      msg.node.append(errorCard(data));
+    }
     this.scroll();
   }
 
+  // Keep the text streamed so far (the server stores it with the failed or stopped run too).
+  keepPartial() {
+    if (this.live && this.live.textEl) this.live.textEl.classList.remove("cursor");
+    this.live = null;
+  }
+
+  retrying(data) {
+    this.clearRetry();
+    const msg = this.assistant();
+    const line = el("div", "retry-status");
+    line.dataset.testid = "retry-status";
+    line.setAttribute("role", "status");
+    msg.node.append(line);
+    const until = Date.now() + (data.delay || 0) * 1000;
+    const tick = () => {
+      const left = Math.max(0, Math.ceil((until - Date.now()) / 1000));
+      const attempt = `attempt ${data.attempt + 1} of ${data.max_attempts}`;
+      line.textContent = left > 0 ? `retrying in ${left} s (${data.reason}) · ${attempt}` : `retrying now (${data.reason}) · ${attempt}`;
+      line.title = data.message || "";
+    };
+    tick();
+    this.retryTimer = setInterval(tick, 250);
+    this.scroll();
+  }
+
+  clearRetry() {
+    clearInterval(this.retryTimer);
+    this.retryTimer = null;
+    this.root.querySelectorAll(".retry-status").forEach((n) => n.remove());
+  }
+
+  note(text, testid) {
+    const line = el("div", "note", text);
+    line.dataset.testid = testid;
+    this.assistant().body.append(line);
+    this.scroll();
+  }
+
+  handoff(data) {
+    this.note(`handed over from ${data.from} to ${data.to}`, "handoff");
+  }
+
+  compacted(data) {
+    const what = data.reason ? ` (${data.reason})` : "";
+    this.note(`context compacted${what}: ${data.entries_before} → ${data.entries_after} entries`, "context-compacted");
+  }
+
   done(data) {
+    this.clearRetry();
+    if (data.stopped) this.keepPartial();
     this.discardLive();
     if (data.stopped) this.root.querySelectorAll(".tool.pending, .tool.running").forEach((t) => this.setToolState(t, "dropped"));
     if (this.current) this.setFooter(this.current, data.usage, data.stopped);
@@ -252,7 +384,15 @@ export class Transcript {
 
   setControls(running) {
     this.root.querySelectorAll(".msg .toolbar").forEach((t) => t.remove());
-    if (running || !this.canRewind) return;
+    if (running) return;
+    for (const msg of this.root.querySelectorAll(".msg.assistant")) {
+      const answer = () => [...msg.querySelectorAll(".body > .md")].map((b) => b.textContent).join("\n\n");
+      if (!answer().trim()) continue;
+      const bar = el("div", "toolbar");
+      bar.append(copyButton(answer, "Copy answer", "copy-answer"));
+      msg.append(bar);
+    }
+    if (!this.canRewind) return;
     for (const msg of this.root.querySelectorAll(".msg.user")) {
       const bar = el("div", "toolbar");
       const edit = el("button", "link", "Edit");
@@ -265,13 +405,12 @@ export class Transcript {
     const assistants = this.root.querySelectorAll(".msg.assistant");
     const last = assistants[assistants.length - 1];
     if (last && this.userCount > 0 && last === this.root.lastElementChild) {
-      const bar = el("div", "toolbar");
+      const bar = last.querySelector(".toolbar") || last.appendChild(el("div", "toolbar"));
       const regen = el("button", "link", "Regenerate");
       regen.type = "button";
       regen.dataset.testid = "regenerate";
       regen.onclick = () => this.onRegenerate();
       bar.append(regen);
-      last.append(bar);
     }
   }
 
@@ -312,7 +451,7 @@ export class Transcript {
   }
 
   scroll() {
-    const box = this.root;
-    if (box.scrollHeight - box.scrollTop - box.clientHeight < 200) box.scrollTop = box.scrollHeight;
+    if (this.follow) this.root.scrollTop = this.root.scrollHeight;
+    this.updateJump();
   }
 }

@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
 from ..agent import Agent
-from ..checkpointer import CheckpointOptions
+from ..checkpointer import CheckpointOptions, RunHead, RunSnapshot
 from ..exceptions import UserError
 from ..handle import RunHandle
 from ..messages import Usage
@@ -308,7 +309,11 @@ class RunSupervisor:
         payload = None if stopped else error_payload(error)
         if payload is not None:
             logger.warning(
-                "chat run %s of chat %s failed: %s: %s", live.run_id, live.session_id, payload["type"], payload["message"]
+                "chat run %s of chat %s failed: %s: %s",
+                live.run_id,
+                live.session_id,
+                payload["type"],
+                payload["message"],
             )
         usage = await self.finalize_partial(
             live.session_id,
@@ -316,6 +321,7 @@ class RunSupervisor:
             fallback=live.entries,
             partial_text="".join(live.partial),
             error=payload,
+            agent_name=live.agent.name,
         )
         await self.store.record_run(
             live.run_id, live.session_id, status=live.status, usage=usage.to_dict(), finished=True
@@ -336,6 +342,7 @@ class RunSupervisor:
         fallback: list[TranscriptEntry] | None = None,
         partial_text: str = "",
         error: dict[str, Any] | None = None,
+        agent_name: str = "",
     ) -> Usage:
         """Record an abandoned run's work in the session as a finished, tool-consistent segment.
 
@@ -352,10 +359,32 @@ class RunSupervisor:
         meta: dict[str, Any] = {"stopped": True} if error is None else {"failed": True, "error": error}
         if kept:
             await self.store.session.append(session_id, kept, run_id=run_id, meta=meta)
-        if error is None or snapshot is None or snapshot.status != "failed":
+        if error is None:
             await self.store.checkpointer.delete(run_id)
+        else:
+            await self._keep_failed(run_id, snapshot, kept, error, agent_name)
         await self.store.set_active_run(session_id, None)
         return snapshot.usage if snapshot is not None else Usage()
+
+    async def _keep_failed(
+        self,
+        run_id: str,
+        snapshot: RunSnapshot | None,
+        entries: list[TranscriptEntry],
+        error: dict[str, Any],
+        agent_name: str,
+    ) -> None:
+        """Leave the failed run in the checkpointer as ``failed`` with its error (``lovia runs ls`` shows it).
+
+        The session already holds its work, so it is marked failed, not resumable.
+        """
+        if snapshot is None:
+            head = RunHead(agent_name=agent_name or self.default_agent, status="failed", error=error)
+            await self.store.checkpointer.append(run_id, entries, head)
+            return
+        head = snapshot.head
+        head.status, head.error, head.updated_at = "failed", error, time.time()
+        await self.store.checkpointer.append(run_id, [], head)
 
     # ------------------------------------------------------------------ control
 
@@ -370,6 +399,14 @@ class RunSupervisor:
             await asyncio.wait_for(live.finished.wait(), timeout)
         return True
 
+    async def _close_models(self) -> None:
+        """Close the agents' provider clients (their keep-alive connections belong to this loop)."""
+        for agent in self.agents.values():
+            close = getattr(agent.model, "aclose", None)
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    await close()
+
     async def shutdown(self, *, timeout: float = 10.0) -> None:
         """Cancel every live run cooperatively, keeping checkpoints for a resume after restart."""
         self._closing = True
@@ -380,4 +417,5 @@ class RunSupervisor:
                 live.handle.cancel("server shutting down")
         if runs:
             await asyncio.wait([asyncio.ensure_future(r.finished.wait()) for r in runs], timeout=timeout)
+        await self._close_models()
         self.hub.close()  # end the /api/events streams too: they must not hold the shutdown up

@@ -119,7 +119,7 @@ HOSTILE = [
     "```html\n<img src=x onerror=\"window.__pwned='g'\">\n```",
     "- [ ] <svg onload=window.__pwned='h'>",
     "<details open ontoggle=\"window.__pwned='i'\">x</details>",
-    "[ok](https://example.com \"t\\\" onmouseover=window.__pwned='j'\")",
+    '[ok](https://example.com "t\\" onmouseover=window.__pwned=\'j\'")',
 ]
 
 

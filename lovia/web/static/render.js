@@ -30,7 +30,7 @@ function pretty(value) {
 }
 
 function usageText(usage) {
-  if (!usage) return "";
+  if (!usage || (!usage.input_tokens && !usage.output_tokens)) return "";
   return `${usage.input_tokens || 0} in · ${usage.output_tokens || 0} out tokens`;
 }
 

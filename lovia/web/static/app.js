@@ -406,6 +406,7 @@ function bind() {
 
 async function start() {
   captureToken();
+  setPhase("idle");
   bind();
   try {
     await loadInfo();

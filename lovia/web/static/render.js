@@ -3,6 +3,7 @@
 
 import { copyButton, enhance, renderMarkdown } from "./markdown.js";
 
+const HANDOFF_PREFIX = "transfer_to_"; // lovia.handoff.HANDOFF_TOOL_PREFIX
 const FOLLOW_SLACK = 48; // px from the bottom that still counts as "at the bottom"
 
 function el(tag, cls, text) {
@@ -134,8 +135,15 @@ export class Transcript {
     const msg = this.assistant();
     if (entry.type === "reasoning") msg.body.append(this.reasoningBlock(entry.content));
     else if (entry.type === "assistant_text") msg.body.append(this.textBlock(entry.content));
-    else if (entry.type === "tool_call") msg.body.append(this.toolBlock(entry.call_id, entry.name, entry.arguments));
+    else if (entry.type === "tool_call") this.storedCall(msg, entry);
     else if (entry.type === "tool_result") this.toolResult({ id: entry.call_id, output: entry.output, is_error: entry.is_error });
+  }
+
+  storedCall(msg, entry) {
+    const known = this.findTool(entry.call_id);
+    if (known) return; // already shown live (its handoff note too)
+    msg.body.append(this.toolBlock(entry.call_id, entry.name, entry.arguments));
+    if (entry.name.startsWith(HANDOFF_PREFIX)) this.note(`handed over to ${entry.name.slice(HANDOFF_PREFIX.length)}`, "handoff");
   }
 
   addUser(text) {
@@ -364,7 +372,10 @@ export class Transcript {
   }
 
   handoff(data) {
-    this.note(`handed over from ${data.from} to ${data.to}`, "handoff");
+    const line = `handed over to ${data.to}`;
+    const notes = this.assistant().body.querySelectorAll('[data-testid="handoff"]');
+    if (notes.length && notes[notes.length - 1].textContent === line) return; // drawn from its transfer call
+    this.note(line, "handoff");
   }
 
   compacted(data) {
@@ -386,7 +397,7 @@ export class Transcript {
     this.root.querySelectorAll(".msg .toolbar").forEach((t) => t.remove());
     if (running) return;
     for (const msg of this.root.querySelectorAll(".msg.assistant")) {
-      const answer = () => [...msg.querySelectorAll(".body > .md")].map((b) => b.textContent).join("\n\n");
+      const answer = () => [...msg.querySelectorAll(".body > .md")].map((b) => b.textContent.trim()).join("\n\n");
       if (!answer().trim()) continue;
       const bar = el("div", "toolbar");
       bar.append(copyButton(answer, "Copy answer", "copy-answer"));

@@ -130,6 +130,12 @@ def effective_status(status: str, updated_at: float, lease_expires: float | None
     return "running", ""
 
 
+async def _failure_note(cp: Any, run_id: str) -> str:
+    snap = await cp.load(run_id)
+    error = snap.error if snap is not None else None
+    return _clip(f"{error.get('type')}: {error.get('message')}", 60) if error else ""
+
+
 async def _runs_ls(args: argparse.Namespace, _s: Any, cp: Any) -> int:
     leases, now = _leases(args.db), time.time()
     wanted = args.status
@@ -138,11 +144,13 @@ async def _runs_ls(args: argparse.Namespace, _s: Any, cp: Any) -> int:
     rows = []
     for r in runs:
         status, why = effective_status(r.status, r.updated_at, leases.get(r.run_id), now=now)
-        if wanted is None or status == wanted:
-            rows.append(
-                (r.run_id, r.agent_name, status, r.turns, r.entries, _when(r.started_at), _when(r.updated_at), why)
-            )
-    rows = rows[: args.limit]
+        if wanted is not None and status != wanted:
+            continue
+        if status == "failed":
+            why = await _failure_note(cp, r.run_id)
+        rows.append((r.run_id, r.agent_name, status, r.turns, r.entries, _when(r.started_at), _when(r.updated_at), why))
+        if len(rows) >= args.limit:
+            break
     headers = ["run_id", "agent", "status", "turns", "entries", "started", "updated", "note"]
     print(format_table(headers, rows) if rows else "no runs" + (f" with status {wanted}" if wanted else ""))
     return 0

@@ -238,3 +238,29 @@ def test_demo_keeps_its_files_where_it_says_and_the_printed_commands_work(tmp_pa
     )
     assert again.returncode == 0, again.stdout + again.stderr
     assert "build_report started 2 time(s)" in again.stdout
+
+
+def test_a_failed_web_run_is_listed_with_its_error_and_logged(tmp_path: Path) -> None:
+    from tests.web.helpers import ProcessServer, free_port, sse
+
+    db = str(tmp_path / "web.db")
+    down = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: the endpoint is down
+    env = {**os.environ, "LOVIA_TEST_BASE_URL": down}
+    server = ProcessServer("--db", db, "--app", "tests.web.app_down:agent", env=env)
+    with server as srv:
+        stream = sse(srv.url, "/api/chat/stream", {"message": "hello?"}, timeout=60)
+        assert server.proc is not None and server.proc.stdout is not None
+        server.proc.send_signal(signal.SIGTERM)
+        log = server.proc.communicate(timeout=30)[0]
+    error = stream.of("error")[-1]
+    assert error["type"] == "ProviderError" and "connection failed" in error["message"]
+    failed_lines = [line for line in log.splitlines() if "failed: ProviderError" in line]
+    assert len(failed_lines) == 1, log
+    out = lovia_cmd("runs", "ls", "--db", db, "--status", "failed")
+    assert out.returncode == 0, out.stderr
+    row = out.stdout.splitlines()[2]
+    assert error["run_id"] in row and " failed " in row and "ProviderError: openai (fake-model): connection" in row
+    show = lovia_cmd("runs", "show", error["run_id"], "--db", db)
+    assert "error" in show.stdout and "connection failed" in show.stdout
+    session = lovia_cmd("sessions", "show", stream.of("session")[0]["session_id"], "--db", db).stdout
+    assert "(failed)" in session and "error: ProviderError" in session

@@ -261,10 +261,12 @@ class ChatStore:
         )
 
     async def delete(self, session_id: str) -> None:
-        """Forget a chat: its transcript, its live checkpoint and its index rows."""
+        """Forget a chat: its transcript, its runs' checkpoints and its index rows."""
         meta = await self.get(session_id)
         if meta is not None and meta.active_run_id:
             await self.checkpointer.delete(meta.active_run_id)
+        for run_id in await self.runs(session_id):  # failed runs keep a checkpoint: it goes with the chat
+            await self.checkpointer.delete(run_id)
         await self.session.clear(session_id)
 
         def drop(conn: sqlite3.Connection) -> None:

@@ -104,9 +104,20 @@ def _tool_result(event: ev.ToolCallCompleted) -> Frame:
     )
 
 
+_REASONS = ("connection failed", "timed out", "connection cut")
+
+
+def _retry_reason(error: BaseException) -> str:
+    """Short words for "why": the HTTP status, else a transport failure, else the error type."""
+    status = getattr(error, "status_code", None)
+    if status is not None:
+        return str(status)
+    text = str(error)
+    return next((word for word in _REASONS if word in text), type(error).__name__)
+
+
 def _retrying(event: ev.ModelRetrying) -> Frame:
-    status = getattr(event.error, "status_code", None)
-    reason = str(status) if status is not None else type(event.error).__name__
+    reason = _retry_reason(event.error)
     return Frame(
         "retrying",
         {

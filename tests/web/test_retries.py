@@ -74,7 +74,7 @@ async def test_no_retry_no_event() -> None:
     assert not [e for e in seen if isinstance(e, events.ModelRetrying)]
 
 
-async def test_a_connection_error_frame_names_the_error_type() -> None:
+async def test_a_connection_error_frame_says_so() -> None:
     async def instant(_s: float) -> None:
         return None
 
@@ -84,4 +84,4 @@ async def test_a_connection_error_frame_names_the_error_type() -> None:
     )
     seen = [e async for e in Runner.stream(agent, "hi")]
     frame = event_to_frame(next(e for e in seen if isinstance(e, events.ModelRetrying)))
-    assert frame is not None and frame.data["reason"] == "ProviderError"
+    assert frame is not None and frame.data["reason"] == "connection failed"

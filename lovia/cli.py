@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import sqlite3
 import sys
 import time
@@ -19,7 +20,7 @@ from typing import Any
 from .exceptions import LoviaError, UserError
 from .transcript import InputEntry, ReasoningEntry, ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 
-__all__ = ["NotFound", "effective_status", "format_table", "main"]
+__all__ = ["NotFound", "effective_status", "format_table", "main", "owner_alive"]
 
 DEFAULT_DB = "./.lovia/lovia.db"
 STALE_AFTER = 600.0
@@ -115,16 +116,46 @@ def _leases(path: str) -> dict[str, float]:
         return {}
 
 
-def effective_status(status: str, updated_at: float, lease_expires: float | None, *, now: float) -> tuple[str, str]:
+def _web_owners(path: str) -> dict[str, str]:
+    """``run_id -> host:pid`` of the ``lovia web`` process that started each chat run still marked running."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            sql = "SELECT run_id, owner FROM chat_runs WHERE status = 'running' AND owner IS NOT NULL"
+            return {rid: str(owner) for rid, owner in conn.execute(sql)}
+    except sqlite3.Error:
+        return {}
+
+
+def owner_alive(owner: str) -> bool | None:
+    """Whether the ``host:pid`` process runs; ``None`` when it is on another host (cannot tell)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def effective_status(
+    status: str, updated_at: float, lease_expires: float | None, *, now: float, owner: str | None = None
+) -> tuple[str, str]:
     """What a listed run really is, and why: a ``running`` run whose owner is gone is ``interrupted``.
 
-    The owner is gone when its lease expired, or (for a run without a lease) when nothing was
-    saved for :data:`STALE_AFTER` seconds.
+    The owner is gone when its lease expired, when the ``lovia web`` process that started it
+    (``owner``, ``host:pid`` on this host) no longer runs, or (for a run with neither) when
+    nothing was saved for :data:`STALE_AFTER` seconds.
     """
     if status != "running":
         return status, ""
     if lease_expires is not None:
         return ("running", "lease held") if lease_expires > now else ("interrupted", "lease expired")
+    alive = owner_alive(owner) if owner else None
+    if alive is not None:
+        return ("running", f"server {owner}") if alive else ("interrupted", f"server {owner} is gone")
     if now - updated_at > STALE_AFTER:
         return "interrupted", f"no save for {int((now - updated_at) // 60)} min"
     return "running", ""
@@ -137,13 +168,14 @@ async def _failure_note(cp: Any, run_id: str) -> str:
 
 
 async def _runs_ls(args: argparse.Namespace, _s: Any, cp: Any) -> int:
-    leases, now = _leases(args.db), time.time()
+    leases, owners, now = _leases(args.db), _web_owners(args.db), time.time()
     wanted = args.status
     fetch = None if wanted in ("running", "interrupted") else wanted
     runs = await cp.list_runs(status=fetch, limit=args.limit if fetch else 10_000)
     rows = []
     for r in runs:
-        status, why = effective_status(r.status, r.updated_at, leases.get(r.run_id), now=now)
+        lease = leases.get(r.run_id)
+        status, why = effective_status(r.status, r.updated_at, lease, now=now, owner=owners.get(r.run_id))
         if wanted is not None and status != wanted:
             continue
         if status == "failed":

@@ -264,3 +264,25 @@ def test_a_failed_web_run_is_listed_with_its_error_and_logged(tmp_path: Path) ->
     assert "error" in show.stdout and "connection failed" in show.stdout
     session = lovia_cmd("sessions", "show", stream.of("session")[0]["session_id"], "--db", db).stdout
     assert "(failed)" in session and "error: ProviderError" in session
+
+
+def test_a_web_run_whose_server_was_sigkilled_lists_as_interrupted(tmp_path: Path) -> None:
+    from tests.web.helpers import ProcessServer, sse, wait_for
+
+    db, log = str(tmp_path / "web.db"), tmp_path / "tools.log"
+    env = {**os.environ, "LOVIA_FIXTURE_LOG": str(log), "LOVIA_FIXTURE_SLOW": "30"}
+    server = ProcessServer("--db", db, "--app", "tests.web.app_fixture:agent", env=env).start()
+    try:
+        stream = sse(server.url, "/api/chat/stream", {"message": "make the report"}, until="tool_call")
+        run_id = stream.of("snapshot")[0]["run_id"]
+        wait_for(lambda: log.exists() and "slow:start" in log.read_text())
+        live = lovia_cmd("runs", "ls", "--db", db)
+        row = next(line for line in live.stdout.splitlines() if line.startswith(run_id))
+        assert " running " in row and "server " in row  # its server is alive: still running
+    finally:
+        server.kill(signal.SIGKILL)
+    out = lovia_cmd("runs", "ls", "--db", db, "--status", "interrupted")
+    assert out.returncode == 0, out.stderr
+    row = next(line for line in out.stdout.splitlines() if line.startswith(run_id))
+    assert " interrupted " in row and "is gone" in row
+    assert run_id not in lovia_cmd("runs", "ls", "--db", db, "--status", "running").stdout

@@ -249,17 +249,22 @@ export class Transcript {
     live.reasoningEl.querySelector("div").textContent = live.reasoning;
   }
 
+  // Re-render the streamed answer at most once per frame, and less often when a render is slow
+  // (a long answer): the wait before the next paint is about the last paint's own cost.
   paint() {
     if (this.pendingPaint) return;
     this.pendingPaint = true;
-    requestAnimationFrame(() => {
+    const wait = Math.min(250, this.lastPaintMs || 0);
+    setTimeout(() => requestAnimationFrame(() => {
       this.pendingPaint = false;
+      const started = performance.now();
       if (this.live && this.live.textEl) {
         this.live.textEl.innerHTML = renderMarkdown(this.live.text);
         enhance(this.live.textEl);
       }
+      this.lastPaintMs = performance.now() - started;
       this.scroll();
-    });
+    }), wait);
   }
 
   discardLive() {

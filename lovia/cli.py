@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import sqlite3
 import sys
 import time
@@ -18,8 +19,16 @@ from typing import Any
 
 from .exceptions import LoviaError, UserError
 from .transcript import InputEntry, ReasoningEntry, ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
+from .web.command import DEFAULT_DB
 
-__all__ = ["format_table", "main"]
+__all__ = ["NotFound", "effective_status", "format_table", "main", "owner_alive"]
+
+STALE_AFTER = 600.0
+"""Seconds without a save after which a lease-less ``running`` run counts as interrupted."""
+
+
+class NotFound(UserError):
+    """A named run, session or database does not exist (exit status 1)."""
 
 
 # --------------------------------------------------------------------------- formatting
@@ -64,7 +73,10 @@ def _entries_table(entries: Sequence[TranscriptEntry], start: int = 0) -> str:
 
 def _require_db(path: str) -> None:
     if not os.path.exists(path):
-        raise UserError(f"no database at {path}", hint="pass --db PATH (the file `lovia web --db` or your stores use)")
+        raise NotFound(
+            f"no database at {path}",
+            hint="pass --db PATH or set LOVIA_DB (the file `lovia web --db`, `lovia demo` or your stores use)",
+        )
 
 
 def _stores(path: str) -> tuple[Any, Any]:
@@ -95,23 +107,95 @@ async def _with_stores(path: str, body: Callable[[Any, Any], Coroutine[Any, Any,
 # --------------------------------------------------------------------------- runs
 
 
+def _leases(path: str) -> dict[str, float]:
+    """``run_id -> expires_at`` from the checkpointer's lease table, when the file has one."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            return {rid: float(exp) for rid, exp in conn.execute("SELECT run_id, expires_at FROM run_leases")}
+    except sqlite3.Error:
+        return {}
+
+
+def _web_owners(path: str) -> dict[str, str]:
+    """``run_id -> host:pid`` of the ``lovia web`` process that started each chat run still marked running."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            sql = "SELECT run_id, owner FROM chat_runs WHERE status = 'running' AND owner IS NOT NULL"
+            return {rid: str(owner) for rid, owner in conn.execute(sql)}
+    except sqlite3.Error:
+        return {}
+
+
+def owner_alive(owner: str) -> bool | None:
+    """Whether the ``host:pid`` process runs; ``None`` when it is on another host (cannot tell)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def effective_status(
+    status: str, updated_at: float, lease_expires: float | None, *, now: float, owner: str | None = None
+) -> tuple[str, str]:
+    """What a listed run really is, and why: a ``running`` run whose owner is gone is ``interrupted``.
+
+    The owner is gone when its lease expired, when the ``lovia web`` process that started it
+    (``owner``, ``host:pid`` on this host) no longer runs, or (for a run with neither) when
+    nothing was saved for :data:`STALE_AFTER` seconds.
+    """
+    if status != "running":
+        return status, ""
+    if lease_expires is not None:
+        return ("running", "lease held") if lease_expires > now else ("interrupted", "lease expired")
+    alive = owner_alive(owner) if owner else None
+    if alive is not None:
+        return ("running", f"server {owner}") if alive else ("interrupted", f"server {owner} is gone")
+    if now - updated_at > STALE_AFTER:
+        return "interrupted", f"no save for {int((now - updated_at) // 60)} min"
+    return "running", ""
+
+
+async def _failure_note(cp: Any, run_id: str) -> str:
+    snap = await cp.load(run_id)
+    error = snap.error if snap is not None else None
+    return _clip(f"{error.get('type')}: {error.get('message')}", 60) if error else ""
+
+
 async def _runs_ls(args: argparse.Namespace, _s: Any, cp: Any) -> int:
-    runs = await cp.list_runs(status=args.status, limit=args.limit)
-    rows = [
-        (r.run_id, r.agent_name, r.status, r.turns, r.entries, _when(r.started_at), _when(r.updated_at)) for r in runs
-    ]
-    print(
-        format_table(["run_id", "agent", "status", "turns", "entries", "started", "updated"], rows)
-        if rows
-        else "no runs"
-    )
+    leases, owners, now = _leases(args.db), _web_owners(args.db), time.time()
+    wanted = args.status
+    fetch = None if wanted in ("running", "interrupted") else wanted
+    runs = await cp.list_runs(status=fetch, limit=args.limit if fetch else 10_000)
+    rows = []
+    for r in runs:
+        lease = leases.get(r.run_id)
+        status, why = effective_status(r.status, r.updated_at, lease, now=now, owner=owners.get(r.run_id))
+        if wanted is not None and status != wanted:
+            continue
+        if status == "failed":
+            why = await _failure_note(cp, r.run_id)
+        rows.append((r.run_id, r.agent_name, status, r.turns, r.entries, _when(r.started_at), _when(r.updated_at), why))
+        if len(rows) >= args.limit:
+            break
+    headers = ["run_id", "agent", "status", "turns", "entries", "started", "updated", "note"]
+    print(format_table(headers, rows) if rows else "no runs" + (f" with status {wanted}" if wanted else ""))
     return 0
+
+
+def _missing_run(args: argparse.Namespace, run_id: str) -> NotFound:
+    return NotFound(f"no run {run_id!r} in {args.db}", hint="list them with `lovia runs ls`")
 
 
 async def _runs_show(args: argparse.Namespace, _s: Any, cp: Any) -> int:
     snap = await cp.load(args.run_id)
     if snap is None:
-        raise UserError(f"no run {args.run_id!r} in {args.db}", hint="list them with `lovia runs ls`")
+        raise _missing_run(args, args.run_id)
     if args.json:
         print(json.dumps(snap.to_dict(), indent=2, ensure_ascii=False, default=str))
         return 0
@@ -136,19 +220,48 @@ async def _runs_show(args: argparse.Namespace, _s: Any, cp: Any) -> int:
     return 0
 
 
+def _resume_agent(args: argparse.Namespace, agent_name: str) -> Any:
+    """The agent named ``agent_name`` in ``--app`` (or the built-in agents); a clear error otherwise."""
+    from .agent import Agent
+    from .web.agents import default_agents, load_app, resolve_agents
+
+    target = load_app(args.app) if args.app else None
+    if callable(target) and not isinstance(target, Agent):
+        target = target()  # a factory: `module:make_agents`
+    agent_set = resolve_agents(target) if target is not None else default_agents()
+    agent = agent_set.agents.get(agent_name)
+    if agent is not None:
+        return agent
+    where = f"--app {args.app}" if args.app else "the built-in agents (no --app given)"
+    known = ", ".join(sorted(agent_set.agents)) or "none"
+    raise UserError(
+        f"run {args.run_id!r} was made by agent {agent_name!r}, which is not in {where} (found: {known})",
+        hint="pass --app module:attr naming that Agent (or a dict of agents), e.g. the module your program "
+        "builds it in; for `lovia demo` runs: --app lovia.web.crashdemo:demo_agents",
+    )
+
+
 async def _runs_resume(args: argparse.Namespace, session: Any, cp: Any) -> int:
+    from . import events as ev
     from .checkpointer import CheckpointOptions
     from .runner import Runner
-    from .web.agents import default_agents, load_app, resolve_agents
 
     snap = await cp.load(args.run_id)
     if snap is None:
-        raise UserError(f"no run {args.run_id!r} in {args.db}", hint="list them with `lovia runs ls`")
-    agent_set = resolve_agents(load_app(args.app)) if args.app else default_agents()
-    agent = agent_set.agents.get(snap.agent_name) or agent_set.agents[agent_set.default]
+        raise _missing_run(args, args.run_id)
+    agent = _resume_agent(args, snap.agent_name)
     options = CheckpointOptions(cp, args.run_id, if_run_exists="resume_only")
     kwargs: dict[str, Any] = {"session": session, "session_id": args.session_id} if args.session_id else {}
-    result = await Runner.run(agent, [], checkpoint=options, **kwargs)
+    print(
+        f"resuming run {args.run_id} (agent {snap.agent_name}, {len(snap.entries)} stored entries)...", file=sys.stderr
+    )
+    handle = Runner.stream(agent, [], checkpoint=options, **kwargs)
+    async for event in handle:
+        if isinstance(event, ev.TurnStarted):
+            print(f"  turn {event.turn}...", file=sys.stderr, flush=True)
+        elif isinstance(event, ev.ToolCallStarted):
+            print(f"  tool {event.call.name}", file=sys.stderr, flush=True)
+    result = await handle.result()
     note = " (replayed: the run had already completed)" if result.replayed else ""
     print(f"run {args.run_id} finished{note}: {result.turns} turns, {result.usage.total_tokens} tokens")
     print(result.output if isinstance(result.output, str) else json.dumps(result.output, default=str))
@@ -156,11 +269,15 @@ async def _runs_resume(args: argparse.Namespace, session: Any, cp: Any) -> int:
 
 
 async def _runs_rm(args: argparse.Namespace, _s: Any, cp: Any) -> int:
+    missing = []
     for run_id in args.run_ids:
-        existed = await cp.load(run_id) is not None
+        if await cp.load(run_id) is None:
+            missing.append(run_id)
+            print(f"not found: {run_id}", file=sys.stderr)
+            continue
         await cp.delete(run_id)
-        print(f"{'deleted' if existed else 'not found'}: {run_id}")
-    return 0
+        print(f"deleted: {run_id}")
+    return 1 if missing else 0
 
 
 # --------------------------------------------------------------------------- sessions
@@ -176,20 +293,28 @@ async def _sessions_ls(args: argparse.Namespace, session: Any, _c: Any) -> int:
     return 0
 
 
-async def _sessions_show(args: argparse.Namespace, session: Any, _c: Any) -> int:
+async def _require_session(args: argparse.Namespace, session: Any) -> list[Any]:
     segments = await session.segments(args.session_id)
     if not segments:
-        raise UserError(f"no session {args.session_id!r} in {args.db}", hint="list them with `lovia sessions ls`")
+        raise NotFound(f"no session {args.session_id!r} in {args.db}", hint="list them with `lovia sessions ls`")
+    return list(segments)
+
+
+async def _sessions_show(args: argparse.Namespace, session: Any, _c: Any) -> int:
+    segments = await _require_session(args, session)
     from .usage import segment_summary, session_summary
 
     print(f"session {args.session_id}: {session_summary(s.meta for s in segments)}")
     print()
     start = 0
     for seg in segments:
-        timing = (seg.meta or {}).get("timing") or {}
-        stopped = " (stopped)" if (seg.meta or {}).get("stopped") else ""
-        print(f"run {seg.run_id}{stopped}  {len(seg.entries)} entries  {_when(timing.get('finished_at'))}")
+        meta = seg.meta or {}
+        timing = meta.get("timing") or {}
+        mark = " (stopped)" if meta.get("stopped") else " (failed)" if meta.get("failed") else ""
+        print(f"run {seg.run_id}{mark}  {len(seg.entries)} entries  {_when(timing.get('finished_at'))}")
         print(f"  {segment_summary(seg.meta)}")
+        if meta.get("error"):
+            print(f"  error: {meta['error'].get('type')}: {meta['error'].get('message')}")
         print(_entries_table(seg.entries, start))
         print()
         start += len(seg.entries)
@@ -197,6 +322,7 @@ async def _sessions_show(args: argparse.Namespace, session: Any, _c: Any) -> int
 
 
 async def _sessions_export(args: argparse.Namespace, session: Any, _c: Any) -> int:
+    await _require_session(args, session)
     entries = await session.load(args.session_id)
     if args.format == "json":
         print(json.dumps([entry_to_dict(e) for e in entries], indent=2, ensure_ascii=False, default=str))
@@ -208,32 +334,66 @@ async def _sessions_export(args: argparse.Namespace, session: Any, _c: Any) -> i
 
 
 async def _sessions_trim(args: argparse.Namespace, session: Any, _c: Any) -> int:
+    await _require_session(args, session)
     trimmed = await session.trim_tool_results(args.session_id, keep_chars=args.keep_chars, keep_runs=args.keep_runs)
     print(f"trimmed {trimmed} tool result(s) in {args.session_id}")
     return 0
 
 
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 async def _sessions_rewind(args: argparse.Namespace, session: Any, cp: Any) -> int:
-    segments = await session.segments(args.session_id)
+    segments = await _require_session(args, session)
     removed = await session.rewind(args.session_id, keep_entries=args.keep_entries)
-    start = 0
+    dropped, start = [], 0
     for seg in segments:  # a rewound run's checkpoint must go too, or a resume would replay the tail
         start += len(seg.entries)
-        if start > args.keep_entries:
+        if start > args.keep_entries and await cp.load(seg.run_id) is not None:
             await cp.delete(seg.run_id)
-    print(
-        f"removed {removed} entr{'y' if removed == 1 else 'ies'}; {args.session_id} keeps {min(args.keep_entries, start)}"
-    )
+            dropped.append(seg.run_id)
+    kept = len(await session.load(args.session_id))
+    print(f"removed {_plural(removed, 'entry', 'entries')} from {args.session_id}; it now has {kept}")
+    if kept < args.keep_entries < start:
+        print("  (the cut fell inside a run: a tool call without its result was dropped too)")
+    for run_id in dropped:
+        print(f"removed checkpoint of run {run_id} (a resume would have replayed the removed tail)")
     return 0
 
 
 # --------------------------------------------------------------------------- parser
 
 
-def _add_db(parser: argparse.ArgumentParser) -> None:
-    from .web.command import add_db_argument
+def _add_db(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
+    # Accepted before the command (`lovia --db F runs ls`) and after it; the later one wins.
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("LOVIA_DB", DEFAULT_DB) if top else argparse.SUPPRESS,
+        help="SQLite store file (env LOVIA_DB; default %(default)s)" if top else "SQLite store file (as lovia --db)",
+    )
 
-    add_db_argument(parser)
+
+def _count(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    """argparse type: a whole number of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def _web_parser(sub: Any) -> None:
@@ -244,39 +404,51 @@ def _web_parser(sub: Any) -> None:
 
 def _runs_parser(sub: Any) -> None:
     runs = sub.add_parser("runs", help="inspect checkpointed runs").add_subparsers(dest="action", required=True)
-    ls = runs.add_parser("ls", help="list runs")
-    ls.add_argument("--status", choices=["running", "interrupted", "completed", "failed"])
-    ls.add_argument("--limit", type=int, default=50)
+    ls = runs.add_parser("ls", help="list runs, newest first")
+    ls.add_argument(
+        "--status",
+        choices=["running", "interrupted", "completed", "failed"],
+        help="only runs with this status (a 'running' run whose lease or owner is gone counts as interrupted)",
+    )
+    ls.add_argument("--limit", type=_count, default=50, help="at most this many rows (default %(default)s)")
     show = runs.add_parser("show", help="one run's head and entries")
-    show.add_argument("run_id")
+    show.add_argument("run_id", help="the run's id (see `lovia runs ls`)")
     show.add_argument("--json", action="store_true", help="print the snapshot as JSON")
     resume = runs.add_parser("resume", help="continue an interrupted run (or replay a completed one)")
-    resume.add_argument("run_id")
-    resume.add_argument("--app", help="module:attr of the agent(s) the run belongs to")
+    resume.add_argument("run_id", help="the run's id (see `lovia runs ls`)")
+    resume.add_argument(
+        "--app", help="module:attr of the Agent, dict of agents, or a function returning one, that made the run"
+    )
     resume.add_argument("--session-id", help="also record the run in this session")
-    rm = runs.add_parser("rm", help="delete run checkpoints")
-    rm.add_argument("run_ids", nargs="+")
+    rm = runs.add_parser("rm", help="delete run checkpoints (exit 1 if any was not found)")
+    rm.add_argument("run_ids", nargs="+", metavar="run_id", help="ids to delete")
     for p in (ls, show, resume, rm):
         _add_db(p)
 
 
 def _sessions_parser(sub: Any) -> None:
     sessions = sub.add_parser("sessions", help="inspect sessions").add_subparsers(dest="action", required=True)
-    ls = sessions.add_parser("ls", help="list sessions")
-    ls.add_argument("--query", "-q", help="substring of the session id")
-    ls.add_argument("--limit", type=int, default=50)
+    ls = sessions.add_parser("ls", help="list sessions, most recently updated first")
+    ls.add_argument("--query", "-q", help="only sessions whose id contains this text")
+    ls.add_argument("--limit", type=_count, default=50, help="at most this many rows (default %(default)s)")
     show = sessions.add_parser("show", help="a session's runs and entries")
-    show.add_argument("session_id")
+    show.add_argument("session_id", help="the session's id (see `lovia sessions ls`)")
     export = sessions.add_parser("export", help="print a session as Markdown or JSON")
-    export.add_argument("session_id")
-    export.add_argument("--format", choices=["md", "json"], default="md")
+    export.add_argument("session_id", help="the session's id")
+    export.add_argument("--format", choices=["md", "json"], default="md", help="output format (default %(default)s)")
     trim = sessions.add_parser("trim", help="truncate old tool outputs")
-    trim.add_argument("session_id")
-    trim.add_argument("--keep-chars", type=int, default=400)
-    trim.add_argument("--keep-runs", type=int, default=1)
-    rewind = sessions.add_parser("rewind", help="drop the transcript's tail")
-    rewind.add_argument("session_id")
-    rewind.add_argument("--keep-entries", type=int, required=True, help="entries to keep (over the flat transcript)")
+    trim.add_argument("session_id", help="the session's id")
+    trim.add_argument(
+        "--keep-chars", type=_non_negative, default=400, help="characters kept per output (default %(default)s)"
+    )
+    trim.add_argument(
+        "--keep-runs", type=_non_negative, default=1, help="latest runs left untouched (default %(default)s)"
+    )
+    rewind = sessions.add_parser("rewind", help="drop the transcript's tail (and the checkpoints of the runs it cuts)")
+    rewind.add_argument("session_id", help="the session's id")
+    rewind.add_argument(
+        "--keep-entries", type=_non_negative, required=True, help="entries to keep, counted over the whole transcript"
+    )
     for p in (ls, show, export, trim, rewind):
         _add_db(p)
 
@@ -287,6 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="lovia", description="lovia: an agent runtime whose spine is durable state.")
     parser.add_argument("--version", action="version", version=f"lovia {__version__}")
+    _add_db(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="{web,runs,sessions,eval,demo}")
     _web_parser(sub)
     _runs_parser(sub)
@@ -296,6 +469,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_parser(sub)
     demo = sub.add_parser("demo", help="watch a run get killed mid-tool and resume (offline)")
     demo.add_argument("--fast", action="store_true", help="shorter pauses")
+    demo.add_argument(
+        "--db", default=argparse.SUPPRESS, help="where the demo keeps its store (default ./.lovia/demo/demo.db)"
+    )
     return parser
 
 
@@ -324,7 +500,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from .web.crashdemo import run_demo
 
-        return run_demo(fast=args.fast)
+        return run_demo(fast=args.fast, db=args.db if args.db != DEFAULT_DB else None)
     action = _ACTIONS[(args.command, args.action)]
     return asyncio.run(_with_stores(args.db, lambda s, c: action(args, s, c)))
 
@@ -338,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"lovia: error: {exc.message}", file=sys.stderr)
         if exc.hint:
             print(f"  hint: {exc.hint}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(exc, NotFound) else 2
     except KeyboardInterrupt:
         return 130
 

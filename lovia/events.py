@@ -32,6 +32,7 @@ __all__ = [
     "HandoffOccurred",
     "MessageCompleted",
     "MessageEvent",
+    "ModelRetrying",
     "OutputDiscarded",
     "ReasoningDelta",
     "RunCompleted",
@@ -225,6 +226,16 @@ class ToolCallFailed(ErrorEvent):
 
     error: BaseException
     call: ToolCall | None = None
+
+
+@dataclass(slots=True)
+class ModelRetrying(ErrorEvent):
+    """A model call failed transiently; attempt ``attempt + 1`` of ``max_attempts`` follows in ``delay`` s."""
+
+    error: BaseException
+    attempt: int
+    max_attempts: int
+    delay: float
 
 
 @dataclass(slots=True)

@@ -81,12 +81,15 @@ class ProviderError(LoviaError):
         status_code: int | None = None,
         retryable: bool | None = None,
         hint: str | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message, hint=hint)
         self.vendor = vendor
         self.model = model
         self.status_code = status_code
         self.retryable = retryable
+        self.retry_after = retry_after
+        """Seconds the endpoint asked us to wait (its ``Retry-After`` header), when it said."""
 
 
 class ContextOverflowError(LoviaError):

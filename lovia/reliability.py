@@ -48,6 +48,14 @@ class RetryPolicy:
         base = min(self.backoff_max, self.backoff_base * 2.0 ** (attempt - 1))
         return float(base * random.uniform(0.5, 1.5))
 
+    def delay_after(self, attempt: int, error: BaseException) -> float:
+        """The wait before retry ``attempt``: the endpoint's ``retry_after`` when it gave one
+        (capped at ``backoff_max``), else :meth:`delay`."""
+        asked = getattr(error, "retry_after", None)
+        if isinstance(asked, (int, float)) and asked >= 0:
+            return float(min(asked, self.backoff_max))
+        return self.delay(attempt)
+
 
 @dataclass(slots=True)
 class RunBudget:

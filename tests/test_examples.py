@@ -24,3 +24,16 @@ def test_crash_and_resume_example():
     assert "finished: 'Total: 42.'" in out
     assert "replayed from the checkpoint: 'Total: 42.' (model calls in this process: 0)" in out
     assert "status=completed" in out and "session: 1 run(s)" in out
+
+
+def test_rate_limited_example_waits_as_retry_after_says():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "rate_limited.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "retrying in 2 s (429) · attempt 2 of 3"
+    assert lines[1].startswith("answer: 'Thanks for waiting.' after 2 s")

@@ -8,9 +8,12 @@ Internal. Owns the ``LOVIA_PROVIDER_TIMEOUT`` / ``LOVIA_PROVIDER_TRUST_ENV`` /
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
 import os
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -25,6 +28,7 @@ __all__ = [
     "HTTPProviderBase",
     "apply_options",
     "error_body_text",
+    "parse_retry_after",
     "resolve_timeout",
     "resolve_trust_env",
     "resolve_verify",
@@ -86,6 +90,25 @@ def error_body_text(raw: str) -> str:
     """A readable preview of an error body (first 500 characters, whitespace collapsed)."""
     text = " ".join(raw.split())
     return text[:_BODY_PREVIEW] + ("..." if len(text) > _BODY_PREVIEW else "")
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date (``None`` if absent or unreadable)."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
 
 
 def apply_options(payload: dict[str, Any], options: Mapping[str, Any]) -> None:
@@ -196,7 +219,10 @@ class HTTPProviderBase:
             async with self._client.stream("POST", url, json=payload, headers=dict(headers)) as response:
                 if response.status_code >= 300:
                     raw = (await response.aread()).decode("utf-8", errors="replace")
-                    raise map_error(response.status_code, _try_json(raw), raw)
+                    error = map_error(response.status_code, _try_json(raw), raw)
+                    if isinstance(error, ProviderError):
+                        error.retry_after = parse_retry_after(response.headers.get("retry-after"))
+                    raise error
                 if response.headers.get("content-type", "").lower().startswith("application/json"):
                     # A server or proxy that ignored ``stream: true`` and sent one JSON document:
                     # hand it to the parser as a single event instead of "no events at all".

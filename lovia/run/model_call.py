@@ -6,7 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ..events import Event, OutputDiscarded, ReasoningDelta, TextDelta
+from ..events import Event, ModelRetrying, OutputDiscarded, ReasoningDelta, TextDelta
 from ..exceptions import ContextOverflowError
 from ..providers.base import ModelSettings, Provider, ToolDefinition
 from ..reliability import RetryPolicy
@@ -66,7 +66,9 @@ async def call_model(
             logger.warning("model.retry model=%s attempt=%d error=%s", provider.model, attempt, exc)
             if emitted:
                 await emit(OutputDiscarded())
-            await policy.sleep(policy.delay(attempt))
+            delay = policy.delay_after(attempt, exc)
+            await emit(ModelRetrying(error=exc, attempt=attempt, max_attempts=policy.max_attempts, delay=delay))
+            await policy.sleep(delay)
 
 
 async def _fold(delta: Any, asm: TurnAssembler, emit: Callable[[Event], Awaitable[None]]) -> bool:

@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,10 +25,14 @@ from ..runner import Runner
 from ..tools import tool
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 
-__all__ = ["demo_agent", "run_demo"]
+__all__ = ["demo_agent", "demo_agents", "run_demo"]
 
 RUN_ID = "demo-report-run"
+SESSION_ID = "demo-session"
 PROMPT = "Build the weekly sales report."
+DEFAULT_DB = Path(".lovia") / "demo" / "demo.db"
+LEASE_TTL = 1.0
+"""The worker's run lease: once it is SIGKILLed, the lease runs out and the run lists as interrupted."""
 
 
 def _log(line: str) -> None:
@@ -71,11 +74,21 @@ def demo_agent() -> Agent[Any]:
     return Agent(name="reporter", model=ScriptedProvider(_script), tools=[fetch_rows, build_report])
 
 
-async def _child(db: str) -> None:
-    from ..stores import SQLiteCheckpointer
+def demo_agents() -> dict[str, Agent[Any]]:
+    """``{name: agent}`` of the demo, for ``lovia runs resume ID --app lovia.web.crashdemo:demo_agents``."""
+    return {"reporter": demo_agent()}
 
-    async with SQLiteCheckpointer(db, wal=True) as cp:
-        await Runner.run(demo_agent(), PROMPT, checkpoint=CheckpointOptions(cp, RUN_ID))
+
+async def _run(db: str, *, lease: bool) -> Any:
+    from ..stores import SQLiteCheckpointer, SQLiteSession
+
+    async with SQLiteCheckpointer(db, wal=True) as cp, SQLiteSession(db, wal=True) as session:
+        options = CheckpointOptions(cp, RUN_ID, lease_ttl=LEASE_TTL if lease else None)
+        return await Runner.run(demo_agent(), PROMPT, checkpoint=options, session=session, session_id=SESSION_ID)
+
+
+async def _child(db: str) -> None:
+    await _run(db, lease=True)
 
 
 def _describe(entries: list[TranscriptEntry]) -> list[str]:
@@ -136,18 +149,41 @@ def _count(log: Path, what: str) -> int:
     return log.read_text(encoding="utf-8").splitlines().count(what) if log.exists() else 0
 
 
-def run_demo(*, fast: bool = False) -> int:
-    """Run the crash-and-resume demo in a temporary folder; return 0 when resume behaved."""
-    with tempfile.TemporaryDirectory(prefix="lovia-demo-") as tmp:
-        return _run_demo(Path(tmp), fast=fast)
+def run_demo(*, fast: bool = False, db: str | os.PathLike[str] | None = None) -> int:
+    """Run the crash-and-resume demo, keeping its files (default ``./.lovia/demo``); 0 when resume behaved."""
+    path = Path(db) if db is not None else DEFAULT_DB
+    path.parent.mkdir(parents=True, exist_ok=True)
+    asyncio.run(_forget_previous(str(path)))
+    log = path.parent / "tools.log"
+    log.unlink(missing_ok=True)
+    code = _run_demo(str(path), log, fast=fast)
+    _print_where(path, log)
+    return code
 
 
-def _run_demo(tmp: Path, *, fast: bool) -> int:
-    db, log = str(tmp / "demo.db"), tmp / "tools.log"
+async def _forget_previous(db: str) -> None:
+    """A second demo starts over: its own run and session go, nothing else in the file."""
+    from ..stores import SQLiteCheckpointer, SQLiteSession
+
+    async with SQLiteCheckpointer(db, wal=True) as cp, SQLiteSession(db, wal=True) as session:
+        await cp.delete(RUN_ID)
+        await session.clear(SESSION_ID)
+
+
+def _print_where(db: Path, log: Path) -> None:
+    where = str(db)
+    flag = "" if os.environ.get("LOVIA_DB") == where else f" --db {where}"
+    print(f"\nthe demo's files are kept: {where} (store) and {log} (tool log). Inspect them with:")
+    print(f"  lovia runs ls{flag}")
+    print(f"  lovia runs show {RUN_ID}{flag}")
+    print(f"  lovia sessions show {SESSION_ID}{flag}")
+
+
+def _run_demo(db: str, log: Path, *, fast: bool) -> int:
     env = {**os.environ, "LOVIA_DEMO_LOG": str(log), "LOVIA_DEMO_STEP": "0.1"}
     steps = _Steps()
     print("lovia demo: a run killed mid-tool and resumed from its checkpoint (offline, scripted model)\n")
-    steps.say(f"start a worker process running agent 'reporter' as run_id={RUN_ID!r}")
+    steps.say(f"start a worker process running agent 'reporter' as run_id={RUN_ID!r} (store: {db})")
     child = subprocess.Popen([sys.executable, "-m", "lovia.web.crashdemo", "--child", db], env=env)
     steps.say(f"worker pid {child.pid}: the model calls fetch_rows, then build_report (slow)")
     if not _wait_for(lambda: _count(log, "build_report:start") > 0, 30, "waiting for build_report to start"):
@@ -161,6 +197,25 @@ def _run_demo(tmp: Path, *, fast: bool) -> int:
     return asyncio.run(_resume_part(db, log, steps))
 
 
+async def _lease_gone(db: str) -> None:
+    """Wait until the dead worker's lease ran out (then ``lovia runs ls`` lists the run as interrupted)."""
+    deadline = time.monotonic() + LEASE_TTL * 5 + 5
+    while time.monotonic() < deadline and _lease_expiry(db) > time.time():
+        await asyncio.sleep(0.05)
+
+
+def _lease_expiry(db: str) -> float:
+    """When the demo run's lease expires (0 when there is none); read-only, like ``lovia runs ls``."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            row = conn.execute("SELECT expires_at FROM run_leases WHERE run_id = ?", (RUN_ID,)).fetchone()
+    except sqlite3.Error:
+        return 0.0
+    return float(row[0]) if row else 0.0
+
+
 async def _resume_part(db: str, log: Path, steps: _Steps) -> int:
     from ..stores import SQLiteCheckpointer
 
@@ -171,10 +226,12 @@ async def _resume_part(db: str, log: Path, steps: _Steps) -> int:
         steps.say(f"the checkpoint survived: status={snap.status!r}, {len(snap.entries)} entries, turn {snap.turns}")
         for line in _describe(snap.entries):
             print(line)
-        steps.say("re-issue the same call with the same run_id (no new input is needed)")
-        task = asyncio.ensure_future(Runner.run(demo_agent(), PROMPT, checkpoint=CheckpointOptions(cp, RUN_ID)))
-        await _progress(task, log)
-        result = await task
+    await _lease_gone(db)
+    steps.say(f"the dead worker's {LEASE_TTL:g} s lease ran out: `lovia runs ls` lists the run as interrupted")
+    steps.say("re-issue the same call with the same run_id (no new input is needed)")
+    task = asyncio.ensure_future(_run(db, lease=False))
+    await _progress(task, log)
+    result = await task
     fetches, reports = _count(log, "fetch_rows"), _count(log, "build_report:start")
     steps.say(f"resumed run finished: {result.output}")
     print(f"      fetch_rows executed {fetches} time(s) in total: its stored result was reused, not re-run")

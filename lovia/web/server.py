@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import sys
 from collections.abc import Callable, Mapping
@@ -31,6 +32,22 @@ def _server_class() -> Any:
             await super().shutdown(sockets)
 
     return LoviaServer
+
+
+def _log_run_failures() -> None:
+    """The server prints the web app's own warnings (one line per failed run) to stderr.
+
+    Library use stays silent (the ``lovia`` logger has only a ``NullHandler``); ``serve`` is the
+    server, so it says what went wrong. A handler the application configured is kept.
+    """
+    web_logger = logging.getLogger("lovia.web")
+    if web_logger.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("lovia web: %(levelname)s %(message)s"))
+    web_logger.addHandler(handler)
+    if web_logger.level == logging.NOTSET:
+        web_logger.setLevel(logging.INFO)
 
 
 def serve(
@@ -74,6 +91,7 @@ def serve(
     if state.agents.demo:
         say("lovia web: no model configured (set LOVIA_MODEL); the page offers the offline demo model")
     say(f"lovia web: open {link}")
+    _log_run_failures()
     import uvicorn
 
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1, timeout_graceful_shutdown=15)

@@ -2,7 +2,8 @@
 
 Frames (see ``docs/web.md``): ``session``, ``snapshot``, ``turn_started``, ``text_delta``,
 ``reasoning_delta``, ``output_discarded``, ``message_completed``, ``user_injected``, ``tool_call``,
-``tool_result``, ``approval_required``, ``handoff``, ``context_compacted``, ``error``, ``done``.
+``tool_result``, ``approval_required``, ``handoff``, ``context_compacted``, ``retrying``, ``error``,
+``done`` (:data:`FRAME_NAMES`).
 Lines starting with ``:`` are keep-alives.
 """
 
@@ -20,7 +21,27 @@ from ..transcript import AssistantTextEntry, ToolCallEntry, TranscriptEntry, ent
 if TYPE_CHECKING:
     from fastapi.responses import StreamingResponse
 
-__all__ = ["KEEPALIVE", "Frame", "event_stream", "event_to_frame", "live_tail", "message_payload"]
+__all__ = ["FRAME_NAMES", "KEEPALIVE", "Frame", "event_stream", "event_to_frame", "live_tail", "message_payload"]
+
+FRAME_NAMES = (
+    "session",
+    "snapshot",
+    "turn_started",
+    "text_delta",
+    "reasoning_delta",
+    "output_discarded",
+    "message_completed",
+    "user_injected",
+    "tool_call",
+    "tool_result",
+    "approval_required",
+    "handoff",
+    "context_compacted",
+    "retrying",
+    "error",
+    "done",
+)
+"""Every frame the chat stream sends (``static/frames.js`` lists the same names; a test checks)."""
 
 KEEPALIVE = b": keep-alive\n\n"
 KEEPALIVE_SECONDS = 15.0
@@ -83,7 +104,33 @@ def _tool_result(event: ev.ToolCallCompleted) -> Frame:
     )
 
 
-def event_to_frame(event: ev.Event) -> Frame | None:  # noqa: C901  (one branch per event type; to be table-driven)
+_REASONS = ("connection failed", "timed out", "connection cut")
+
+
+def _retry_reason(error: BaseException) -> str:
+    """Short words for "why": the HTTP status, else a transport failure, else the error type."""
+    status = getattr(error, "status_code", None)
+    if status is not None:
+        return str(status)
+    text = str(error)
+    return next((word for word in _REASONS if word in text), type(error).__name__)
+
+
+def _retrying(event: ev.ModelRetrying) -> Frame:
+    reason = _retry_reason(event.error)
+    return Frame(
+        "retrying",
+        {
+            "attempt": event.attempt,
+            "max_attempts": event.max_attempts,
+            "delay": round(event.delay, 2),
+            "reason": reason,
+            "message": str(getattr(event.error, "message", None) or event.error),
+        },
+    )
+
+
+def event_to_frame(event: ev.Event) -> Frame | None:  # noqa: C901  (one branch per event type)
     """Translate a run event into its wire frame (``None`` for events the page does not need).
 
     Terminal events (``RunCompleted``/``RunFailed``) are framed by the supervisor, which knows
@@ -116,6 +163,8 @@ def event_to_frame(event: ev.Event) -> Frame | None:  # noqa: C901  (one branch 
             "context_compacted",
             {"entries_before": event.entries_before, "entries_after": event.entries_after, **event.notice.to_dict()},
         )
+    if isinstance(event, ev.ModelRetrying):
+        return _retrying(event)
     if isinstance(event, ev.ToolCallFailed):
         message = str(getattr(event.error, "message", None) or event.error)
         return Frame(

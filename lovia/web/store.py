@@ -5,8 +5,8 @@ The chat index lives in two tables next to the stores' own tables (same SQLite f
 * ``chat_sessions(id, title, agent, created_at, updated_at, active_run_id, pinned)``: one row per
   chat; ``active_run_id`` names the run in flight (its checkpoint key) so a restarted server can
   resume it; pinned chats list first.
-* ``chat_runs(run_id, session_id, status, usage_json, started_at, finished_at)``: per-run usage
-  and outcome, shown under each answer.
+* ``chat_runs(run_id, session_id, status, usage_json, started_at, finished_at, owner)``: per-run
+  usage and outcome, shown under each answer; ``owner`` is the serving process (``host:pid``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import asyncio
 import builtins
 import json
 import os
+import socket
 import sqlite3
 import threading
 import time
@@ -52,7 +53,13 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS chat_runs_session ON chat_runs (session_id)",
 )
 # Columns added after the first release, each applied when an older index lacks it.
-_ADDED_COLUMNS = {("chat_sessions", "pinned"): "ALTER TABLE chat_sessions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0"}
+_ADDED_COLUMNS = {
+    ("chat_sessions", "pinned"): "ALTER TABLE chat_sessions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0",
+    ("chat_runs", "owner"): "ALTER TABLE chat_runs ADD COLUMN owner TEXT",
+}
+OWNER = f"{socket.gethostname()}:{os.getpid()}"
+"""This server process (``host:pid``), recorded on the runs it starts so ``lovia runs ls`` can tell
+a run whose server is gone (SIGKILL) from a live one."""
 
 _META_COLUMNS = "id, title, agent, created_at, updated_at, active_run_id, pinned"
 
@@ -261,10 +268,12 @@ class ChatStore:
         )
 
     async def delete(self, session_id: str) -> None:
-        """Forget a chat: its transcript, its live checkpoint and its index rows."""
+        """Forget a chat: its transcript, its runs' checkpoints and its index rows."""
         meta = await self.get(session_id)
         if meta is not None and meta.active_run_id:
             await self.checkpointer.delete(meta.active_run_id)
+        for run_id in await self.runs(session_id):  # failed runs keep a checkpoint: it goes with the chat
+            await self.checkpointer.delete(run_id)
         await self.session.clear(session_id)
 
         def drop(conn: sqlite3.Connection) -> None:
@@ -284,10 +293,11 @@ class ChatStore:
 
         def upsert(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT INTO chat_runs (run_id, session_id, status, usage_json, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(run_id) DO UPDATE SET status = excluded.status, "
+                "INSERT INTO chat_runs (run_id, session_id, status, usage_json, started_at, finished_at, owner) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(run_id) DO UPDATE SET status = excluded.status, owner = excluded.owner, "
                 "usage_json = COALESCE(excluded.usage_json, chat_runs.usage_json), finished_at = excluded.finished_at",
-                (run_id, session_id, status, usage_json, stamp, stamp if finished else None),
+                (run_id, session_id, status, usage_json, stamp, stamp if finished else None, OWNER),
             )
 
         await self._db.run(upsert)

@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
 from ..agent import Agent
-from ..checkpointer import CheckpointOptions
+from ..checkpointer import CheckpointOptions, RunHead, RunSnapshot
 from ..exceptions import UserError
 from ..handle import RunHandle
 from ..messages import Usage
@@ -28,6 +29,7 @@ from ..reliability import Mailbox
 from ..runner import Runner
 from ..session import new_run_id
 from ..transcript import (
+    AssistantTextEntry,
     InputEntry,
     ToolResultEntry,
     TranscriptEntry,
@@ -39,10 +41,22 @@ from .events_hub import EventHub
 from .sse import Frame, event_to_frame
 from .store import ChatStore
 
-__all__ = ["LiveRun", "RunSupervisor", "Subscription"]
+__all__ = ["LiveRun", "RunSupervisor", "Subscription", "error_payload"]
 
 logger = logging.getLogger("lovia.web")
 _CLOSE: Frame | None = None
+
+
+def error_payload(error: BaseException) -> dict[str, Any]:
+    """What the page shows about a failed run: the error's type, message and hint."""
+    payload: dict[str, Any] = {"type": type(error).__name__, "message": str(getattr(error, "message", None) or error)}
+    hint = getattr(error, "hint", None)
+    if hint:
+        payload["hint"] = hint
+    status = getattr(error, "status_code", None)
+    if status is not None:
+        payload["status"] = status
+    return payload
 
 
 @dataclass(eq=False)
@@ -68,6 +82,8 @@ class LiveRun:
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     status: str = "running"
     """How it ended: completed, cancelled, failed or interrupted (``running`` while live)."""
+    partial: list[str] = field(default_factory=list)
+    """Text streamed in the turn in flight and not yet part of a completed message."""
 
     def broadcast(self, frame: Frame, *, buffer: bool = True) -> None:
         """Send a frame to every subscriber (and keep it for late ones)."""
@@ -256,6 +272,10 @@ class RunSupervisor:
             )
 
     def _on_event(self, live: LiveRun, event: ev.Event) -> None:
+        if isinstance(event, ev.TextDelta):
+            live.partial.append(event.delta)
+        elif isinstance(event, (ev.OutputDiscarded, ev.TurnStarted, ev.MessageCompleted)):
+            live.partial.clear()
         if isinstance(event, ev.TurnStarted):
             live.turn_mark = len(live.entries)
             live.buffer.clear()
@@ -284,33 +304,87 @@ class RunSupervisor:
             message = "the server is shutting down; the run resumes from its checkpoint when you reconnect"
             live.broadcast(Frame("error", {"type": "ServerShutdown", "message": message, "resumable": True}))
             return
-        usage = await self.finalize_partial(live.session_id, live.run_id, fallback=live.entries)
-        status = live.status = "cancelled" if live.stop_requested else "failed"
-        await self.store.record_run(live.run_id, live.session_id, status=status, usage=usage.to_dict(), finished=True)
+        stopped = live.stop_requested
+        live.status = "cancelled" if stopped else "failed"
+        payload = None if stopped else error_payload(error)
+        if payload is not None:
+            logger.warning(
+                "chat run %s of chat %s failed: %s: %s",
+                live.run_id,
+                live.session_id,
+                payload["type"],
+                payload["message"],
+            )
+        usage = await self.finalize_partial(
+            live.session_id,
+            live.run_id,
+            fallback=live.entries,
+            partial_text="".join(live.partial),
+            error=payload,
+            agent_name=live.agent.name,
+        )
+        await self.store.record_run(
+            live.run_id, live.session_id, status=live.status, usage=usage.to_dict(), finished=True
+        )
         await self.store.update(live.session_id)
-        if live.stop_requested:
+        if payload is None:
             live.broadcast(
                 Frame("done", {"output": None, "usage": usage.to_dict(), "run_id": live.run_id, "stopped": True})
             )
         else:
-            payload = {"type": type(error).__name__, "message": str(getattr(error, "message", None) or error)}
-            hint = getattr(error, "hint", None)
-            if hint:
-                payload["hint"] = hint
-            live.broadcast(Frame("error", payload))
+            live.broadcast(Frame("error", {**payload, "run_id": live.run_id}))
 
     async def finalize_partial(
-        self, session_id: str, run_id: str, *, fallback: list[TranscriptEntry] | None = None
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        fallback: list[TranscriptEntry] | None = None,
+        partial_text: str = "",
+        error: dict[str, Any] | None = None,
+        agent_name: str = "",
     ) -> Usage:
-        """Record a stopped run's completed work in the session, tool-consistently, and drop its checkpoint."""
+        """Record an abandoned run's work in the session as a finished, tool-consistent segment.
+
+        ``partial_text`` (the answer streamed so far in the turn in flight) is kept as the last
+        entry. The segment is marked ``stopped``, or ``failed`` with ``error``. A stopped run's
+        checkpoint is deleted; a failed run's stays (status ``failed``, with its error) so
+        ``lovia runs ls`` shows it.
+        """
         snapshot = await self.store.checkpointer.load(run_id)
         entries = list(snapshot.entries) if snapshot is not None else list(fallback or [])
         kept = drop_dangling_tool_calls(entries)
+        if partial_text.strip():
+            kept.append(AssistantTextEntry(partial_text))
+        meta: dict[str, Any] = {"stopped": True} if error is None else {"failed": True, "error": error}
         if kept:
-            await self.store.session.append(session_id, kept, run_id=run_id, meta={"stopped": True})
-        await self.store.checkpointer.delete(run_id)
+            await self.store.session.append(session_id, kept, run_id=run_id, meta=meta)
+        if error is None:
+            await self.store.checkpointer.delete(run_id)
+        else:
+            await self._keep_failed(run_id, snapshot, kept, error, agent_name)
         await self.store.set_active_run(session_id, None)
         return snapshot.usage if snapshot is not None else Usage()
+
+    async def _keep_failed(
+        self,
+        run_id: str,
+        snapshot: RunSnapshot | None,
+        entries: list[TranscriptEntry],
+        error: dict[str, Any],
+        agent_name: str,
+    ) -> None:
+        """Leave the failed run in the checkpointer as ``failed`` with its error (``lovia runs ls`` shows it).
+
+        The session already holds its work, so it is marked failed, not resumable.
+        """
+        if snapshot is None:
+            head = RunHead(agent_name=agent_name or self.default_agent, status="failed", error=error)
+            await self.store.checkpointer.append(run_id, entries, head)
+            return
+        head = snapshot.head
+        head.status, head.error, head.updated_at = "failed", error, time.time()
+        await self.store.checkpointer.append(run_id, [], head)
 
     # ------------------------------------------------------------------ control
 
@@ -325,6 +399,14 @@ class RunSupervisor:
             await asyncio.wait_for(live.finished.wait(), timeout)
         return True
 
+    async def _close_models(self) -> None:
+        """Close the agents' provider clients (their keep-alive connections belong to this loop)."""
+        for agent in self.agents.values():
+            close = getattr(agent.model, "aclose", None)
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    await close()
+
     async def shutdown(self, *, timeout: float = 10.0) -> None:
         """Cancel every live run cooperatively, keeping checkpoints for a resume after restart."""
         self._closing = True
@@ -335,4 +417,5 @@ class RunSupervisor:
                 live.handle.cancel("server shutting down")
         if runs:
             await asyncio.wait([asyncio.ensure_future(r.finished.wait()) for r in runs], timeout=timeout)
+        await self._close_models()
         self.hub.close()  # end the /api/events streams too: they must not hold the shutdown up

@@ -1,25 +1,33 @@
 // The lovia chat page: sessions sidebar, streamed answers, stop, edit-and-resend, regenerate.
 
 import { AuthError, api, captureToken, setToken, streamFrames } from "./api.js";
+import { FRAMES } from "./frames.js";
 import { Transcript } from "./render.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
 
+// The run lifecycle, one value:
+//   idle      no run: the composer sends, the stop button is hidden
+//   starting  a send was clicked; the stream has not yet said which chat it runs in
+//   streaming the run is live in this chat (its `session` frame arrived)
+//   stopping  stop was clicked; the cancel goes out as soon as the chat is known
+const PHASES = ["idle", "starting", "streaming", "stopping"];
+
 const state = {
   info: null,
   sessionId: null,
-  running: false,
+  phase: "idle",
   abort: null,
   generation: 0,
   armedDelete: null,
-  streamReady: false, // the current stream has said which chat it runs in (its `session` frame)
-  stopPending: false, // stop was clicked before that: cancel as soon as it arrives
+  streamError: null, // the last run-level `error` frame of the current stream (kept across the final re-render)
   renaming: false, // a rename box is open: notifications must not re-render the list under it
   refreshTimer: null,
 };
 
 const transcript = new Transcript($("messages"), {
+  jump: $("jump"),
   onEdit: (turn, text) => resend(turn, text).catch(fail),
   onRegenerate: () => {
     const last = transcript.lastUser();
@@ -33,22 +41,23 @@ function fail(error) {
   if (error instanceof AuthError) return showTokenForm();
   if (error && error.name === "AbortError") return undefined;
   console.error(error);
-  transcript.error({ type: "Error", message: String(error.message || error) });
+  state.streamError = { type: "Error", message: String(error.message || error) };
+  transcript.error(state.streamError);
   return undefined;
 }
 
-function setRunning(running) {
-  state.running = running;
-  $("stop").hidden = !running;
-  transcript.setControls(running);
-}
+const busy = () => state.phase !== "idle";
 
-// Show the run as live from the click on (stop visible) until its stream has ended, so a hidden
-// stop button always means "finished", never "not started yet".
-function markStarting() {
-  state.running = true;
-  state.streamReady = false;
-  $("stop").hidden = false;
+// The stop button shows from the click on until the stream has ended, so a hidden stop button
+// always means "finished", never "not started yet".
+function setPhase(phase) {
+  if (!PHASES.includes(phase)) throw new Error(`unknown phase ${phase}`);
+  const was = state.phase;
+  state.phase = phase;
+  document.body.dataset.phase = phase;
+  $("stop").hidden = phase === "idle";
+  $("stop").disabled = phase === "stopping";
+  if ((was === "idle") !== (phase === "idle")) transcript.setControls(phase !== "idle");
 }
 
 function composerEnabled() {
@@ -214,9 +223,9 @@ async function watchEvents() {
 }
 
 function onNotification(event, data) {
-  if (event === "session_deleted" && data.session_id === state.sessionId && !state.running) newChat();
-  else if (event === "sessions_cleared" && !state.running) newChat();
-  else if (event === "run_started" && data.session_id === state.sessionId && !state.running) {
+  if (event === "session_deleted" && data.session_id === state.sessionId && !busy()) newChat();
+  else if (event === "sessions_cleared" && !busy()) newChat();
+  else if (event === "run_started" && data.session_id === state.sessionId && !busy()) {
     openSession(state.sessionId).catch(fail); // another tab or client started a run in this chat: follow it
   }
   scheduleRefresh();
@@ -236,12 +245,11 @@ async function deleteSession(id) {
 // ------------------------------------------------------------------ chat
 
 function newChat() {
-  state.stopPending = false;
   state.abort?.abort();
   state.generation += 1;
   state.sessionId = null;
   history.replaceState(null, "", window.location.pathname + window.location.search);
-  setRunning(false);
+  setPhase("idle");
   transcript.render([], [], false);
   refreshSessions().catch(fail);
   $("composer").focus();
@@ -251,45 +259,58 @@ async function openSession(id) {
   state.abort?.abort();
   const generation = ++state.generation;
   state.sessionId = id;
-  state.stopPending = false;
   history.replaceState(null, "", `#/chat/${encodeURIComponent(id)}`);
   $("app").classList.remove("sidebar-open");
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
   if (generation !== state.generation) return;
   transcript.render(data.entries, data.runs, false);
-  setRunning(false);
+  setPhase("idle");
   refreshSessions().catch(fail);
   if (data.live || data.active_run_id) await runStream(`/api/chat/reconnect?session_id=${encodeURIComponent(id)}`, null);
 }
 
+// One handler per frame name; FRAMES (frames.js) is the list the server sends.
+const HANDLERS = {
+  session: (data) => {
+    const stopNow = state.phase === "stopping";
+    if (!stopNow) setPhase("streaming");
+    if (state.sessionId !== data.session_id) {
+      state.sessionId = data.session_id;
+      history.replaceState(null, "", `#/chat/${encodeURIComponent(data.session_id)}`);
+      refreshSessions().catch(fail);
+    }
+    if (stopNow) sendCancel().catch(fail);
+  },
+  snapshot: (data) => {
+    transcript.render(data.entries, [], data.status === "running");
+    if (data.status === "running" && state.phase !== "stopping") setPhase("streaming");
+    else if (data.status !== "running") setPhase("idle");
+  },
+  turn_started: () => {},
+  text_delta: (data) => transcript.textDelta(data.delta),
+  reasoning_delta: (data) => transcript.reasoningDelta(data.delta),
+  output_discarded: () => transcript.discardLive(),
+  message_completed: (data) => transcript.messageCompleted(data.message),
+  user_injected: (data) => transcript.userInjected(data.content),
+  tool_call: (data) => transcript.toolCall(data),
+  tool_result: (data) => transcript.toolResult(data),
+  approval_required: (data) => transcript.approval(data, decide),
+  handoff: (data) => transcript.handoff(data),
+  context_compacted: (data) => transcript.compacted(data),
+  retrying: (data) => transcript.retrying(data),
+  error: (data) => {
+    if (data.scope !== "tool") state.streamError = data;
+    transcript.error(data);
+  },
+  done: (data) => transcript.done(data),
+};
+
+const missing = FRAMES.filter((name) => !(name in HANDLERS));
+if (missing.length) throw new Error(`the page handles no ${missing.join(", ")} frame`);
+
 function onFrame(event, data) {
-  switch (event) {
-    case "session":
-      state.streamReady = true;
-      if (state.stopPending) queueMicrotask(() => stop().catch(fail)); // after sessionId is set below
-      if (state.sessionId !== data.session_id) {
-        state.sessionId = data.session_id;
-        history.replaceState(null, "", `#/chat/${encodeURIComponent(data.session_id)}`);
-        refreshSessions().catch(fail);
-      }
-      break;
-    case "snapshot":
-      transcript.render(data.entries, [], data.status === "running");
-      setRunning(data.status === "running");
-      break;
-    case "turn_started": break;
-    case "text_delta": transcript.textDelta(data.delta); break;
-    case "reasoning_delta": transcript.reasoningDelta(data.delta); break;
-    case "output_discarded": transcript.discardLive(); break;
-    case "message_completed": transcript.messageCompleted(data.message); break;
-    case "user_injected": transcript.userInjected(data.content); break;
-    case "tool_call": transcript.toolCall(data); break;
-    case "tool_result": transcript.toolResult(data); break;
-    case "approval_required": transcript.approval(data, decide); break;
-    case "error": transcript.error(data); break;
-    case "done": transcript.done(data); break;
-    default: break;
-  }
+  const handler = HANDLERS[event];
+  if (handler) handler(data);
 }
 
 async function decide(callId, decision) {
@@ -300,7 +321,7 @@ async function runStream(path, body) {
   state.abort?.abort();
   const controller = new AbortController();
   state.abort = controller;
-  state.streamReady = false;
+  state.streamError = null;
   const generation = ++state.generation;
   try {
     await streamFrames(path, body, (event, data) => {
@@ -311,15 +332,17 @@ async function runStream(path, body) {
   }
   if (generation !== state.generation) return;
   state.abort = null;
-  state.streamReady = false;
-  state.stopPending = false;
   // Re-render from the stored transcript before showing the run as finished, so "idle" always
-  // shows what the server kept (e.g. after a stop, calls without results are gone).
+  // shows what the server kept (after a stop: the partial answer, marked; after a failure: the
+  // error card). An error the server could not store stays shown.
+  const shown = state.streamError;
   if (state.sessionId) {
     const data = await api("GET", `/api/sessions/${encodeURIComponent(state.sessionId)}`).catch(fail);
     if (data && generation === state.generation) transcript.render(data.entries, data.runs, false);
   }
-  if (generation === state.generation) setRunning(false);
+  if (generation !== state.generation) return;
+  if (shown && !transcript.hasErrorFor(shown.run_id)) transcript.error(shown);
+  setPhase("idle");
   refreshSessions().catch(fail);
 }
 
@@ -327,37 +350,34 @@ async function send(text) {
   const message = text.trim();
   if (!message || !composerEnabled()) return;
   $("composer").value = "";
-  if (!state.running) markStarting();
+  transcript.jumpToLatest();
+  if (!busy()) setPhase("starting");
   await runStream("/api/chat/stream", { message, session_id: state.sessionId });
 }
 
 async function resend(turn, text) {
-  if (state.running || !state.sessionId) return;
-  markStarting();
+  if (busy() || !state.sessionId) return;
+  setPhase("starting");
   try {
     await api("POST", `/api/sessions/${encodeURIComponent(state.sessionId)}/rewind`, { user_turn: turn });
   } catch (error) {
-    state.running = false;
-    $("stop").hidden = true;
+    setPhase("idle");
     throw error;
   }
   await runStream("/api/chat/stream", { message: text, session_id: state.sessionId });
 }
 
+// Clicked before the server has started the run (or, in a new chat, before its id is known):
+// a cancel now would find nothing to stop, so the `session` frame sends it (phase "stopping").
 async function stop() {
-  // Clicked before the server has started the run (or, in a new chat, before its id is known):
-  // a cancel now would find nothing to stop, so cancel once the stream's session frame arrives.
-  if (!state.streamReady || !state.sessionId) {
-    if (state.running) state.stopPending = true;
-    return;
-  }
-  state.stopPending = false;
-  $("stop").disabled = true;
-  try {
-    await api("POST", `/api/chat/cancel?session_id=${encodeURIComponent(state.sessionId)}`);
-  } finally {
-    $("stop").disabled = false;
-  }
+  if (state.phase === "idle" || state.phase === "stopping") return;
+  const known = state.phase === "streaming" && state.sessionId;
+  setPhase("stopping");
+  if (known) await sendCancel();
+}
+
+async function sendCancel() {
+  await api("POST", `/api/chat/cancel?session_id=${encodeURIComponent(state.sessionId)}`);
 }
 
 // ------------------------------------------------------------------ wiring
@@ -386,6 +406,7 @@ function bind() {
 
 async function start() {
   captureToken();
+  setPhase("idle");
   bind();
   try {
     await loadInfo();

@@ -1,7 +1,10 @@
 // Renders a transcript (stored entries) and applies live SSE frames on top of it.
 // All model- or user-provided text goes through textContent or the safe Markdown renderer.
 
-import { renderMarkdown } from "./markdown.js";
+import { copyButton, enhance, renderMarkdown } from "./markdown.js";
+
+const HANDOFF_PREFIX = "transfer_to_"; // lovia.handoff.HANDOFF_TOOL_PREFIX
+const FOLLOW_SLACK = 48; // px from the bottom that still counts as "at the bottom"
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -28,20 +31,59 @@ function pretty(value) {
 }
 
 function usageText(usage) {
-  if (!usage) return "";
+  if (!usage || (!usage.input_tokens && !usage.output_tokens)) return "";
   return `${usage.input_tokens || 0} in · ${usage.output_tokens || 0} out tokens`;
 }
 
+function errorCard(data) {
+  const card = el("div", "error-card");
+  card.setAttribute("role", "alert");
+  card.dataset.testid = "error-card";
+  if (data.run_id) card.dataset.runId = data.run_id;
+  const head = el("div", "error-title");
+  head.append(el("strong", "error-type", data.type || "Error"), el("span", "error-message", data.message || ""));
+  card.append(head);
+  if (data.hint) card.append(el("div", "error-hint", `Hint: ${data.hint}`));
+  return card;
+}
+
 export class Transcript {
-  constructor(root, { onEdit, onRegenerate }) {
+  constructor(root, { onEdit, onRegenerate, jump }) {
     this.root = root;
     this.onEdit = onEdit;
     this.onRegenerate = onRegenerate;
     this.canRewind = false;
+    this.follow = true; // the reader is at the bottom: keep them there as the answer grows
+    this.jump = jump || null;
+    this.retryTimer = null;
+    root.addEventListener("scroll", () => this.onScroll(), { passive: true });
+    if (this.jump) this.jump.onclick = () => this.jumpToLatest();
     this.reset();
   }
 
+  atBottom() {
+    const box = this.root;
+    return box.scrollHeight - box.scrollTop - box.clientHeight <= FOLLOW_SLACK;
+  }
+
+  onScroll() {
+    this.follow = this.atBottom();
+    this.updateJump();
+  }
+
+  updateJump() {
+    if (this.jump) this.jump.hidden = this.follow || this.root.scrollHeight <= this.root.clientHeight;
+  }
+
+  jumpToLatest() {
+    this.follow = true;
+    this.root.scrollTop = this.root.scrollHeight;
+    this.updateJump();
+  }
+
   reset() {
+    clearInterval(this.retryTimer);
+    this.retryTimer = null;
     this.root.replaceChildren();
     this.current = null;
     this.userCount = 0;
@@ -51,17 +93,38 @@ export class Transcript {
 
   // ---------------------------------------------------------------- full render
 
+  // Re-render from stored entries, keeping the reader's place: at the bottom if they were
+  // following, else at the same offset (never a jump to the top).
   render(entries, runs, running) {
+    const top = this.root.scrollTop;
+    const follow = this.follow;
     this.reset();
     const ends = new Map((runs || []).map((r) => [r.start + r.count, r]));
     entries.forEach((entry, index) => {
       this.addEntry(entry);
       const run = ends.get(index + 1);
-      if (run && this.current) this.setFooter(this.current, run.usage, run.stopped);
+      if (run) this.endRun(run);
     });
     if (!running) this.root.querySelectorAll(".tool.pending").forEach((t) => this.setToolState(t, "dropped"));
     if (!entries.length) this.root.append(el("div", "empty", "Start a conversation."));
     this.setControls(running);
+    this.follow = follow;
+    if (follow) this.root.scrollTop = this.root.scrollHeight;
+    else this.root.scrollTop = top;
+    this.updateJump();
+  }
+
+  endRun(run) {
+    if (run.error) {
+      const msg = this.assistant();
+      msg.node.append(errorCard({ ...run.error, run_id: run.run_id }));
+    }
+    if (this.current) this.setFooter(this.current, run.usage, run.stopped);
+    this.current = null;
+  }
+
+  hasErrorFor(runId) {
+    return [...this.root.querySelectorAll(".error-card")].some((c) => !runId || c.dataset.runId === runId);
   }
 
   addEntry(entry) {
@@ -72,8 +135,15 @@ export class Transcript {
     const msg = this.assistant();
     if (entry.type === "reasoning") msg.body.append(this.reasoningBlock(entry.content));
     else if (entry.type === "assistant_text") msg.body.append(this.textBlock(entry.content));
-    else if (entry.type === "tool_call") msg.body.append(this.toolBlock(entry.call_id, entry.name, entry.arguments));
+    else if (entry.type === "tool_call") this.storedCall(msg, entry);
     else if (entry.type === "tool_result") this.toolResult({ id: entry.call_id, output: entry.output, is_error: entry.is_error });
+  }
+
+  storedCall(msg, entry) {
+    const known = this.findTool(entry.call_id);
+    if (known) return; // already shown live (its handoff note too)
+    msg.body.append(this.toolBlock(entry.call_id, entry.name, entry.arguments));
+    if (entry.name.startsWith(HANDOFF_PREFIX)) this.note(`handed over to ${entry.name.slice(HANDOFF_PREFIX.length)}`, "handoff");
   }
 
   addUser(text) {
@@ -104,7 +174,8 @@ export class Transcript {
 
   textBlock(text) {
     const block = el("div", "md");
-    block.innerHTML = renderMarkdown(text); // safe: the renderer escapes all source text first
+    block.innerHTML = renderMarkdown(text); // safe: raw HTML is escaped and the result sanitized
+    enhance(block);
     return block;
   }
 
@@ -137,8 +208,16 @@ export class Transcript {
 
   setFooter(msg, usage, stopped) {
     msg.node.querySelector(".usage")?.remove();
-    const text = [usageText(usage), stopped ? "stopped" : ""].filter(Boolean).join(" · ");
-    if (text) msg.node.append(el("div", "usage", text));
+    const footer = el("div", "usage");
+    if (stopped) {
+      const mark = el("span", "stopped-mark", "stopped");
+      mark.dataset.testid = "stopped-mark";
+      mark.title = "You stopped this answer; the text above is what had arrived.";
+      footer.append(mark);
+    }
+    const text = usageText(usage);
+    if (text) footer.append(el("span", "", stopped ? ` · ${text}` : text));
+    if (footer.childNodes.length) msg.node.append(footer);
   }
 
   // ---------------------------------------------------------------- live frames
@@ -149,6 +228,7 @@ export class Transcript {
   }
 
   textDelta(delta) {
+    this.clearRetry();
     const live = this.ensureLive();
     if (!live.textEl) {
       live.textEl = el("div", "md cursor");
@@ -169,14 +249,22 @@ export class Transcript {
     live.reasoningEl.querySelector("div").textContent = live.reasoning;
   }
 
+  // Re-render the streamed answer at most once per frame, and less often when a render is slow
+  // (a long answer): the wait before the next paint is about the last paint's own cost.
   paint() {
     if (this.pendingPaint) return;
     this.pendingPaint = true;
-    requestAnimationFrame(() => {
+    const wait = Math.min(250, this.lastPaintMs || 0);
+    setTimeout(() => requestAnimationFrame(() => {
       this.pendingPaint = false;
-      if (this.live && this.live.textEl) this.live.textEl.innerHTML = renderMarkdown(this.live.text);
+      const started = performance.now();
+      if (this.live && this.live.textEl) {
+        this.live.textEl.innerHTML = renderMarkdown(this.live.text);
+        enhance(this.live.textEl);
+      }
+      this.lastPaintMs = performance.now() - started;
       this.scroll();
-    });
+    }), wait);
   }
 
   discardLive() {
@@ -187,6 +275,7 @@ export class Transcript {
   }
 
   messageCompleted(message) {
+    this.clearRetry();
     this.discardLive();
     for (const entry of message.entries || []) this.addEntry(entry);
     this.scroll();
@@ -236,13 +325,72 @@ export class Transcript {
     this.addUser(contentText(content));
   }
 
+  // A failed run (or request): a card with the error's type, message and hint. A tool's failure
+  // is only a note: the model got the error as the tool's result and the run goes on.
   error(data) {
+    this.clearRetry();
     const msg = this.assistant();
-    msg.node.append(el("div", "error", `${data.type || "Error"}: ${data.message || ""}`));
+    if (data.scope === "tool") msg.node.append(el("div", "error", `${data.type || "Error"}: ${data.message || ""}`));
+    else {
+      this.keepPartial();
+      msg.node.append(errorCard(data));
+    }
     this.scroll();
   }
 
+  // Keep the text streamed so far (the server stores it with the failed or stopped run too).
+  keepPartial() {
+    if (this.live && this.live.textEl) this.live.textEl.classList.remove("cursor");
+    this.live = null;
+  }
+
+  retrying(data) {
+    this.clearRetry();
+    const msg = this.assistant();
+    const line = el("div", "retry-status");
+    line.dataset.testid = "retry-status";
+    line.setAttribute("role", "status");
+    msg.node.append(line);
+    const until = Date.now() + (data.delay || 0) * 1000;
+    const tick = () => {
+      const left = Math.max(0, Math.ceil((until - Date.now()) / 1000));
+      const attempt = `attempt ${data.attempt + 1} of ${data.max_attempts}`;
+      line.textContent = left > 0 ? `retrying in ${left} s (${data.reason}) · ${attempt}` : `retrying now (${data.reason}) · ${attempt}`;
+      line.title = data.message || "";
+    };
+    tick();
+    this.retryTimer = setInterval(tick, 250);
+    this.scroll();
+  }
+
+  clearRetry() {
+    clearInterval(this.retryTimer);
+    this.retryTimer = null;
+    this.root.querySelectorAll(".retry-status").forEach((n) => n.remove());
+  }
+
+  note(text, testid) {
+    const line = el("div", "note", text);
+    line.dataset.testid = testid;
+    this.assistant().body.append(line);
+    this.scroll();
+  }
+
+  handoff(data) {
+    const line = `handed over to ${data.to}`;
+    const notes = this.assistant().body.querySelectorAll('[data-testid="handoff"]');
+    if (notes.length && notes[notes.length - 1].textContent === line) return; // drawn from its transfer call
+    this.note(line, "handoff");
+  }
+
+  compacted(data) {
+    const what = data.reason ? ` (${data.reason})` : "";
+    this.note(`context compacted${what}: ${data.entries_before} → ${data.entries_after} entries`, "context-compacted");
+  }
+
   done(data) {
+    this.clearRetry();
+    if (data.stopped) this.keepPartial();
     this.discardLive();
     if (data.stopped) this.root.querySelectorAll(".tool.pending, .tool.running").forEach((t) => this.setToolState(t, "dropped"));
     if (this.current) this.setFooter(this.current, data.usage, data.stopped);
@@ -252,7 +400,15 @@ export class Transcript {
 
   setControls(running) {
     this.root.querySelectorAll(".msg .toolbar").forEach((t) => t.remove());
-    if (running || !this.canRewind) return;
+    if (running) return;
+    for (const msg of this.root.querySelectorAll(".msg.assistant")) {
+      const answer = () => [...msg.querySelectorAll(".body > .md")].map((b) => b.textContent.trim()).join("\n\n");
+      if (!answer().trim()) continue;
+      const bar = el("div", "toolbar");
+      bar.append(copyButton(answer, "Copy answer", "copy-answer"));
+      msg.append(bar);
+    }
+    if (!this.canRewind) return;
     for (const msg of this.root.querySelectorAll(".msg.user")) {
       const bar = el("div", "toolbar");
       const edit = el("button", "link", "Edit");
@@ -265,13 +421,12 @@ export class Transcript {
     const assistants = this.root.querySelectorAll(".msg.assistant");
     const last = assistants[assistants.length - 1];
     if (last && this.userCount > 0 && last === this.root.lastElementChild) {
-      const bar = el("div", "toolbar");
+      const bar = last.querySelector(".toolbar") || last.appendChild(el("div", "toolbar"));
       const regen = el("button", "link", "Regenerate");
       regen.type = "button";
       regen.dataset.testid = "regenerate";
       regen.onclick = () => this.onRegenerate();
       bar.append(regen);
-      last.append(bar);
     }
   }
 
@@ -312,7 +467,7 @@ export class Transcript {
   }
 
   scroll() {
-    const box = this.root;
-    if (box.scrollHeight - box.scrollTop - box.clientHeight < 200) box.scrollTop = box.scrollHeight;
+    if (this.follow) this.root.scrollTop = this.root.scrollHeight;
+    this.updateJump();
   }
 }

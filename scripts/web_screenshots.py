@@ -1,0 +1,149 @@
+"""Regenerate the chat page screenshots in docs/img/ (light and dark, desktop and 390 px wide).
+
+    python scripts/web_screenshots.py            # writes docs/img/web-{light,dark}-{desktop,390}.png
+    python scripts/web_screenshots.py --out DIR  # somewhere else (the test suite does this)
+
+Offline: a scripted model answers in Markdown, one run fails with a provider error (the error
+card) and one is stopped mid-answer (the "stopped" mark). Needs lovia[web,dev] and /usr/bin/chromium.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from lovia import Agent, tool
+from lovia.exceptions import ProviderError
+from lovia.testing import ScriptedProvider, call, text
+from lovia.transcript import InputEntry, ToolResultEntry, TranscriptEntry
+from lovia.web import create_app
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+SIZES = {"desktop": {"width": 1280, "height": 860}, "390": {"width": 390, "height": 844}}
+
+ANSWER = """Here is the plan for **Friday's release**:
+
+1. Freeze the branch
+   - tag `v1.4.0`
+   - [x] changelog written
+   - [ ] announcement drafted
+2. Run the checks:
+
+   ```python
+   def ready(build: dict) -> bool:
+       return build["tests"] == "green" and not build["blockers"]
+   ```
+
+| step | owner | when |
+|---|---|---|
+| freeze | Ana | 10:00 |
+| deploy | Bo | 14:00 |
+"""
+
+
+@tool
+def release_status(version: str) -> dict[str, Any]:
+    """The state of a release."""
+    return {"version": version, "tests": "green", "blockers": []}
+
+
+def _script(entries: list[TranscriptEntry], _tools: list[Any]) -> Any:
+    said = next(e.text for e in reversed(entries) if isinstance(e, InputEntry) and e.role == "user")
+    tools_done = sum(1 for e in entries if isinstance(e, ToolResultEntry))
+    if said.startswith("Plan") and tools_done == 0:
+        return call("release_status", {"version": "1.4.0"}, call_id="call_status")
+    if said.startswith("Plan"):
+        return text(ANSWER)
+    if said.startswith("Ask"):
+        raise ProviderError(
+            "openai (gpt-4.1-mini): HTTP 500: upstream overloaded",
+            status_code=500,
+            retryable=False,
+            hint="the endpoint failed; try again in a moment",
+        )
+    return text("Drafting the announcement: " + "the release brings faster sync and fewer surprises; " * 30, delay=0.03)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve(app: Any) -> tuple[Any, threading.Thread, str]:
+    import uvicorn
+
+    from lovia.web.server import _server_class
+
+    port = _free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="none", lifespan="on")
+    server = _server_class()(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the server did not start")
+        time.sleep(0.02)
+    return server, thread, f"http://127.0.0.1:{port}"
+
+
+def _seed(page: Any, url: str) -> str:
+    """Three runs in one chat: a Markdown answer after a tool call, a failure, a stopped answer."""
+    page.goto(url)
+    for message in ("Plan Friday's release", "Ask the model for a summary", "Write the announcement"):
+        page.get_by_test_id("composer").fill(message)
+        page.get_by_test_id("send").click()
+        if message.startswith("Write"):
+            page.get_by_text("fewer surprises").first.wait_for()
+            page.wait_for_timeout(600)
+            page.get_by_test_id("stop").click()
+        page.get_by_test_id("stop").wait_for(state="hidden")
+    return str(page.url)
+
+
+def take(out: Path) -> list[Path]:
+    """Write the four screenshots into ``out``; return their paths."""
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    agent = Agent(name="assistant", model=ScriptedProvider(_script), tools=[release_status])
+    with tempfile.TemporaryDirectory(prefix="lovia-shots-") as tmp:
+        server, thread, url = _serve(create_app(agent, db_path=str(Path(tmp) / "shots.db"), title="lovia"))
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
+                chat_url = _seed(browser.new_page(viewport=SIZES["desktop"]), url)
+                written = []
+                for scheme in ("light", "dark"):
+                    for size, viewport in SIZES.items():
+                        page = browser.new_page(viewport=viewport, color_scheme=scheme)
+                        page.goto(chat_url)
+                        page.get_by_test_id("stopped-mark").wait_for()
+                        page.wait_for_timeout(200)
+                        path = out / f"web-{scheme}-{size}.png"
+                        page.screenshot(path=str(path))
+                        written.append(path)
+                        page.close()
+                browser.close()
+        finally:
+            server.should_exit = True
+            thread.join(timeout=20)
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img", help="folder for the PNG files")
+    for path in take(parser.parse_args().out):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

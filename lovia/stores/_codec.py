@@ -17,13 +17,18 @@ from pydantic_core import from_json
 from .._json import dumps
 from ..checkpointer import RunHead
 from ..exceptions import CorruptRecordError, UserError
+from ..session import Segment
 from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
 
 __all__ = [
     "KNOWN_ENTRY_TYPES",
     "checksum",
     "verify_checksum",
-    "decode_entries", "decode_head", "decode_meta", "encode_entries",
+    "decode_entries",
+    "decode_segment",
+    "decode_head",
+    "decode_meta",
+    "encode_entries",
     "encode_meta",
 ]
 
@@ -88,6 +93,17 @@ def verify_checksum(
         hint="restore the file from a backup, or "
         + ("checkpointer.delete(run_id)" if session_id is None else "rewind or clear the session")
         + " (other records are unaffected)",
+    )
+
+
+def decode_segment(
+    session_id: str, row_id: int, run_id: str, entries_json: str, meta_json: str | None, stored: int | None
+) -> tuple[int, Segment]:
+    """One checksummed session row, verified and decoded, with its row id."""
+    verify_checksum(stored, entries_json, meta_json, session_id=session_id, run_id=run_id)
+    entries = decode_entries(entries_json, session_id=session_id, run_id=run_id)
+    return int(row_id), Segment(
+        run_id=run_id, entries=entries, meta=decode_meta(meta_json, session_id=session_id, run_id=run_id)
     )
 
 

@@ -118,9 +118,7 @@ class HistoryCache:
                     self._states.popitem(last=False)
             return state
 
-    def after_append(
-        self, session_id: str, row_id: int, segment: Segment, *, epoch: int, version: int
-    ) -> None:
+    def after_append(self, session_id: str, row_id: int, segment: Segment, *, epoch: int, version: int) -> None:
         """Record this process's own append when it directly follows the cached version."""
         base = self.get(session_id)
         if version == 1 and epoch == 0 and base is None:

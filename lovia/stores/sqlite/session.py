@@ -30,8 +30,7 @@ __all__ = ["SQLiteSession"]
 _Row = tuple[int, str, str, "str | None", "int | None"]
 
 _SELECT_FROM = (
-    "SELECT id, run_id, entries_json, meta_json, checksum FROM session_runs "
-    "WHERE session_id = ? AND id > ? ORDER BY id"
+    "SELECT id, run_id, entries_json, meta_json, checksum FROM session_runs WHERE session_id = ? AND id > ? ORDER BY id"
 )
 _BUMP_EPOCH = "UPDATE session_heads SET version = version + 1, epoch = epoch + 1 WHERE session_id = ?"
 
@@ -194,7 +193,9 @@ class SQLiteSession:
                     "ON CONFLICT (session_id) DO UPDATE SET version = version + 1 RETURNING epoch, version",
                     (session_id,),
                 ).fetchall()[0]
-            segment = Segment(run_id=rid, entries=stored, meta=decode_meta(meta_json, session_id=session_id, run_id=rid))
+            segment = Segment(
+                run_id=rid, entries=stored, meta=decode_meta(meta_json, session_id=session_id, run_id=rid)
+            )
             cache.after_append(session_id, int(row_id or 0), segment, epoch=epoch, version=version)
 
         await self._db.write(insert, size=len(text) + len(meta_json or ""))

@@ -58,6 +58,7 @@ from ..reliability import CancelToken, Mailbox, RetryPolicy
 from ..result import RunResult
 from ..run_context import RunContext
 from ..session import new_run_id
+from ..stores._history import history_of
 from ..tools import Tool
 from ..tracing import NoopTracer, detail_span
 from ..transcript import (
@@ -209,14 +210,8 @@ class RunLoop:
         session, sid = self.spec.session, self.spec.session_id
         if session is None or sid is None:
             return [], {}
-        segments = await session.segments(sid)
-        history: list[TranscriptEntry] = []
-        for seg in segments:
-            history.extend(seg.entries)
-        carried: dict[str, Any] = {}
-        if segments and segments[-1].meta:
-            carried = dict(segments[-1].meta.get("context_state") or {})
-        return history, carried
+        history, last_meta = await history_of(session, sid)  # incremental in the bundled stores
+        return history, dict((last_meta or {}).get("context_state") or {})
 
     def _restore(self, snap: RunSnapshot) -> None:
         graph = agent_graph(self.entry_agent)

@@ -118,12 +118,17 @@ class HistoryCache:
                     self._states.popitem(last=False)
             return state
 
-    def after_append(self, session_id: str, row_id: int, segment: Segment, *, epoch: int, version: int) -> None:
-        """Record this process's own append when it directly follows the cached version."""
+    def after_append(
+        self, session_id: str, row_id: int, prev_id: int | None, segment: Segment, *, epoch: int, version: int
+    ) -> None:
+        """Record this process's own append when it directly follows the cached state: the head
+        moved by exactly this append and the session's previous row is the last one cached (a row
+        written by hand, bumping nothing, must not be skipped)."""
         base = self.get(session_id)
-        if version == 1 and epoch == 0 and base is None:
-            self.advance(session_id, None, [(row_id, segment)], epoch=epoch, version=version)
-        elif base is not None and base.epoch == epoch and base.version == version - 1:
+        if base is None:
+            if version == 1 and epoch == 0 and prev_id is None:
+                self.advance(session_id, None, [(row_id, segment)], epoch=epoch, version=version)
+        elif base.epoch == epoch and base.version == version - 1 and (prev_id or EMPTY_ID) == base.last_id:
             self.advance(session_id, base, [(row_id, segment)], epoch=epoch, version=version)
 
 

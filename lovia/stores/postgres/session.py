@@ -89,7 +89,8 @@ class PostgresSession:
             "r AS (INSERT INTO {t} (session_id, run_id, entries_json, entry_count, meta_json, created_at, checksum) "
             "SELECT %(sid)s, %(rid)s, %(entries)s, %(count)s, %(meta)s, %(at)s, %(checksum)s FROM h "
             "ON CONFLICT (session_id, run_id) DO NOTHING RETURNING id) "
-            "SELECT h.epoch, h.version, (SELECT id FROM r) FROM h"
+            "SELECT h.epoch, h.version, r.id, (SELECT MAX(p.id) FROM {t} p WHERE p.session_id = %(sid)s "
+            "AND p.id < r.id) FROM h LEFT JOIN r ON true"
         ).format(heads=heads, t=t)
         self._lock_head = sql.SQL("SELECT version FROM {} WHERE session_id = %s FOR UPDATE").format(heads)
         self._bump_epoch = sql.SQL(
@@ -173,7 +174,8 @@ class PostgresSession:
             segment = Segment(
                 run_id=rid, entries=stored, meta=decode_meta(meta_json, session_id=session_id, run_id=rid)
             )
-            self._cache.after_append(session_id, int(row[2]), segment, epoch=int(row[0]), version=int(row[1]))
+            prev_id = int(row[3]) if row[3] is not None else None
+            self._cache.after_append(session_id, int(row[2]), prev_id, segment, epoch=int(row[0]), version=int(row[1]))
         return rid
 
     async def clear(self, session_id: str) -> None:

@@ -72,6 +72,7 @@ MIGRATIONS: dict[Component, tuple[Migration, ...]] = {
                 "INSERT INTO session_heads (session_id, version, epoch) "
                 "SELECT session_id, COUNT(*), 0 FROM session_runs GROUP BY session_id",
             ),
+            already_applied="SELECT 1 FROM pragma_table_info('session_runs') WHERE name = 'checksum'",
         ),
     ),
     "checkpoint": (
@@ -146,6 +147,7 @@ MIGRATIONS: dict[Component, tuple[Migration, ...]] = {
                 "ALTER TABLE snapshot_turns ADD COLUMN checksum INTEGER",
                 "UPDATE snapshot_turns SET checksum = lovia_checksum(entries_json, NULL)",
             ),
+            already_applied="SELECT 1 FROM pragma_table_info('snapshot_turns') WHERE name = 'checksum'",
         ),
     ),
 }

@@ -187,7 +187,10 @@ class SQLiteSession:
                 )
                 if cur.rowcount != 1:
                     return  # already stored under this run id: nothing changed
-                row_id = cur.lastrowid
+                row_id = int(cur.lastrowid or 0)
+                (prev_id,) = conn.execute(
+                    "SELECT MAX(id) FROM session_runs WHERE session_id = ? AND id < ?", (session_id, row_id)
+                ).fetchone()
                 epoch, version = conn.execute(
                     "INSERT INTO session_heads (session_id, version, epoch) VALUES (?, 1, 0) "
                     "ON CONFLICT (session_id) DO UPDATE SET version = version + 1 RETURNING epoch, version",
@@ -196,7 +199,7 @@ class SQLiteSession:
             segment = Segment(
                 run_id=rid, entries=stored, meta=decode_meta(meta_json, session_id=session_id, run_id=rid)
             )
-            cache.after_append(session_id, int(row_id or 0), segment, epoch=epoch, version=version)
+            cache.after_append(session_id, row_id, prev_id, segment, epoch=epoch, version=version)
 
         await self._db.write(insert, size=len(text) + len(meta_json or ""))
         return rid

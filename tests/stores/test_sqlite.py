@@ -74,7 +74,17 @@ async def test_pre_versioning_file_is_adopted(tmp_path):
     assert _versions(path) == {"session": 2}
 
 
-@pytest.mark.parametrize("fixture", ["session_v1.sql", "checkpoint_v1.sql", "checkpoint_v2.sql", "checkpoint_v3.sql"])
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "session_v1.sql",
+        "session_v2.sql",
+        "checkpoint_v1.sql",
+        "checkpoint_v2.sql",
+        "checkpoint_v3.sql",
+        "checkpoint_v4.sql",
+    ],
+)
 async def test_frozen_fixture_of_every_version_opens_and_migrates(tmp_path, fixture):
     path = tmp_path / "fixture.db"
     conn = sqlite3.connect(path)

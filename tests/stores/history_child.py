@@ -2,8 +2,9 @@
 
 Usage: python history_child.py BACKEND TARGET SESSION_ID OP [ARG]
 BACKEND is ``sqlite`` (TARGET: file path) or ``postgres`` (TARGET: ``dsn|schema``); OP is one of
-``append`` (ARG: run id), ``rewind`` (ARG: keep_entries), ``trim``, ``clear`` or ``append_forever``
-(appends until killed, printing each committed run id).
+``append`` (ARG: run id), ``rewind`` (ARG: keep_entries), ``trim``, ``clear``, ``append_forever``
+(appends until killed, printing each committed run id) or ``serve`` (reads ``OP [ARG]`` lines
+from stdin, runs each and answers ``ok``: one process for many changes).
 """
 
 from __future__ import annotations
@@ -35,16 +36,26 @@ def open_store(backend: str, target: str) -> Any:
     return PostgresSession(dsn, schema=schema)
 
 
+async def change(store: Any, sid: str, op: str, arg: str | None) -> None:
+    if op == "append":
+        await store.append(sid, run_entries(str(arg)), run_id=str(arg), meta={"by": "child", "run": arg})
+    elif op == "rewind":
+        await store.rewind(sid, keep_entries=int(str(arg)))
+    elif op == "trim":
+        await store.trim_tool_results(sid, keep_chars=20, keep_runs=1)
+    elif op == "clear":
+        await store.clear(sid)
+    else:
+        raise SystemExit(f"unknown op {op}")
+
+
 async def main(backend: str, target: str, sid: str, op: str, arg: str | None) -> None:
     async with open_store(backend, target) as store:
-        if op == "append":
-            await store.append(sid, run_entries(str(arg)), run_id=str(arg), meta={"by": "child", "run": arg})
-        elif op == "rewind":
-            await store.rewind(sid, keep_entries=int(str(arg)))
-        elif op == "trim":
-            await store.trim_tool_results(sid, keep_chars=20, keep_runs=1)
-        elif op == "clear":
-            await store.clear(sid)
+        if op == "serve":
+            for line in sys.stdin:
+                name, *rest = line.split()
+                await change(store, sid, name, rest[0] if rest else None)
+                print("ok", flush=True)
         elif op == "append_forever":
             n = 0
             while True:
@@ -52,7 +63,7 @@ async def main(backend: str, target: str, sid: str, op: str, arg: str | None) ->
                 print(f"k{n}", flush=True)
                 n += 1
         else:
-            raise SystemExit(f"unknown op {op}")
+            await change(store, sid, op, arg)
 
 
 if __name__ == "__main__":

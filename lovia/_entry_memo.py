@@ -41,10 +41,19 @@ class PrefixMemo(Generic[E, T]):
     """``convert`` memoized by transcript prefix (see the module docstring)."""
 
     def __init__(
-        self, convert: Callable[[Sequence[E]], list[T]], is_cut: Callable[[E, E], bool], *, slots: int = SLOTS
+        self,
+        convert: Callable[[Sequence[E]], list[T]],
+        is_cut: Callable[[E, E], bool],
+        *,
+        head: Callable[[Sequence[E]], int] | None = None,
+        slots: int = SLOTS,
     ) -> None:
         self._convert = convert
         self._is_cut = is_cut
+        # Leading entries rebuilt by every run (the system head): converted apart, every time,
+        # so that the body (session history + the run) still matches the previous run's chain.
+        # ``head(e)`` must itself be a valid cut.
+        self._head = head
         self._slots = slots
         self._chains: list[_Chain[E, T]] = []
         self._lock = threading.Lock()
@@ -65,6 +74,12 @@ class PrefixMemo(Generic[E, T]):
     def __call__(self, entries: Sequence[E]) -> list[T]:
         """``convert(entries)``, converting only the entries after the last reusable cut."""
         entries = entries if isinstance(entries, list) else list(entries)
+        h = self._head(entries) if self._head is not None else 0
+        if h:
+            return self._convert(entries[:h]) + self._body(entries[h:])
+        return self._body(entries)
+
+    def _body(self, entries: list[E]) -> list[T]:
         with self._lock:
             chain = self._find(entries)
         start, base = (chain.cut, chain.outputs[: chain.cut_outputs]) if chain is not None else (0, [])

@@ -438,7 +438,9 @@ def _starts_message(previous: TranscriptEntry, entry: TranscriptEntry) -> bool:
     return isinstance(entry, (InputEntry, ToolResultEntry))
 
 
-_MESSAGES_MEMO: PrefixMemo[TranscriptEntry, Message] = PrefixMemo(_entries_to_messages, _starts_message)
+_MESSAGES_MEMO: PrefixMemo[TranscriptEntry, Message] = PrefixMemo(
+    _entries_to_messages, _starts_message, head=lambda entries: leading_system_count(entries)
+)
 
 
 # --------------------------------------------------------------------------- structure helpers

@@ -39,6 +39,7 @@ from ..transcript import (
     ToolResultEntry,
     TranscriptEntry,
     UsageDelta,
+    leading_system_count,
 )
 from ._http import RETRYABLE_STATUS, HTTPProviderBase, apply_options, error_body_text
 from .base import ModelSettings, ToolDefinition
@@ -514,7 +515,9 @@ def _window_from_models(data: Any, model: str) -> int | None:
 
 
 def _chat_memo(replay_reasoning: bool) -> PrefixMemo[TranscriptEntry, dict[str, Any]]:
-    return PrefixMemo(functools.partial(_entries_to_chat, replay_reasoning=replay_reasoning), _chat_cut)
+    return PrefixMemo(
+        functools.partial(_entries_to_chat, replay_reasoning=replay_reasoning), _chat_cut, head=leading_system_count
+    )
 
 
 _CHAT_MEMOS = {flag: _chat_memo(flag) for flag in (False, True)}

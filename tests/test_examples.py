@@ -24,3 +24,18 @@ def test_crash_and_resume_example():
     assert "finished: 'Total: 42.'" in out
     assert "replayed from the checkpoint: 'Total: 42.' (model calls in this process: 0)" in out
     assert "status=completed" in out and "session: 1 run(s)" in out
+
+
+def test_session_integrity_example():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "session_integrity.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    out = proc.stdout
+    assert "30 runs, 120 entries" in out
+    assert "a new store reads the same history: True" in out
+    assert "damaged on disk: session 'u1', run named: True" in out
+    assert "hint: restore the file from a backup, or rewind or clear the session" in out

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lovia.messages import ImagePart, TextPart
+from lovia.providers.anthropic import _entries_to_anthropic, entries_to_anthropic
 from lovia.providers.openai_chat import _entries_to_chat, entries_to_chat
 from lovia.transcript import (
     AssistantTextEntry,
@@ -23,9 +24,9 @@ from lovia.transcript import (
 
 _t = st.text(alphabet="ab ", max_size=4)
 entry = st.one_of(
-    st.builds(InputEntry, role=st.sampled_from(["user", "system"]), content=_t),
+    st.builds(InputEntry, role=st.sampled_from(["user", "system"]), content=_t | st.just([TextPart("p")])),
     st.builds(AssistantTextEntry, _t),
-    st.builds(ReasoningEntry, _t),
+    st.builds(ReasoningEntry, _t, provider=st.just("anthropic"), metadata=st.just({"signature": "sig"})),
     st.builds(ToolCallEntry, call_id=st.sampled_from(["c1", "c2"]), name=st.just("f"), arguments=st.just("{}")),
     st.builds(
         ToolResultEntry,
@@ -42,6 +43,9 @@ def _check(transcript: list) -> None:
     assert entries_to_messages(transcript) == _entries_to_messages(transcript)
     for flag in (False, True):
         assert entries_to_chat(transcript, replay_reasoning=flag) == _entries_to_chat(transcript, replay_reasoning=flag)
+        assert entries_to_anthropic(transcript, keep_thinking=flag) == _entries_to_anthropic(
+            transcript, keep_thinking=flag
+        )
 
 
 @settings(max_examples=150, deadline=None)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
+from ._entry_memo import PrefixMemo
 from ._json import dumps
 from .messages import AssistantTurn, ContentPart, FilePart, ImagePart, Message, TextPart, ToolCall, Usage
 
@@ -401,7 +402,15 @@ def messages_to_entries(messages: Iterable[Message]) -> list[TranscriptEntry]:
 
 
 def entries_to_messages(entries: Iterable[TranscriptEntry]) -> list[Message]:
-    """Project entries onto chat messages (consecutive assistant parts merge into one message)."""
+    """Project entries onto chat messages (consecutive assistant parts merge into one message).
+
+    Memoized by transcript prefix (a growing transcript converts only its new entries), so the
+    returned messages may be shared with other calls: treat them as read-only.
+    """
+    return _MESSAGES_MEMO(entries if isinstance(entries, list) else list(entries))
+
+
+def _entries_to_messages(entries: Iterable[TranscriptEntry]) -> list[Message]:
     out: list[Message] = []
     current: Message | None = None
     for e in entries:
@@ -422,6 +431,16 @@ def entries_to_messages(entries: Iterable[TranscriptEntry]) -> list[Message]:
         else:
             out.append(Message(role="tool", content=e.output, tool_call_id=e.call_id))
     return out
+
+
+def _starts_message(previous: TranscriptEntry, entry: TranscriptEntry) -> bool:
+    # Inputs and tool results always open a message of their own and merge with nothing.
+    return isinstance(entry, (InputEntry, ToolResultEntry))
+
+
+_MESSAGES_MEMO: PrefixMemo[TranscriptEntry, Message] = PrefixMemo(
+    _entries_to_messages, _starts_message, head=lambda entries: leading_system_count(entries)
+)
 
 
 # --------------------------------------------------------------------------- structure helpers

@@ -37,3 +37,18 @@ def test_rate_limited_example_waits_as_retry_after_says():
     lines = proc.stdout.splitlines()
     assert lines[0] == "retrying in 2 s (429) · attempt 2 of 3"
     assert lines[1].startswith("answer: 'Thanks for waiting.' after 2 s")
+
+
+def test_session_integrity_example():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "session_integrity.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    out = proc.stdout
+    assert "30 runs, 120 entries" in out
+    assert "a new store reads the same history: True" in out
+    assert "damaged on disk: session 'u1', run named: True" in out
+    assert "hint: restore the file from a backup, or rewind or clear the session" in out

@@ -242,13 +242,21 @@ class Compaction:
         key = id(req.scratch)
         cache = self._caches.get(key)
         if cache is None or cache.scratch is not req.scratch:
-            cache = _RunCache(scratch=req.scratch, state=CompactionState.from_dict(req.scratch), body=[], view=[])
+            state = CompactionState.from_dict(req.scratch)
+            donor = self._donor(req.entries, state)
+            cache = _RunCache(scratch=req.scratch, state=state, body=[], view=[])
             self._caches[key] = cache
             while len(self._caches) > _MAX_CACHED_RUNS:
                 self._caches.popitem(last=False)
-            self._rebuild(cache, req.entries)
-            return cache
-        self._caches.move_to_end(key)
+            if donor is None:
+                self._rebuild(cache, req.entries)
+                return cache
+            # A new run continuing an earlier one's history with the same decisions: start from
+            # its bookkeeping (a pointer copy), so only this run's entries are counted and rendered.
+            cache.body, cache.view = list(donor.body), list(donor.view)
+            cache.raw_total, cache.view_total = donor.raw_total, donor.view_total
+        else:
+            self._caches.move_to_end(key)
         if not _continues(cache.body, req.entries):
             self._rebuild(cache, req.entries)
             return cache
@@ -261,6 +269,14 @@ class Compaction:
             cache.view.append(shown)
             cache.view_total += self.counter.count(shown)
         return cache
+
+    def _donor(self, entries: Sequence[TranscriptEntry], state: CompactionState) -> _RunCache | None:
+        """The newest cached run whose body ``entries`` continue and whose decisions ``state`` has."""
+        wanted = _render_key(state)
+        for cache in reversed(self._caches.values()):
+            if cache.body and _continues(cache.body, entries) and _render_key(cache.state) == wanted:
+                return cache
+        return None
 
     def _rebuild(self, cache: _RunCache, entries: Sequence[TranscriptEntry]) -> None:
         n_sys = leading_system_count(entries)
@@ -295,6 +311,12 @@ def _continues(body: list[TranscriptEntry], entries: Sequence[TranscriptEntry]) 
     if n == 0:
         return True
     return all(entries[n_sys + i] is body[i] for i in {0, n // 2, n - 1})
+
+
+def _render_key(state: CompactionState) -> tuple[Any, ...]:
+    """What rendering depends on: two states with equal keys render every entry alike."""
+    data = state.to_dict()
+    return (data["cleared"], data["offloaded"], data["summary"], data["mention_recall"])
 
 
 def _validate(state: CompactionState, body: Sequence[TranscriptEntry]) -> bool:

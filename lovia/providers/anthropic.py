@@ -15,6 +15,7 @@ only such signed entries are replayed. Structured output uses the loop's prompt 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import re
@@ -24,6 +25,7 @@ from urllib.parse import quote, urlparse
 
 import httpx
 
+from .._entry_memo import PrefixMemo
 from ..exceptions import ContextOverflowError, ProviderError
 from ..messages import ContentPart, FilePart, ImagePart, TextPart, Usage
 from ..transcript import (
@@ -40,6 +42,7 @@ from ..transcript import (
     ToolResultEntry,
     TranscriptEntry,
     UsageDelta,
+    leading_system_count,
 )
 from ._http import RETRYABLE_STATUS, HTTPProviderBase, apply_options, error_body_text
 from .base import ModelSettings, ToolDefinition
@@ -321,6 +324,41 @@ def _entry_blocks(entry: TranscriptEntry, keep_thinking: bool) -> tuple[str, lis
 
 
 def entries_to_anthropic(
+    entries: Sequence[TranscriptEntry], *, keep_thinking: bool = True
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Map entries to (``system`` blocks, ``messages``); the messages are memoized by transcript
+    prefix (a turn converts only its new entries; the dicts are shared, treat them as read-only)."""
+    n = leading_system_count(entries)
+    system = [block for e in entries[:n] for block in _parts_to_blocks(e.text)]  # type: ignore[union-attr]
+    return system, _ANTHROPIC_MEMOS[keep_thinking](list(entries[n:]))
+
+
+def _anthropic_cut(previous: TranscriptEntry, entry: TranscriptEntry) -> bool:
+    # A role change between two entries that always emit blocks: nothing merges across it.
+    if isinstance(previous, ToolResultEntry):
+        return isinstance(entry, ToolCallEntry) or (isinstance(entry, AssistantTextEntry) and bool(entry.content))
+    return (
+        isinstance(previous, AssistantTextEntry)
+        and bool(previous.content)
+        and isinstance(entry, InputEntry)
+        and entry.role == "user"
+        and isinstance(entry.content, str)
+        and bool(entry.content)
+    )
+
+
+def _anthropic_messages(body: Sequence[TranscriptEntry], keep_thinking: bool) -> list[dict[str, Any]]:
+    # ``body`` never starts with a system entry (entries_to_anthropic strips the leading ones).
+    return _entries_to_anthropic(body, keep_thinking=keep_thinking)[1]
+
+
+_ANTHROPIC_MEMOS = {
+    flag: PrefixMemo(functools.partial(_anthropic_messages, keep_thinking=flag), _anthropic_cut)
+    for flag in (False, True)
+}
+
+
+def _entries_to_anthropic(
     entries: Sequence[TranscriptEntry], *, keep_thinking: bool = True
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Map entries to (``system`` blocks, ``messages``).

@@ -13,6 +13,7 @@ requires a key, sends ``max_completion_tokens`` and uses native JSON-schema outp
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from urllib.parse import urlparse
 
 import httpx
 
+from .._entry_memo import PrefixMemo
 from ..exceptions import ContextOverflowError, ProviderError, UserError
 from ..messages import FilePart, ImagePart, TextPart, Usage
 from ..transcript import (
@@ -37,6 +39,7 @@ from ..transcript import (
     ToolResultEntry,
     TranscriptEntry,
     UsageDelta,
+    leading_system_count,
 )
 from ._http import RETRYABLE_STATUS, HTTPProviderBase, apply_options, error_body_text
 from .base import ModelSettings, ToolDefinition
@@ -302,6 +305,20 @@ def _append_assistant(messages: list[dict[str, Any]], entry: TranscriptEntry, *,
 
 
 def entries_to_chat(entries: Sequence[TranscriptEntry], *, replay_reasoning: bool) -> list[dict[str, Any]]:
+    """Map transcript entries to chat-completions ``messages`` (memoized by transcript prefix:
+    a turn converts only its new entries; the message dicts are shared, treat them as read-only)."""
+    return _CHAT_MEMOS[replay_reasoning](entries)
+
+
+def _chat_cut(previous: TranscriptEntry, entry: TranscriptEntry) -> bool:
+    # No pending tool images and no open assistant message carry over an input, or the first
+    # tool result after a non-result (which flushed any pending images).
+    return isinstance(entry, InputEntry) or (
+        isinstance(entry, ToolResultEntry) and not isinstance(previous, ToolResultEntry)
+    )
+
+
+def _entries_to_chat(entries: Sequence[TranscriptEntry], *, replay_reasoning: bool) -> list[dict[str, Any]]:
     """Map transcript entries to chat-completions ``messages``.
 
     Consecutive reasoning/text/tool-call entries merge into one assistant message; tool results
@@ -495,3 +512,12 @@ def _window_from_models(data: Any, model: str) -> int | None:
             if isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
                 return int(meta["n_ctx_train"])
     return None
+
+
+def _chat_memo(replay_reasoning: bool) -> PrefixMemo[TranscriptEntry, dict[str, Any]]:
+    return PrefixMemo(
+        functools.partial(_entries_to_chat, replay_reasoning=replay_reasoning), _chat_cut, head=leading_system_count
+    )
+
+
+_CHAT_MEMOS = {flag: _chat_memo(flag) for flag in (False, True)}

@@ -25,6 +25,7 @@ from ..exceptions import (
     UserError,
 )
 from ..handoff import Handoff
+from ..stores._history import history_of
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -129,12 +130,8 @@ async def load_history(session: Session | None, session_id: str | None) -> tuple
     """The session's entries so far, and the context state its last segment carried."""
     if session is None or session_id is None:
         return [], {}
-    segments = await session.segments(session_id)
-    history = [entry for seg in segments for entry in seg.entries]
-    carried: dict[str, Any] = {}
-    if segments and segments[-1].meta:
-        carried = dict(segments[-1].meta.get("context_state") or {})
-    return history, carried
+    history, last_meta = await history_of(session, session_id)  # incremental in the bundled stores
+    return history, dict((last_meta or {}).get("context_state") or {})
 
 
 def classify(exc: BaseException) -> RunStatus:

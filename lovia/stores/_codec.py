@@ -8,6 +8,7 @@ cannot be decoded becomes a :class:`~lovia.exceptions.CorruptRecordError` naming
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,9 +17,20 @@ from pydantic_core import from_json
 from .._json import dumps
 from ..checkpointer import RunHead
 from ..exceptions import CorruptRecordError, UserError
+from ..session import Segment
 from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
 
-__all__ = ["KNOWN_ENTRY_TYPES", "decode_entries", "decode_head", "decode_meta", "encode_entries", "encode_meta"]
+__all__ = [
+    "KNOWN_ENTRY_TYPES",
+    "checksum",
+    "verify_checksum",
+    "decode_entries",
+    "decode_segment",
+    "decode_head",
+    "decode_meta",
+    "encode_entries",
+    "encode_meta",
+]
 
 KNOWN_ENTRY_TYPES = frozenset({"input", "assistant_text", "reasoning", "tool_call", "tool_result"})
 _SEPARATORS = (",", ":")
@@ -48,6 +60,56 @@ def encode_meta(meta: dict[str, Any] | None) -> str | None:
             f"segment meta is not JSON-serializable: {exc}",
             hint="meta is stored verbatim as JSON; use str/int/float/bool/None/list/dict values",
         ) from exc
+
+
+def checksum(entries_json: str, meta_json: str | None = None) -> int:
+    """CRC-32 of a stored record's exact text (entries, then meta when present).
+
+    Not a defence against a deliberate forger (who can recompute it): it catches damage and edits
+    made outside lovia, and costs about a memory copy.
+    """
+    crc = zlib.crc32(entries_json.encode("utf-8", "surrogatepass"))
+    if meta_json is not None:
+        crc = zlib.crc32(b"\x00" + meta_json.encode("utf-8", "surrogatepass"), crc)
+    return crc
+
+
+def verify_checksum(
+    stored: int | None,
+    entries_json: object,
+    meta_json: object = None,
+    *,
+    session_id: str | None,
+    run_id: str | None,
+) -> None:
+    """Raise :class:`CorruptRecordError` unless ``stored`` is the checksum of the record's text
+    (``None`` is accepted: a row written without one, by hand or before checksums existed)."""
+    # NULL: written without one (by hand, or by a writer that predates checksums): unverified.
+    if stored is None:
+        return
+    texts = isinstance(entries_json, str) and (meta_json is None or isinstance(meta_json, str))
+    if texts and int(stored) == checksum(entries_json, meta_json):  # type: ignore[arg-type]
+        return
+    what = "does not match its checksum"
+    raise CorruptRecordError(
+        f"stored record of {_where(session_id, run_id)} {what}: it was changed outside lovia",
+        session_id=session_id,
+        run_id=run_id,
+        hint="restore the file from a backup, or "
+        + ("checkpointer.delete(run_id)" if session_id is None else "rewind or clear the session")
+        + " (other records are unaffected)",
+    )
+
+
+def decode_segment(
+    session_id: str, row_id: int, run_id: str, entries_json: str, meta_json: str | None, stored: int | None
+) -> tuple[int, Segment]:
+    """One checksummed session row, verified and decoded, with its row id."""
+    verify_checksum(stored, entries_json, meta_json, session_id=session_id, run_id=run_id)
+    entries = decode_entries(entries_json, session_id=session_id, run_id=run_id)
+    return int(row_id), Segment(
+        run_id=run_id, entries=entries, meta=decode_meta(meta_json, session_id=session_id, run_id=run_id)
+    )
 
 
 def _where(session_id: str | None, run_id: str | None) -> str:

@@ -1310,11 +1310,16 @@ async def test_too_new_database_is_refused_with_upgrade_lovia(tmp_path: Path) ->
 
 
 def rewrite_entries(path: Path, table: str, change: Any) -> None:
+    # Rewritten as a (newer) lovia would write them: with a matching checksum.
+    from lovia.stores._codec import checksum
+
+    meta = "meta_json" if table == "session_runs" else "NULL"
     with sqlite3.connect(path) as conn:
-        for rowid, raw in conn.execute(f"SELECT rowid, entries_json FROM {table}").fetchall():
+        for rowid, raw, meta_json in conn.execute(f"SELECT rowid, entries_json, {meta} FROM {table}").fetchall():
+            text = json.dumps([change(d) for d in json.loads(raw)])
             conn.execute(
-                f"UPDATE {table} SET entries_json = ? WHERE rowid = ?",
-                (json.dumps([change(d) for d in json.loads(raw)]), rowid),
+                f"UPDATE {table} SET entries_json = ?, checksum = ? WHERE rowid = ?",
+                (text, checksum(text, meta_json), rowid),
             )
 
 

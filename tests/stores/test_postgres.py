@@ -44,7 +44,7 @@ async def test_many_concurrent_first_opens_migrate_once(schema):
     finally:
         await asyncio.gather(*(s.close() for s in stores))
     rows = sql(schema, "SELECT component, version, migration FROM lovia_schema ORDER BY component")
-    assert rows == [("checkpoint", 1, "create_snapshot_tables"), ("session", 1, "create_session_runs")]
+    assert rows == [("checkpoint", 2, "checksum_snapshot_turns"), ("session", 2, "checksums_and_session_heads")]
 
 
 @pytest.mark.parametrize("store_cls", [PostgresSession, PostgresCheckpointer])
@@ -103,6 +103,8 @@ async def test_corrupt_rows_name_their_ids(schema):
     await cp.append("run", [InputEntry(role="user", content="hi")], RunHead(agent_name="a"))
     sql(schema, "UPDATE session_runs SET entries_json = '{not json'")
     sql(schema, "UPDATE snapshot_heads SET head_json = '[]'")
+    await session.close()
+    session = PostgresSession(DSN, schema=schema)  # a hand edit bumps no counter: read it cold
     with pytest.raises(CorruptRecordError) as bad_session:
         await session.load("s")
     assert (bad_session.value.session_id, bad_session.value.run_id) == ("s", "r")

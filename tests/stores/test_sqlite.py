@@ -16,6 +16,7 @@ import pytest
 from lovia.checkpointer import RunHead
 from lovia.exceptions import CorruptRecordError, SchemaTooNewError, StoreError
 from lovia.stores import SQLiteCheckpointer, SQLiteSession
+from lovia.stores._codec import checksum
 from lovia.stores.sqlite._schema import latest_version
 from lovia.transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry
 
@@ -54,7 +55,7 @@ async def test_new_file_records_each_component_version(stores):
     await session.load("x")
     await checkpointer.load("x")
     assert _versions(path) == {"session": latest_version("session"), "checkpoint": latest_version("checkpoint")}
-    assert latest_version("checkpoint") == 3
+    assert latest_version("checkpoint") == 4 and latest_version("session") == 2
 
 
 async def test_pre_versioning_file_is_adopted(tmp_path):
@@ -70,10 +71,20 @@ async def test_pre_versioning_file_is_adopted(tmp_path):
         assert await session.load("u1") == [InputEntry(role="user", content="hi")]
         assert await session.append("u1", [], run_id="r1") == "r1"
         assert len(await session.segments("u1")) == 1
-    assert _versions(path) == {"session": 1}
+    assert _versions(path) == {"session": 2}
 
 
-@pytest.mark.parametrize("fixture", ["session_v1.sql", "checkpoint_v1.sql", "checkpoint_v2.sql", "checkpoint_v3.sql"])
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "session_v1.sql",
+        "session_v2.sql",
+        "checkpoint_v1.sql",
+        "checkpoint_v2.sql",
+        "checkpoint_v3.sql",
+        "checkpoint_v4.sql",
+    ],
+)
 async def test_frozen_fixture_of_every_version_opens_and_migrates(tmp_path, fixture):
     path = tmp_path / "fixture.db"
     conn = sqlite3.connect(path)
@@ -93,7 +104,7 @@ async def test_frozen_fixture_of_every_version_opens_and_migrates(tmp_path, fixt
             assert lease.token == (1 if fixture.endswith("v1.sql") else 4)
         await session.load("u1")  # stores open lazily: make sure both components were opened
         await checkpointer.load("job-1")
-    assert _versions(path) == {"session": 1, "checkpoint": 3}
+    assert _versions(path) == {"session": 2, "checkpoint": 4}
 
 
 async def test_failed_migration_step_leaves_recorded_version(tmp_path):
@@ -142,11 +153,15 @@ async def test_not_a_database_is_a_store_error(tmp_path):
 
 
 def _put_row(path: Path, session_id: str, run_id: str, entries_json: str, meta_json: str | None = None) -> None:
+    # Written as a (future) lovia would: with its checksum and the head bump, so what is tested
+    # is the decoding of the row (checksums have their own tests in test_checksums.py).
     _sql(
         path,
-        "INSERT INTO session_runs (session_id, run_id, entries_json, meta_json, created_at) VALUES (?, ?, ?, ?, 1.0)",
-        params=(session_id, run_id, entries_json, meta_json),
+        "INSERT INTO session_runs (session_id, run_id, entries_json, meta_json, created_at, checksum) "
+        "VALUES (?, ?, ?, ?, 1.0, ?)",
+        params=(session_id, run_id, entries_json, meta_json, checksum(entries_json, meta_json)),
     )
+    _sql(path, "UPDATE session_heads SET version = version + 1 WHERE session_id = ?", params=(session_id,))
 
 
 @pytest.mark.parametrize(
@@ -208,7 +223,7 @@ async def test_maintenance_on_corrupt_session_changes_nothing(stores):
         ("""UPDATE snapshot_heads SET head_json = '{"status": "running"}' WHERE run_id = 'r'""", "head of run 'r'"),
         (
             "UPDATE snapshot_turns SET entries_json = '[{\"type\": 7}]' WHERE run_id = 'r'",
-            "unknown transcript entry type 7",
+            "does not match its checksum",
         ),
     ],
 )
@@ -231,6 +246,8 @@ async def test_event_loop_keeps_ticking_while_a_big_session_loads(tmp_path):
         for n in range(10):
             run = [ToolResultEntry(call_id=f"c{n}-{i}", output="y" * 200, raw={"i": i}) for i in range(1000)]
             await session.append("big", run, run_id=f"r{n}")
+    # A cold load (a new store: nothing cached yet) is the one that decodes everything.
+    async with SQLiteSession(tmp_path / "big.db", wal=True) as session:
         ticks = 0
         loading = asyncio.create_task(session.load("big"))
         while not loading.done():

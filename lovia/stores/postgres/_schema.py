@@ -19,6 +19,10 @@ Layout, version 1 of each component:
   ``snapshot_turns(run_id, seq, entries_json TEXT, entry_count, PK(run_id, seq))``.
 * ``run_leases(run_id PK, owner, token, expires_at)``, times in database-clock epoch seconds.
 
+Session version 2 adds ``session_runs.checksum`` (CRC-32 of entries + meta text) and
+``session_heads(session_id PK, version, epoch)``; checkpoint version 2 adds
+``snapshot_turns.checksum`` (CRC-32 of the batch text).
+
 Entries are ``TEXT`` holding the shared codec's JSON, not ``JSONB``: the store never queries
 inside them, ``TEXT`` keeps the bytes exactly as encoded (``JSONB`` rejects ``\\u0000`` and
 reorders keys) and is cheaper to write (``bench/pg_checkpoint.py --jsonb`` measures both).
@@ -27,10 +31,12 @@ reorders keys) and is cheaper to write (``bench/pg_checkpoint.py --jsonb`` measu
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...exceptions import SchemaTooNewError
+from .._codec import checksum
 from ._db import Names
 
 if TYPE_CHECKING:
@@ -46,6 +52,32 @@ class Migration:
     version: int
     name: str
     statements: tuple[str, ...]
+    # Runs after the statements, in the same transaction: work SQL alone cannot do here.
+    backfill: Callable[[AsyncConnection[Any], Names], Awaitable[None]] | None = None
+
+
+async def _checksum_segments(conn: AsyncConnection[Any], names: Names) -> None:
+    from psycopg import sql
+
+    t = names.table("session_runs")
+    cur = await conn.execute(sql.SQL("SELECT id, entries_json, meta_json FROM {}").format(t))
+    rows = [(checksum(text, meta), row_id) for row_id, text, meta in await cur.fetchall()]
+    if rows:
+        async with conn.cursor() as update:
+            await update.executemany(sql.SQL("UPDATE {} SET checksum = %s WHERE id = %s").format(t), rows)
+
+
+async def _checksum_batches(conn: AsyncConnection[Any], names: Names) -> None:
+    from psycopg import sql
+
+    t = names.table("snapshot_turns")
+    cur = await conn.execute(sql.SQL("SELECT run_id, seq, entries_json FROM {}").format(t))
+    rows = [(checksum(text), run_id, seq) for run_id, seq, text in await cur.fetchall()]
+    if rows:
+        async with conn.cursor() as update:
+            await update.executemany(
+                sql.SQL("UPDATE {} SET checksum = %s WHERE run_id = %s AND seq = %s").format(t), rows
+            )
 
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
@@ -66,6 +98,23 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
                 )""",
                 "CREATE INDEX IF NOT EXISTS {session_runs_session_id} ON {session_runs} (session_id, id)",
             ),
+        ),
+        # As SQLite's session v2: a checksum per segment and the change counters of the
+        # incremental history cache, which appends also use as the session's row lock.
+        Migration(
+            2,
+            "checksums_and_session_heads",
+            (
+                "ALTER TABLE {session_runs} ADD COLUMN checksum BIGINT",
+                """CREATE TABLE {session_heads} (
+                    session_id TEXT PRIMARY KEY,
+                    version BIGINT NOT NULL,
+                    epoch BIGINT NOT NULL
+                )""",
+                "INSERT INTO {session_heads} (session_id, version, epoch) "
+                "SELECT session_id, COUNT(*), 0 FROM {session_runs} GROUP BY session_id",
+            ),
+            backfill=_checksum_segments,
         ),
     ),
     "checkpoint": (
@@ -97,11 +146,18 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
                 )""",
             ),
         ),
+        # A checksum per stored batch, verified on load.
+        Migration(
+            2,
+            "checksum_snapshot_turns",
+            ("ALTER TABLE {snapshot_turns} ADD COLUMN checksum BIGINT",),
+            backfill=_checksum_batches,
+        ),
     ),
 }
 
 _INDEXES = ("session_runs_session_id", "snapshot_heads_updated")
-_TABLES = ("session_runs", "snapshot_heads", "snapshot_turns", "run_leases")
+_TABLES = ("session_runs", "session_heads", "snapshot_heads", "snapshot_turns", "run_leases")
 
 
 def latest_version(component: str) -> int:
@@ -175,6 +231,8 @@ async def ensure_schema(conn: AsyncConnection[Any], component: str, names: Names
             if migration.version > current:
                 for statement in migration.statements:
                     await conn.execute(render(statement, names))
+                if migration.backfill is not None:
+                    await migration.backfill(conn, names)
                 await conn.execute(
                     sql.SQL(
                         "INSERT INTO {} (component, version, migration, applied_at) VALUES (%s, %s, %s, %s) "

@@ -20,7 +20,7 @@ from typing import Any
 from ...checkpointer import Lease, RunHead, RunInfo, RunSnapshot, RunStatus
 from ...transcript import TranscriptEntry
 from .. import _leases
-from .._codec import decode_entries, decode_head, encode_entries
+from .._codec import checksum, decode_entries, decode_head, encode_entries, verify_checksum
 from .._maintenance import check_non_negative
 from ._db import Database
 
@@ -37,8 +37,8 @@ WITH {lease_cte}h AS (
         batches = cur.batches + excluded.batches, entry_count = cur.entry_count + excluded.entry_count
     RETURNING batches
 ), t AS (
-    INSERT INTO {turns} (run_id, seq, entries_json, entry_count)
-    SELECT %(run_id)s, h.batches, %(batch)s, %(count)s FROM h WHERE %(batch)s::text IS NOT NULL
+    INSERT INTO {turns} (run_id, seq, entries_json, entry_count, checksum)
+    SELECT %(run_id)s, h.batches, %(batch)s, %(count)s, %(checksum)s::bigint FROM h WHERE %(batch)s::text IS NOT NULL
 )
 SELECT count(*) FROM h
 """
@@ -112,7 +112,10 @@ class PostgresCheckpointer:
         if row is None:
             return None
         head = decode_head(run_id, row[0])
-        entries = [e for text in row[1] or [] for e in decode_entries(text, session_id=None, run_id=run_id)]
+        entries: list[TranscriptEntry] = []
+        for text, stored in zip(row[1] or [], row[2] or [], strict=True):
+            verify_checksum(stored, text, session_id=None, run_id=run_id)
+            entries += decode_entries(text, session_id=None, run_id=run_id)
         return RunSnapshot.from_parts(run_id, entries, head)
 
     async def delete(self, run_id: str) -> None:
@@ -195,6 +198,7 @@ def _save_params(run_id: str, entries: Sequence[TranscriptEntry], head: RunHead)
         "batch": batch,
         "inc": 1 if batch is not None else 0,
         "count": len(entries),
+        "checksum": checksum(batch) if batch is not None else None,
     }
 
 
@@ -212,6 +216,7 @@ def _statements(db: Database) -> dict[str, Any]:
         "save_fenced": q(_SAVE.replace("{lease_cte}", _FENCE).replace("{lease_from}", "FROM l")),
         "load": q(
             "SELECT h.head_json, (SELECT array_agg(t.entries_json ORDER BY t.seq) FROM {turns} t "
+            "WHERE t.run_id = h.run_id), (SELECT array_agg(t.checksum ORDER BY t.seq) FROM {turns} t "
             "WHERE t.run_id = h.run_id) FROM {heads} h WHERE h.run_id = %s"
         ),
         "delete_head": q("DELETE FROM {heads} WHERE run_id = %s"),

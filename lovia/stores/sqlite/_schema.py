@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...exceptions import SchemaTooNewError
+from .._codec import checksum
 
 __all__ = ["MIGRATIONS", "Component", "Migration", "ensure_schema", "latest_version", "read_version"]
 
@@ -53,6 +54,25 @@ MIGRATIONS: dict[Component, tuple[Migration, ...]] = {
                 )""",
                 "CREATE INDEX IF NOT EXISTS session_runs_session_id ON session_runs (session_id, id)",
             ),
+        ),
+        # A checksum per segment (entries + meta text, verified on load) and a head row per
+        # session whose counters every change bumps in its own transaction: the incremental
+        # history cache (lovia/stores/_history.py) reads that row to know what changed.
+        Migration(
+            2,
+            "checksums_and_session_heads",
+            (
+                "ALTER TABLE session_runs ADD COLUMN checksum INTEGER",
+                "UPDATE session_runs SET checksum = lovia_checksum(entries_json, meta_json)",
+                """CREATE TABLE session_heads (
+                    session_id TEXT PRIMARY KEY,
+                    version INTEGER NOT NULL,
+                    epoch INTEGER NOT NULL
+                )""",
+                "INSERT INTO session_heads (session_id, version, epoch) "
+                "SELECT session_id, COUNT(*), 0 FROM session_runs GROUP BY session_id",
+            ),
+            already_applied="SELECT 1 FROM pragma_table_info('session_runs') WHERE name = 'checksum'",
         ),
     ),
     "checkpoint": (
@@ -119,6 +139,16 @@ MIGRATIONS: dict[Component, tuple[Migration, ...]] = {
             ),
             already_applied="SELECT 1 FROM pragma_table_info('snapshot_turns') WHERE name = 'prev_id'",
         ),
+        # A checksum per stored batch, verified on load.
+        Migration(
+            4,
+            "checksum_snapshot_turns",
+            (
+                "ALTER TABLE snapshot_turns ADD COLUMN checksum INTEGER",
+                "UPDATE snapshot_turns SET checksum = lovia_checksum(entries_json, NULL)",
+            ),
+            already_applied="SELECT 1 FROM pragma_table_info('snapshot_turns') WHERE name = 'checksum'",
+        ),
     ),
 }
 
@@ -153,8 +183,16 @@ def _refuse_if_too_new(version: int, component: Component, path: str) -> None:
         )
 
 
+def _sql_checksum(entries_json: object, meta_json: object) -> int | None:
+    # A damaged row (not text) keeps no checksum: loading it then reports it as damaged.
+    if not isinstance(entries_json, str) or not (meta_json is None or isinstance(meta_json, str)):
+        return None
+    return checksum(entries_json, meta_json)
+
+
 def ensure_schema(conn: sqlite3.Connection, component: Component, *, path: str) -> None:
     """Bring ``component`` up to date in this file, or refuse a file from a newer lovia."""
+    conn.create_function("lovia_checksum", 2, _sql_checksum, deterministic=True)
     current = read_version(conn, component)
     _refuse_if_too_new(current, component, path)
     for migration in MIGRATIONS[component]:

@@ -6,6 +6,7 @@ last_turn, entry_count)`` is overwritten on every save and points at the newest.
 one row at the end of the table and updates one head row: O(new entries), old batches are never
 rewritten, and no index has to be maintained. Loading walks the chain back from the head (ids
 strictly decrease along it, so even a corrupted chain cannot loop) and checks the entry count.
+Each batch row also holds a CRC-32 of its text (``checksum``), verified on load.
 ``run_leases(run_id PK, owner, token, expires_at)`` holds leases; a fenced save checks its lease
 in the same transaction as the write.
 """
@@ -22,7 +23,7 @@ from ...checkpointer import Lease, RunHead, RunInfo, RunSnapshot, RunStatus
 from ...exceptions import CorruptRecordError
 from ...transcript import TranscriptEntry
 from .. import _leases
-from .._codec import decode_entries, decode_head, encode_entries
+from .._codec import checksum, decode_entries, decode_head, encode_entries, verify_checksum
 from .._maintenance import check_non_negative
 from ._db import Database, read, write
 
@@ -35,9 +36,9 @@ def _save(
     last_turn = None
     if batch is not None:
         last_turn = conn.execute(
-            "INSERT INTO snapshot_turns (run_id, prev_id, entries_json) "
-            "VALUES (?, (SELECT last_turn FROM snapshot_heads WHERE run_id = ?), ?)",
-            (run_id, run_id, batch),
+            "INSERT INTO snapshot_turns (run_id, prev_id, entries_json, checksum) "
+            "VALUES (?, (SELECT last_turn FROM snapshot_heads WHERE run_id = ?), ?, ?)",
+            (run_id, run_id, batch, checksum(batch)),
         ).lastrowid
     conn.execute(
         "INSERT INTO snapshot_heads (run_id, head_json, updated_at, last_turn, entry_count) VALUES (?, ?, ?, ?, ?) "
@@ -63,13 +64,13 @@ def _put_lease(conn: sqlite3.Connection, run_id: str, row: _leases.LeaseRow) -> 
 
 # The run's batches, oldest first, found by walking back from the head's newest one.
 _CHAIN_SQL = """
-WITH RECURSIVE chain(id, prev_id, entries_json) AS (
-    SELECT id, prev_id, entries_json FROM snapshot_turns WHERE id = ? AND run_id = ?
+WITH RECURSIVE chain(id, prev_id, entries_json, checksum) AS (
+    SELECT id, prev_id, entries_json, checksum FROM snapshot_turns WHERE id = ? AND run_id = ?
     UNION ALL
-    SELECT t.id, t.prev_id, t.entries_json FROM snapshot_turns t JOIN chain c ON t.id = c.prev_id
+    SELECT t.id, t.prev_id, t.entries_json, t.checksum FROM snapshot_turns t JOIN chain c ON t.id = c.prev_id
     WHERE t.id < c.id AND t.run_id = ?
 )
-SELECT id, prev_id, entries_json FROM chain ORDER BY id
+SELECT id, prev_id, entries_json, checksum FROM chain ORDER BY id
 """
 
 
@@ -83,7 +84,10 @@ def _load(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
         head_json, last_turn, expected = head_row
         batches = conn.execute(_CHAIN_SQL, (last_turn, run_id, run_id)).fetchall() if last_turn is not None else []
     head = decode_head(run_id, head_json)
-    entries = [e for _, _, text in batches for e in decode_entries(text, session_id=None, run_id=run_id)]
+    entries: list[TranscriptEntry] = []
+    for _, _, text, stored in batches:
+        verify_checksum(stored, text, session_id=None, run_id=run_id)
+        entries += decode_entries(text, session_id=None, run_id=run_id)
     if (batches and batches[0][1] is not None) or len(entries) != expected:
         raise CorruptRecordError(
             f"checkpoint of run {run_id!r} is incomplete: found {len(entries)} of its {expected} entries",

@@ -2,8 +2,11 @@
 
 Layout: ``session_runs(id AUTOINCREMENT, session_id, run_id, entries_json, meta_json, created_at,
 UNIQUE(session_id, run_id))`` indexed on ``(session_id, id)``; run order is the autoincrement id.
-Append is ``INSERT OR IGNORE`` (idempotent by run id). Maintenance reads and rewrites the affected
-rows inside one ``BEGIN IMMEDIATE`` transaction.
+Each row carries a CRC-32 of its entries and meta text (``checksum``), verified whenever the row
+is decoded. ``session_heads(session_id PK, version, epoch)`` holds the change counters of the
+incremental history cache (:mod:`lovia.stores._history`). Append is ``INSERT OR IGNORE``
+(idempotent by run id) plus the head bump, in one transaction; maintenance reads and rewrites the
+affected rows and bumps the head inside one ``BEGIN IMMEDIATE`` transaction.
 """
 
 from __future__ import annotations
@@ -17,78 +20,98 @@ from typing import Any
 
 from ...session import Segment, SessionInfo, new_run_id
 from ...transcript import TranscriptEntry
-from .._codec import decode_entries, decode_meta, encode_entries, encode_meta
+from .._codec import checksum, decode_entries, decode_meta, encode_entries, encode_meta, verify_checksum
+from .._history import HistoryCache, HistoryState
 from .._maintenance import check_non_negative, plan_rewind, trim_entries
 from ._db import Database, read, write
 
 __all__ = ["SQLiteSession"]
 
-_Row = tuple[int, str, str, "str | None"]
+_Row = tuple[int, str, str, "str | None", "int | None"]
+
+_SELECT_FROM = (
+    "SELECT id, run_id, entries_json, meta_json, checksum FROM session_runs WHERE session_id = ? AND id > ? ORDER BY id"
+)
+_BUMP_EPOCH = "UPDATE session_heads SET version = version + 1, epoch = epoch + 1 WHERE session_id = ?"
 
 
 def _select_rows(conn: sqlite3.Connection, session_id: str) -> list[_Row]:
-    return conn.execute(
-        "SELECT id, run_id, entries_json, meta_json FROM session_runs WHERE session_id = ? ORDER BY id",
-        (session_id,),
-    ).fetchall()
+    return conn.execute(_SELECT_FROM, (session_id, 0)).fetchall()
 
 
-def _segments(conn: sqlite3.Connection, session_id: str) -> list[Segment]:
+def _decode_row(session_id: str, row: _Row) -> list[TranscriptEntry]:
+    _, run_id, entries_json, meta_json, stored = row
+    verify_checksum(stored, entries_json, meta_json, session_id=session_id, run_id=run_id)
+    return decode_entries(entries_json, session_id=session_id, run_id=run_id)
+
+
+def _decode_segment(session_id: str, row: _Row) -> tuple[int, Segment]:
+    entries = _decode_row(session_id, row)
+    meta = decode_meta(row[3], session_id=session_id, run_id=row[1])
+    return row[0], Segment(run_id=row[1], entries=entries, meta=meta)
+
+
+def _refresh(conn: sqlite3.Connection, cache: HistoryCache, session_id: str) -> HistoryState:
+    """The session now, reading only what changed since the cached version (see ``_history``)."""
     with read(conn):
-        rows = _select_rows(conn, session_id)
-    return [
-        Segment(
-            run_id=run_id,
-            entries=decode_entries(entries_json, session_id=session_id, run_id=run_id),
-            meta=decode_meta(meta_json, session_id=session_id, run_id=run_id),
-        )
-        for _, run_id, entries_json, meta_json in rows
-    ]
-
-
-def _load(conn: sqlite3.Connection, session_id: str) -> list[TranscriptEntry]:
-    # load() skips the meta column entirely: it is the hot path of every run start.
-    with read(conn):
-        rows = conn.execute(
-            "SELECT run_id, entries_json FROM session_runs WHERE session_id = ? ORDER BY id",
-            (session_id,),
-        ).fetchall()
-    out: list[TranscriptEntry] = []
-    for run_id, entries_json in rows:
-        out += decode_entries(entries_json, session_id=session_id, run_id=run_id)
-    return out
+        head = conn.execute("SELECT epoch, version FROM session_heads WHERE session_id = ?", (session_id,)).fetchone()
+        base = cache.get(session_id)
+        if base is not None and head is not None and base.epoch == head[0]:
+            if base.version == head[1]:
+                return base
+            rows = conn.execute(_SELECT_FROM, (session_id, base.last_id)).fetchall()
+        else:
+            base = None
+            rows = _select_rows(conn, session_id)
+    new = [_decode_segment(session_id, row) for row in rows]
+    if head is None:  # never appended to (or its head row was removed by hand): not cached
+        return HistoryCache(0).advance(session_id, None, new, epoch=-1, version=-1)
+    return cache.advance(session_id, base, new, epoch=head[0], version=head[1])
 
 
 def _trim(conn: sqlite3.Connection, session_id: str, keep_chars: int, keep_runs: int) -> int:
     total = 0
     with write(conn):
         rows = _select_rows(conn, session_id)
-        for row_id, run_id, entries_json, _ in rows[: max(len(rows) - keep_runs, 0)]:
-            entries, count = trim_entries(
-                decode_entries(entries_json, session_id=session_id, run_id=run_id), keep_chars
-            )
+        for row in rows[: max(len(rows) - keep_runs, 0)]:
+            entries, count = trim_entries(_decode_row(session_id, row), keep_chars)
             if count:
-                conn.execute("UPDATE session_runs SET entries_json = ? WHERE id = ?", (encode_entries(entries), row_id))
+                text = encode_entries(entries)
+                conn.execute(
+                    "UPDATE session_runs SET entries_json = ?, checksum = ? WHERE id = ?",
+                    (text, checksum(text, row[3]), row[0]),
+                )
                 total += count
+        if total:
+            conn.execute(_BUMP_EPOCH, (session_id,))
     return total
 
 
 def _rewind(conn: sqlite3.Connection, session_id: str, keep_entries: int) -> int:
     with write(conn):
         rows = _select_rows(conn, session_id)
-        decoded = [decode_entries(r[2], session_id=session_id, run_id=r[1]) for r in rows]
+        decoded = [_decode_row(session_id, r) for r in rows]
         plan = plan_rewind(decoded, keep_entries)
         if plan is None:
             return 0
         doomed = [r[0] for r in rows[plan.keep_segments :]]
         if plan.cut_entries:
             cut_id = doomed.pop(0)
+            text = encode_entries(plan.cut_entries)
             conn.execute(
-                "UPDATE session_runs SET entries_json = ?, meta_json = NULL WHERE id = ?",
-                (encode_entries(plan.cut_entries), cut_id),
+                "UPDATE session_runs SET entries_json = ?, meta_json = NULL, checksum = ? WHERE id = ?",
+                (text, checksum(text), cut_id),
             )
         conn.executemany("DELETE FROM session_runs WHERE id = ?", [(i,) for i in doomed])
+        conn.execute(_BUMP_EPOCH, (session_id,))
     return plan.removed
+
+
+def _clear(conn: sqlite3.Connection, session_id: str) -> None:
+    with write(conn):
+        if conn.execute("DELETE FROM session_runs WHERE session_id = ?", (session_id,)).rowcount:
+            # The head row stays: its counters must never repeat a version a cache may hold.
+            conn.execute(_BUMP_EPOCH, (session_id,))
 
 
 _LIST_SQL = """
@@ -118,6 +141,7 @@ class SQLiteSession:
 
     def __init__(self, path: str | os.PathLike[str], *, wal: bool = False) -> None:
         self._db = Database(path, wal=wal, component="session")
+        self._cache = HistoryCache()
 
     @property
     def path(self) -> str:
@@ -126,11 +150,18 @@ class SQLiteSession:
 
     async def segments(self, session_id: str) -> list[Segment]:
         """All segments of the session, in run order."""
-        return await self._db.run(lambda conn: _segments(conn, session_id))
+        state = await self._db.run(lambda conn: _refresh(conn, self._cache, session_id))
+        return state.segment_list()
 
     async def load(self, session_id: str) -> list[TranscriptEntry]:
         """The flat concatenation of every segment's entries."""
-        return await self._db.run(lambda conn: _load(conn, session_id))
+        state = await self._db.run(lambda conn: _refresh(conn, self._cache, session_id))
+        return state.entry_list()
+
+    async def _history(self, session_id: str) -> tuple[list[TranscriptEntry], dict[str, Any] | None]:
+        # What a run start needs (see lovia.stores._history.history_of).
+        state = await self._db.run(lambda conn: _refresh(conn, self._cache, session_id))
+        return state.entry_list(), state.last_meta()
 
     async def append(
         self,
@@ -142,21 +173,42 @@ class SQLiteSession:
     ) -> str:
         """Store one run as a segment (a no-op when ``run_id`` is already stored); return its id."""
         rid = run_id if run_id is not None else new_run_id()
-        params = (session_id, rid, encode_entries(entries), encode_meta(meta), time.time())
+        stored = list(entries)
+        text, meta_json = encode_entries(stored), encode_meta(meta)
+        params = (session_id, rid, text, meta_json, time.time(), checksum(text, meta_json))
+        cache = self._cache
 
         def insert(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT OR IGNORE INTO session_runs (session_id, run_id, entries_json, meta_json, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                params,
+            with write(conn):
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO session_runs "
+                    "(session_id, run_id, entries_json, meta_json, created_at, checksum) VALUES (?, ?, ?, ?, ?, ?)",
+                    params,
+                )
+                if cur.rowcount != 1:
+                    return  # already stored under this run id: nothing changed
+                row_id = int(cur.lastrowid or 0)
+                (prev_id,) = conn.execute(
+                    "SELECT MAX(id) FROM session_runs WHERE session_id = ? AND id < ?", (session_id, row_id)
+                ).fetchone()
+                epoch, version = conn.execute(
+                    "INSERT INTO session_heads (session_id, version, epoch) VALUES (?, 1, 0) "
+                    "ON CONFLICT (session_id) DO UPDATE SET version = version + 1 RETURNING epoch, version",
+                    (session_id,),
+                ).fetchall()[0]
+            segment = Segment(
+                run_id=rid, entries=stored, meta=decode_meta(meta_json, session_id=session_id, run_id=rid)
             )
+            cache.after_append(session_id, row_id, prev_id, segment, epoch=epoch, version=version)
 
-        await self._db.run(insert)
+        await self._db.write(insert, size=len(text) + len(meta_json or ""))
         return rid
 
     async def clear(self, session_id: str) -> None:
         """Delete every segment of the session."""
-        await self._db.run(lambda conn: conn.execute("DELETE FROM session_runs WHERE session_id = ?", (session_id,)))
+        self._cache.drop(session_id)
+        await self._db.run(lambda conn: _clear(conn, session_id))
+        self._cache.drop(session_id)
 
     async def trim_tool_results(self, session_id: str, *, keep_chars: int = 400, keep_runs: int = 1) -> int:
         """Truncate tool outputs older than the newest ``keep_runs`` runs; return how many were trimmed.
@@ -169,7 +221,10 @@ class SQLiteSession:
             ValueError: a negative argument.
         """
         check_non_negative(keep_chars=keep_chars, keep_runs=keep_runs)
-        return await self._db.run(lambda conn: _trim(conn, session_id, keep_chars, keep_runs))
+        try:
+            return await self._db.run(lambda conn: _trim(conn, session_id, keep_chars, keep_runs))
+        finally:
+            self._cache.drop(session_id)
 
     async def rewind(self, session_id: str, *, keep_entries: int) -> int:
         """Keep the first ``keep_entries`` entries of ``load()``; return how many were removed.
@@ -182,7 +237,10 @@ class SQLiteSession:
             ValueError: a negative ``keep_entries``.
         """
         check_non_negative(keep_entries=keep_entries)
-        return await self._db.run(lambda conn: _rewind(conn, session_id, keep_entries))
+        try:
+            return await self._db.run(lambda conn: _rewind(conn, session_id, keep_entries))
+        finally:
+            self._cache.drop(session_id)
 
     async def list_sessions(self, *, limit: int = 50, offset: int = 0, query: str | None = None) -> list[SessionInfo]:
         """Sessions, most recently appended first; ``query`` filters by substring of the id."""

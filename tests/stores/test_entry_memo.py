@@ -1,0 +1,67 @@
+"""The prefix memo of entry->message conversion returns exactly what a fresh conversion would.
+
+Transcripts grow, are rewound (a shorter prefix, then different entries), interleave (two runs
+alternating) and repeat; every memoized result is compared with the unmemoized converter.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lovia.messages import ImagePart, TextPart
+from lovia.providers.anthropic import _entries_to_anthropic, entries_to_anthropic
+from lovia.providers.openai_chat import _entries_to_chat, entries_to_chat
+from lovia.transcript import (
+    AssistantTextEntry,
+    InputEntry,
+    ReasoningEntry,
+    ToolCallEntry,
+    ToolResultEntry,
+    _entries_to_messages,
+    entries_to_messages,
+)
+
+_t = st.text(alphabet="ab ", max_size=4)
+entry = st.one_of(
+    st.builds(InputEntry, role=st.sampled_from(["user", "system"]), content=_t | st.just([TextPart("p")])),
+    st.builds(AssistantTextEntry, _t),
+    st.builds(ReasoningEntry, _t, provider=st.just("anthropic"), metadata=st.just({"signature": "sig"})),
+    st.builds(ToolCallEntry, call_id=st.sampled_from(["c1", "c2"]), name=st.just("f"), arguments=st.just("{}")),
+    st.builds(
+        ToolResultEntry,
+        call_id=st.sampled_from(["c1", "c2"]),
+        output=_t,
+        parts=st.none() | st.just([ImagePart(url="http://x/i.png"), TextPart("t")]),
+    ),
+)
+# One step: grow by some entries, or rewind to a shorter prefix, on transcript 0 or 1.
+step = st.tuples(st.integers(0, 1), st.booleans(), st.lists(entry, max_size=4), st.integers(0, 30))
+
+
+def _check(transcript: list) -> None:
+    assert entries_to_messages(transcript) == _entries_to_messages(transcript)
+    for flag in (False, True):
+        assert entries_to_chat(transcript, replay_reasoning=flag) == _entries_to_chat(transcript, replay_reasoning=flag)
+        assert entries_to_anthropic(transcript, keep_thinking=flag) == _entries_to_anthropic(
+            transcript, keep_thinking=flag
+        )
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(step, max_size=25))
+def test_memoized_conversion_equals_a_fresh_one(steps):
+    transcripts: list[list] = [[], []]
+    for which, rewind, new, keep in steps:
+        current = transcripts[which]
+        current = current[:keep] + new if rewind else current + new
+        transcripts[which] = current
+        _check(current)
+        _check(list(current))  # the same entries in a new list object
+
+
+def test_returned_lists_are_fresh():
+    transcript = [InputEntry(role="user", content="hi"), AssistantTextEntry(content="yo")]
+    first = entries_to_messages(transcript)
+    first.append("junk")  # type: ignore[arg-type]
+    assert entries_to_messages(transcript) == _entries_to_messages(transcript)

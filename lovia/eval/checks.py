@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import inspect
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
@@ -98,7 +99,7 @@ async def run_check(check: Check, result: RunResult[Any]) -> CheckResult:
     return CheckResult(name=name, passed=False, reason=f"check returned {type(outcome).__name__}, not bool/CheckResult")
 
 
-class _Check:
+class _Check(ABC):
     """Base of the built-ins: a name plus a synchronous predicate with a failure reason."""
 
     name: str = "check"
@@ -107,8 +108,9 @@ class _Check:
         passed, reason = self.test(result)
         return CheckResult(name=self.name, passed=passed, reason="" if passed else reason)
 
+    @abstractmethod
     def test(self, result: RunResult[Any]) -> tuple[bool, str]:
-        raise NotImplementedError
+        """``(passed, reason)`` for one run; each built-in check defines it."""
 
     def __repr__(self) -> str:
         return f"<check {self.name}>"

@@ -26,6 +26,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
+from .._guard import raise_as_lovia_error, save_terminal
+from .._text import clean_entries
 from ..approvals import ApprovalChannel
 from ..checkpointer import RunHead, RunSnapshot
 from ..context.base import CompactionRequest, ContextPolicy, ContextResult
@@ -163,7 +165,7 @@ class RunLoop:
             except BaseException as exc:
                 span.record_exception(exc)
                 await self._fail(exc)
-                raise
+                raise_as_lovia_error(exc)  # anything else escaping is still a LoviaError with a hint
             finally:
                 span.set_attribute("resumed", self.ctx.resumed)
                 await self._cleanup()
@@ -180,7 +182,7 @@ class RunLoop:
             self._restore(plan.snapshot)
         else:
             self.context_state = dict(carried)
-            self.own.extend(input_to_entries(self.spec.input))
+            self.own.extend(clean_entries(input_to_entries(self.spec.input)))
         await self._activate(self.agent)
         self.transcript[:] = [await self._system_entry(), *history, *self.own]
         await self._open_writer(persisted=len(plan.snapshot.entries) if plan.snapshot else 0)
@@ -354,6 +356,7 @@ class RunLoop:
 
     def append(self, entries: Sequence[TranscriptEntry]) -> None:
         """Add entries to the run (transcript and own entries together)."""
+        entries = clean_entries(entries)  # the text policy (lovia._text)
         self.transcript.extend(entries)
         self.own.extend(entries)
 
@@ -467,7 +470,7 @@ class RunLoop:
         if assembled.usage.input_tokens:
             self.last_input_tokens = assembled.usage.input_tokens
         self.finish_reason = assembled.finish_reason
-        entries = assembled.entries(turn=self.turns)
+        entries = clean_entries(assembled.entries(turn=self.turns))
         self.append(entries)
         await self.emit(MessageCompleted(entries=list(entries)))
         await self.save()
@@ -712,7 +715,7 @@ class RunLoop:
             if self._in_turn and len(self.own) == self._turn_mark:
                 self.turns -= 1  # the in-flight turn added nothing: do not count it
             try:
-                await asyncio.shield(self.writer.save(status=status, error=error_payload(exc)))
+                await asyncio.shield(save_terminal(self.writer, self.own, status, error_payload(exc)))
             except LeaseLostError:
                 logger.warning(
                     "run %s: lease lost, the terminal save was refused (another worker owns the run)", self.run_id

@@ -13,7 +13,7 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from .exceptions import LoviaError, UserError
@@ -100,14 +100,31 @@ async def _with_stores(path: str, body: Callable[[Any, Any], Coroutine[Any, Any,
 async def _runs_ls(args: argparse.Namespace, _s: Any, cp: Any) -> int:
     runs = await cp.list_runs(status=args.status, limit=args.limit)
     rows = [
-        (r.run_id, r.agent_name, r.status, r.turns, r.entries, _when(r.started_at), _when(r.updated_at)) for r in runs
+        (
+            r.run_id,
+            r.agent_name,
+            "DAMAGED" if r.damaged else r.status,
+            r.turns,
+            r.entries,
+            _when(r.started_at),
+            _when(r.updated_at),
+        )
+        for r in runs
     ]
     print(
         format_table(["run_id", "agent", "status", "turns", "entries", "started", "updated"], rows)
         if rows
         else "no runs"
     )
+    _print_damaged((r.run_id, r.damaged) for r in runs)
     return 0
+
+
+def _print_damaged(rows: Iterable[tuple[str, str | None]]) -> None:
+    """After a listing: one line per damaged row (its id, what is wrong, the hint), on stderr."""
+    for ident, damaged in rows:
+        if damaged:
+            print(f"damaged: {ident}: {damaged}", file=sys.stderr)
 
 
 async def _runs_show(args: argparse.Namespace, _s: Any, cp: Any) -> int:
@@ -175,6 +192,7 @@ async def _sessions_ls(args: argparse.Namespace, session: Any, _c: Any) -> int:
         (i.session_id, _clip(titles.get(i.session_id, ""), 40), i.runs, i.entries, _when(i.updated_at)) for i in infos
     ]
     print(format_table(["session_id", "title", "runs", "entries", "updated"], rows) if rows else "no sessions")
+    _print_damaged((i.session_id, i.damaged) for i in infos)
     return 0
 
 
@@ -250,6 +268,13 @@ def _web_parser(sub: Any) -> None:
     web.add_argument("--app", default=os.environ.get("LOVIA_APP"), help="serve your own agent(s): module:attr")
     web.add_argument(
         "--token", default=os.environ.get("LOVIA_WEB_TOKEN"), help="API token (generated for non-loopback binds)"
+    )
+    web.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests for this host name (repeatable; '.example.com' = its subdomains)",
     )
     web.add_argument("--title", default="lovia", help="page title")
     web.add_argument("--max-turns", type=int, default=50, help="turn limit per run")
@@ -343,6 +368,7 @@ def _run_web(args: argparse.Namespace) -> int:
         title=args.title,
         max_turns=args.max_turns,
         log_level=args.log_level,
+        allowed_hosts=args.allowed_host,
     )
     return 0
 

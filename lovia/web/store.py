@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..checkpointer import Checkpointer
-from ..exceptions import StoreError
+from ..exceptions import CorruptRecordError, StoreError
 from ..session import Session
 
 __all__ = ["ChatMeta", "ChatStore", "RunRecord"]
@@ -68,10 +68,12 @@ class ChatMeta:
     updated_at: float
     active_run_id: str | None
     pinned: bool = False
+    damaged: str | None = None
+    """``None``, or why this chat's index row cannot be read and what to do (listed, not hidden)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
-        return {
+        out = {
             "id": self.id,
             "title": self.title,
             "agent": self.agent,
@@ -80,6 +82,9 @@ class ChatMeta:
             "active_run_id": self.active_run_id,
             "pinned": self.pinned,
         }
+        if self.damaged:
+            out["damaged"] = self.damaged
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +151,16 @@ class _MetaDB:
 def _meta(row: tuple[Any, ...] | None) -> ChatMeta | None:
     if row is None:
         return None
-    return ChatMeta(row[0], row[1] or "", row[2], float(row[3]), float(row[4]), row[5], bool(row[6]))
+    try:
+        return ChatMeta(row[0], row[1] or "", row[2], float(row[3]), float(row[4]), row[5], bool(row[6]))
+    except (TypeError, ValueError) as exc:  # one damaged row must not hide the other chats
+        damaged = CorruptRecordError(
+            f"the index row of chat {row[0]!r} cannot be read: {exc}",
+            session_id=str(row[0]),
+            hint="the row was damaged outside lovia; delete the chat or restore the database from a backup",
+        )
+        title = row[1] if isinstance(row[1], str) else ""
+        return ChatMeta(str(row[0]), title, None, 0.0, 0.0, None, False, damaged=str(damaged))
 
 
 _RUN_COLUMNS = "run_id, session_id, status, usage_json, started_at, finished_at"

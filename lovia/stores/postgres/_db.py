@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..._guard import store_hint
 from ...exceptions import LoviaError, StoreError, UserError
 
 if TYPE_CHECKING:
@@ -182,6 +183,7 @@ class Database:
             if isinstance(exc, self._psycopg.DataError) and "NUL" in str(exc):
                 # Only an id can carry one: entries, meta and heads travel as JSON, where NUL is escaped.
                 hint = "PostgreSQL text cannot hold a NUL (\\x00) character: keep it out of session_id and run_id"
+            hint = store_hint(exc, hint)
             raise StoreError(f"{self.where}: PostgreSQL error while {doing}: {describe(exc)}", hint=hint) from exc
         except Exception as exc:
             if type(exc).__module__.startswith("psycopg_pool"):

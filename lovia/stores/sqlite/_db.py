@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from ..._guard import store_hint
 from ...exceptions import LoviaError, StoreError
 from ._schema import Component, ensure_schema
 
@@ -164,7 +165,7 @@ class _FastWriter:
 def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
     return StoreError(
         f"SQLite error on {path}: {exc}",
-        hint="check that the file is a lovia database, writable, and not on a network filesystem",
+        hint=store_hint(exc, "check that the file is a lovia database, writable, and not on a network filesystem"),
     )
 
 

@@ -91,6 +91,19 @@ def _hint_for(exc: BaseException) -> str:
     )
 
 
+def _default_hint(exc: LoviaError) -> str:
+    status = getattr(exc, "status_code", None)
+    if status is not None:
+        return (
+            f"the model endpoint answered HTTP {status}: read its message, check the model name, key and request, "
+            "then re-issue the same run_id (a checkpointed run resumes where it stopped)"
+        )
+    return (
+        f"{type(exc).__name__}: see the message for the cause; fix it, then re-issue the same run_id "
+        "(a checkpointed run resumes where it stopped)"
+    )
+
+
 _WRAPPERS: dict[type[BaseException], type[LoviaError]] = {}
 
 
@@ -106,12 +119,17 @@ def _wrapper_class(cls: type[BaseException]) -> type[LoviaError]:
 
 
 def as_lovia_error(exc: BaseException) -> BaseException:
-    """``exc`` itself when it is a LoviaError or not an ``Exception``; otherwise a LoviaError for it.
+    """``exc`` itself when it is a LoviaError (given a hint if it had none) or not an ``Exception``;
+    otherwise a LoviaError for it.
 
     The returned error is an instance of ``type(exc)`` too, carries the same ``args`` and
     attributes, reads the same in ``str()``, and has a ``hint``; raise it ``from exc``.
     """
-    if isinstance(exc, LoviaError) or not isinstance(exc, Exception):
+    if isinstance(exc, LoviaError):
+        if not exc.hint:  # every error that leaves a run says what to do next
+            exc.hint = _default_hint(exc)
+        return exc
+    if not isinstance(exc, Exception):
         return exc
     message = str(exc) or type(exc).__name__
     hint = _hint_for(exc)

@@ -370,6 +370,7 @@ class RunLoop:
         """Append one tool result, emit ``ToolCallCompleted`` and save."""
         if call.id in self.started_calls:
             self.started_calls.remove(call.id)
+        (entry,) = clean_entries([entry])  # the event shows what is stored
         self.append([entry])
         await self.emit(completed_event(call, entry, raw))
         await self.save()

@@ -24,3 +24,17 @@ def test_crash_and_resume_example():
     assert "finished: 'Total: 42.'" in out
     assert "replayed from the checkpoint: 'Total: 42.' (model calls in this process: 0)" in out
     assert "status=completed" in out and "session: 1 run(s)" in out
+
+
+def test_hostile_input_example():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "hostile_input.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    out = proc.stdout
+    assert "1. status=completed answer='done \ufffd' tool result='you said x\ufffdy'" in out
+    assert "2. caught LoviaKeyError (a KeyError too: True), status=failed" in out and "hint: " in out
+    assert "3. surrogates: completed" in out and "3. buggy: DAMAGED" in out and "(hint:" in out

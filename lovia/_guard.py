@@ -162,7 +162,7 @@ def _storable(entry: TranscriptEntry) -> TranscriptEntry:
     from .transcript import AssistantTextEntry, InputEntry, ReasoningEntry, ToolCallEntry, ToolResultEntry, to_json_safe
 
     try:
-        encode_entries([entry])
+        encode_entries([entry]).encode("utf-8")  # what a store would write
         return entry
     except Exception:
         pass
@@ -172,7 +172,7 @@ def _storable(entry: TranscriptEntry) -> TranscriptEntry:
     elif isinstance(entry, ReasoningEntry):
         entry = ReasoningEntry(entry.content, entry.id, entry.provider)
     try:
-        encode_entries([entry])
+        encode_entries([entry]).encode("utf-8")  # what a store would write
         return entry
     except Exception:
         pass

@@ -161,3 +161,27 @@ def test_a_rebinding_page_is_refused_everything_and_loopback_still_works(browser
         listed = page.evaluate("async () => (await (await fetch('/api/sessions')).json()).sessions.length")
         assert listed == 2
         context.close()
+
+
+def test_the_sidebar_shows_a_damaged_chat_and_the_others(browser: Any, tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "side.db"
+    agent = Agent(name="a", model=ScriptedProvider([text("x")]))
+    with ThreadServer(create_app(agent, db_path=str(db))) as srv:
+        ids = [
+            httpx.post(f"{srv.url}/api/sessions", json={"title": f"chat {i}"}, timeout=10).json()["id"]
+            for i in range(3)
+        ]
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE chat_sessions SET updated_at = 'never' WHERE id = ?", (ids[0],))
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(srv.url + "/")
+        page.wait_for_selector(f"[data-session-id='{ids[0]}']")
+        names = page.locator("[data-testid=session-item] .name").all_inner_texts()
+        damaged = page.locator(f"[data-session-id='{ids[0]}']")
+        assert "damaged" in (damaged.get_attribute("class") or "")
+        assert "hint:" in (damaged.get_attribute("title") or "")
+        context.close()
+    assert sorted(names) == sorted(["chat 1", "chat 2", f"⚠ damaged chat {ids[0]}"])

@@ -13,9 +13,10 @@ from typing import Any, get_args
 
 from ..checkpointer import RunInfo, RunStatus
 from ..exceptions import CorruptRecordError
+from ..session import SessionInfo
 from ._codec import decode_head
 
-__all__ = ["damaged_sessions_note", "run_info"]
+__all__ = ["damaged_sessions_note", "run_info", "session_info"]
 
 _STATUSES = frozenset(get_args(RunStatus))
 
@@ -79,3 +80,11 @@ def damaged_sessions_note(session_id: str, bad_runs: int) -> str | None:
             "(its other runs are unaffected)",
         )
     )
+
+
+def session_info(session_id: str, runs: Any, entries: Any, created: Any, updated: Any, bad_runs: Any) -> SessionInfo:
+    """The listing row of one session from its aggregated columns; non-numbers count as damage."""
+    values = (runs, entries, created, updated)
+    broken = sum(1 for v in values if v is not None and not isinstance(v, (int, float)))
+    note = damaged_sessions_note(session_id, _count(bad_runs) + broken)
+    return SessionInfo(session_id, _count(runs), _count(entries or 0), _number(created), _number(updated), note)

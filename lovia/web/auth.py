@@ -61,15 +61,16 @@ _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def split_host(value: str) -> tuple[str, str | None]:
-    """``(name, port)`` of a ``Host`` header or URL authority; the name lowercased, IPv6 unbracketed."""
+    """``(name, port)`` of a ``Host`` header or URL authority: the name lowercased, IPv6 unbracketed,
+    a trailing dot (``localhost.``, the same name written as fully qualified) dropped."""
     value = value.strip().lower()
     if value.startswith("["):
         name, _, rest = value[1:].partition("]")
         return name, rest[1:] if rest.startswith(":") else None
     if value.count(":") == 1:
         name, _, port = value.partition(":")
-        return name, port
-    return value, None
+        return name.rstrip("."), port
+    return value.rstrip(".") if value.count(":") == 0 else value, None
 
 
 def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

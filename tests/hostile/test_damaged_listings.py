@@ -132,3 +132,37 @@ def test_web_sidebar_lists_a_damaged_chat_as_damaged(tmp_path: Path) -> None:
         assert sorted(listed) == sorted(ids)
         assert "damaged" not in listed[ids[0]] and "damaged" not in listed[ids[2]]
         assert ids[1] in listed[ids[1]]["damaged"] and "hint:" in listed[ids[1]]["damaged"]
+
+
+async def test_sqlite_list_sessions_survives_a_damaged_timestamp(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    async with SQLiteSession(db, wal=True) as session, SQLiteCheckpointer(db, wal=True) as cp:
+        await _three_runs(cp, session)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE session_runs SET created_at = 'last tuesday' WHERE session_id = 's-r3'")
+    async with SQLiteSession(db) as session:
+        infos = {i.session_id: i for i in await session.list_sessions()}
+    assert sorted(infos) == ["s-r1", "s-r2", "s-r3"] and infos["s-r3"].damaged and not infos["s-r1"].damaged
+    assert isinstance(infos["s-r3"].updated_at, float)
+    code, out, err = await _cli("sessions", "ls", "--db", str(db))
+    assert code == 0 and "s-r1" in out and "damaged: s-r3:" in err
+
+
+def test_web_run_history_lists_a_damaged_record_as_damaged(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from lovia.web import create_app
+    from tests.web.helpers import ThreadServer
+
+    db = tmp_path / "web.db"
+    agent = Agent(name="a", model=ScriptedProvider([text("one"), text("two")]))
+    with ThreadServer(create_app(agent, db_path=str(db))) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        for message in ("first", "second"):
+            assert http.post("/api/chat", json={"message": message}).status_code == 200
+        with sqlite3.connect(db) as conn:
+            (rid,) = conn.execute("SELECT run_id FROM chat_runs ORDER BY started_at LIMIT 1").fetchone()
+            conn.execute("UPDATE chat_runs SET usage_json = '{torn' WHERE run_id = ?", (rid,))
+        r = http.get("/api/runs/history")
+        assert r.status_code == 200
+        runs = {x["run_id"]: x for x in r.json()["runs"]}
+        assert len(runs) == 2 and "hint:" in runs[rid]["damaged"]
+        assert all("damaged" not in x for k, x in runs.items() if k != rid)

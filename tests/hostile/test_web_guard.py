@@ -33,9 +33,18 @@ def server(tmp_path: Path) -> Iterator[ThreadServer]:
 
 def test_host_policy_names() -> None:
     loopback = HostPolicy(bind="127.0.0.1")
-    for ok in ("127.0.0.1:8000", "localhost:8000", "LOCALHOST", "[::1]:8000", "127.0.0.2"):
+    for ok in ("127.0.0.1:8000", "localhost:8000", "LOCALHOST", "localhost.:80", "[::1]:8000", "127.0.0.2"):
         assert loopback.allows(ok), ok
-    for bad in ("attacker.example", "attacker.example:8000", "127.0.0.1.nip.io", "10.0.0.5:8000", "", None):
+    for bad in (
+        "attacker.example",
+        "attacker.example.:8000",
+        "localhost.attacker.example",
+        "127.0.0.1.nip.io",
+        "10.0.0.5:8000",
+        "",
+        ":8000",
+        None,
+    ):
         assert not loopback.allows(bad), bad
     named = HostPolicy(["chat.example.com", ".corp.test"], bind="10.0.0.5")
     assert named.allows("chat.example.com:443") and named.allows("a.b.corp.test") and named.allows("corp.test")

@@ -18,7 +18,7 @@ from typing import Any
 from ...session import Segment, SessionInfo, new_run_id
 from ...transcript import TranscriptEntry
 from .._codec import decode_entries, decode_meta, encode_entries, encode_meta
-from .._listing import damaged_sessions_note
+from .._listing import session_info
 from .._maintenance import check_non_negative, plan_rewind, trim_entries
 from ._db import Database, read, write
 
@@ -191,8 +191,7 @@ class SQLiteSession:
         check_non_negative(limit=limit, offset=offset)
         rows = await self._db.run(lambda conn: conn.execute(_LIST_SQL, (query, query, limit, offset)).fetchall())
         return [
-            SessionInfo(sid, runs, int(count or 0), created, updated, damaged_sessions_note(sid, bad))
-            for sid, runs, count, created, updated, _, bad in rows
+            session_info(sid, runs, count, created, updated, bad) for sid, runs, count, created, updated, _, bad in rows
         ]
 
     async def close(self) -> None:

@@ -25,14 +25,22 @@ from collections.abc import MutableSequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ._text import clean_entries, clean_value
-from .exceptions import LeaseLostError, LoviaError
+from .exceptions import LeaseLostError, LoviaError, UserError
 
 if TYPE_CHECKING:
     from .checkpointer import RunStatus
     from .run.persist import CheckpointWriter
     from .transcript import TranscriptEntry
 
-__all__ = ["DISK_FULL_HINT", "as_lovia_error", "disk_full", "raise_as_lovia_error", "save_terminal", "store_hint"]
+__all__ = [
+    "DISK_FULL_HINT",
+    "as_lovia_error",
+    "disk_full",
+    "raise_as_lovia_error",
+    "save_terminal",
+    "store_hint",
+    "unencodable_key",
+]
 
 logger = logging.getLogger("lovia")
 
@@ -69,6 +77,15 @@ def disk_full(exc: BaseException) -> bool:
 def store_hint(exc: BaseException, default: str) -> str:
     """The hint for a store failure: :data:`DISK_FULL_HINT` when the disk is full, else ``default``."""
     return DISK_FULL_HINT if disk_full(exc) else default
+
+
+def unencodable_key(exc: UnicodeError) -> UserError:
+    """The error for an id or key a store cannot encode: content is cleaned, keys are never changed."""
+    return UserError(
+        f"a store key (session_id, run_id...) holds text UTF-8 cannot encode: {exc}",
+        hint="ids must be valid Unicode without lone surrogates (U+D800-U+DFFF); lovia replaces those in "
+        "content but never rewrites a key, so pass a clean id",
+    )
 
 
 def _hint_for(exc: BaseException) -> str:

@@ -189,3 +189,20 @@ async def test_terminal_save_repairs_entries_the_store_refuses(tmp_path: Path) -
         snap = await cp.load("r1")
     assert snap is not None and snap.status == "failed" and snap.error == {"type": "X", "message": FFFD}
     assert [e.type for e in snap.entries] == ["input", "tool_result"] and snap.entries[1].is_error
+
+
+async def test_an_unencodable_key_is_a_user_error_not_a_crash(stores: Any) -> None:
+    from lovia import UserError
+    from lovia.checkpointer import RunHead
+
+    session, cp = stores
+    if type(cp).__name__.startswith("InMemory"):  # nothing is encoded: any str is a fine key there
+        await session.append(f"s{LONE}", [InputEntry(role="user", content="hi")], run_id="r")
+        assert len(await session.load(f"s{LONE}")) == 1
+        return
+    with pytest.raises(UserError) as info:
+        await session.append(f"s{LONE}", [InputEntry(role="user", content="hi")], run_id="r")
+    assert "surrogate" in (info.value.hint or "")
+    with pytest.raises(UserError):
+        await cp.append(f"r{LONE}", [InputEntry(role="user", content="hi")], RunHead(agent_name="a"))
+    assert await session.load("s-fine") == []  # the store still works

@@ -100,7 +100,7 @@ class HostPolicy:
         self.bind = None if bind is None else bind.strip().lower().strip("[]")
         self.allowed = self.allowed | {name.strip().lower().strip("[]") for name in extra if name.strip()}
         if self.bind in _WILDCARD_BINDS:
-            self.allowed = self.allowed | {socket.gethostname().lower(), socket.getfqdn().lower()}
+            self.allowed = self.allowed | {socket.gethostname().lower()}  # no DNS lookup at startup
 
     def allows(self, host_header: str | None) -> bool:
         """Whether a request carrying this ``Host`` header may be answered."""

@@ -272,7 +272,7 @@ def _web_parser(sub: Any) -> None:
     web.add_argument(
         "--allowed-host",
         action="append",
-        default=[],
+        default=[n for n in os.environ.get("LOVIA_ALLOWED_HOSTS", "").split(",") if n.strip()],
         metavar="NAME",
         help="also answer requests for this host name (repeatable; '.example.com' = its subdomains)",
     )

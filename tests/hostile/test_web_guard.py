@@ -110,9 +110,23 @@ def test_allowed_host_names_are_answered(tmp_path: Path) -> None:
 def test_the_cli_flag_reaches_the_server(tmp_path: Path) -> None:
     from tests.web.helpers import ProcessServer
 
-    srv = ProcessServer("--db", str(tmp_path / "p.db"), "--allowed-host", "chat.one", "--allowed-host", "chat.two")
+    srv = ProcessServer(
+        "--db",
+        str(tmp_path / "p.db"),
+        "--allowed-host",
+        "chat.one",
+        "--allowed-host",
+        "chat.two",
+        env={"LOVIA_ALLOWED_HOSTS": "chat.env, other.env"},
+    )
     with srv:
-        for name, status in [("chat.one", 200), ("chat.two", 200), ("chat.three", 421)]:
+        for name, status in [
+            ("chat.one", 200),
+            ("chat.two", 200),
+            ("chat.env", 200),
+            ("other.env", 200),
+            ("chat.three", 421),
+        ]:
             assert httpx.get(f"{srv.url}/api/sessions", headers={"Host": name}, timeout=10).status_code == status
 
 

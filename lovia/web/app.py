@@ -22,7 +22,7 @@ from ..exceptions import LoviaError  # noqa: E402
 from .agents import AgentSet, default_agents, resolve_agents  # noqa: E402
 from .auth import HostOriginGuard, HostPolicy, token_matches  # noqa: E402
 from .events_hub import EventHub  # noqa: E402
-from .params import validation_response  # noqa: E402
+from .params import CleanJsonBodies, validation_response  # noqa: E402
 from .routes_chat import chat_router  # noqa: E402
 from .routes_info import info_router  # noqa: E402
 from .routes_sessions import sessions_router  # noqa: E402
@@ -107,7 +107,8 @@ def create_app(
     app = FastAPI(title=title, lifespan=lifespan, docs_url=None, openapi_url=None, redoc_url=None)
     app.state.lovia = state
     app.state.host_policy = HostPolicy(allowed_hosts)  # serve() adds the bound address
-    app.add_middleware(HostOriginGuard, policy=app.state.host_policy)
+    app.add_middleware(CleanJsonBodies)
+    app.add_middleware(HostOriginGuard, policy=app.state.host_policy)  # added last: runs first
     auth = _auth_dependency(state)
     _mount_docs(app, auth)  # the schema and Swagger UI need what the API needs
 

@@ -180,3 +180,22 @@ def test_good_numbers_still_page(server: ThreadServer) -> None:
 def test_uninject_ids_are_validated(server: ThreadServer) -> None:
     r = httpx.post(f"{server.url}/api/chat/uninject", json={"session_id": "s", "id": -1}, timeout=10)
     assert r.status_code == 422 and "body field 'id'" in r.json()["detail"]
+
+
+# --------------------------------------------------------------------------- JSON bodies and the text policy
+
+
+def test_json_bodies_with_lone_surrogate_escapes_follow_the_text_policy(server: ThreadServer) -> None:
+    json_type = {"Content-Type": "application/json"}
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        # What a browser's JSON.stringify sends for a string holding a lone surrogate.
+        made = http.post("/api/sessions", content=b'{"title": "t\\ud800x"}', headers=json_type)
+        assert made.status_code == 200 and made.json()["title"] == "t\ufffdx"
+        chat = http.post("/api/chat", content=b'{"message": "hi \\udfff"}', headers=json_type)
+        assert chat.status_code == 200
+        detail = http.get(f"/api/sessions/{chat.json()['session_id']}").json()
+        assert detail["entries"][0]["content"] == "hi \ufffd"
+        pair = http.post("/api/sessions", content=b'{"title": "\\ud83d\\ude00"}', headers=json_type)
+        assert pair.json()["title"] == "\U0001f600"  # a proper pair is the character it encodes
+        broken = http.post("/api/sessions", content=b'{"title": "\\ud800', headers=json_type)
+        assert broken.status_code == 422  # not JSON at all: the route's own validation answers

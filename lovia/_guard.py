@@ -21,15 +21,13 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-from collections.abc import MutableSequence
+from collections.abc import Awaitable, Callable, MutableSequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ._text import clean_entries, clean_value
 from .exceptions import LeaseLostError, LoviaError, UserError
 
 if TYPE_CHECKING:
-    from .checkpointer import RunStatus
-    from .run.persist import CheckpointWriter
     from .transcript import TranscriptEntry
 
 __all__ = [
@@ -206,20 +204,21 @@ def _storable(entry: TranscriptEntry) -> TranscriptEntry:
 
 
 async def save_terminal(
-    writer: CheckpointWriter, own: MutableSequence[TranscriptEntry], status: RunStatus, error: dict[str, Any]
+    save: Callable[[dict[str, Any]], Awaitable[None]], own: MutableSequence[TranscriptEntry], error: dict[str, Any]
 ) -> None:
-    """Write the terminal ``status`` and ``error``; on a refusal, make ``own`` storable and retry once.
+    """Run the terminal ``save(error)``; on a refusal, make ``own`` storable and try once more.
 
-    ``own`` is the run's own entry list (the one the writer saves from); it is repaired in place.
+    ``save`` writes the run's terminal status with the given error payload; ``own`` is the run's
+    own entry list (the one the checkpoint writer saves from), repaired in place.
     :class:`~lovia.exceptions.LeaseLostError` and cancellation propagate at once.
     """
     error = clean_value(error)
     try:
-        await writer.save(status=status, error=error)
+        await save(error)
         return
     except (LeaseLostError, asyncio.CancelledError):
         raise
     except Exception as exc:
         logger.warning("terminal checkpoint save failed (%s); retrying with storable entries", exc)
     own[:] = [_storable(entry) for entry in own]
-    await writer.save(status=status, error={k: str(v) for k, v in error.items()})
+    await save({k: str(v) for k, v in error.items()})

@@ -716,7 +716,10 @@ class RunLoop:
             if self._in_turn and len(self.own) == self._turn_mark:
                 self.turns -= 1  # the in-flight turn added nothing: do not count it
             try:
-                await asyncio.shield(save_terminal(self.writer, self.own, status, error_payload(exc)))
+                writer = self.writer
+                await asyncio.shield(
+                    save_terminal(lambda error: writer.save(status=status, error=error), self.own, error_payload(exc))
+                )
             except LeaseLostError:
                 logger.warning(
                     "run %s: lease lost, the terminal save was refused (another worker owns the run)", self.run_id

@@ -185,7 +185,9 @@ async def test_terminal_save_repairs_entries_the_store_refuses(tmp_path: Path) -
         await writer.save()
         # Something that slipped past every check: a result whose call id is not even a string.
         own.append(ToolResultEntry(call_id=object(), output="x"))  # type: ignore[arg-type]
-        await save_terminal(writer, own, "failed", {"type": "X", "message": LONE})
+        await save_terminal(
+            lambda error: writer.save(status="failed", error=error), own, {"type": "X", "message": LONE}
+        )
         snap = await cp.load("r1")
     assert snap is not None and snap.status == "failed" and snap.error == {"type": "X", "message": FFFD}
     assert [e.type for e in snap.entries] == ["input", "tool_result"] and snap.entries[1].is_error

@@ -12,10 +12,8 @@ import pytest
 from lovia import Agent, CheckpointOptions, LoviaError, Runner, SQLiteCheckpointer, events, tool
 from lovia._guard import as_lovia_error, save_terminal
 from lovia._text import clean_arguments, clean_entries, clean_text, clean_value, loads
-from lovia.checkpointer import CheckpointOptions as Options
-from lovia.run.persist import CheckpointWriter
+from lovia.providers.scripted import ScriptedTurn
 from lovia.testing import ScriptedProvider, call, fail, text
-from lovia.testing._scripted import ScriptedTurn
 from lovia.transcript import InputEntry, TextDelta, ToolCallEntry, ToolResultEntry, entry_to_dict
 
 LONE = "\ud800"
@@ -170,24 +168,18 @@ def test_disk_full_errors_of_every_store_get_the_free_space_hint() -> None:
 
 
 async def test_terminal_save_repairs_entries_the_store_refuses(tmp_path: Path) -> None:
+    from lovia.checkpointer import RunHead
+
     async with SQLiteCheckpointer(tmp_path / "c.db") as cp:
-        own: list[Any] = [InputEntry(role="user", content="go")]
-        head_calls = 0
-
-        def head() -> Any:
-            nonlocal head_calls
-            head_calls += 1
-            from lovia.checkpointer import RunHead
-
-            return RunHead(agent_name="a")
-
-        writer = CheckpointWriter(Options(cp, "r1"), head=head, own=own, persisted=0)
-        await writer.save()
         # Something that slipped past every check: a result whose call id is not even a string.
-        own.append(ToolResultEntry(call_id=object(), output="x"))  # type: ignore[arg-type]
-        await save_terminal(
-            lambda error: writer.save(status="failed", error=error), own, {"type": "X", "message": LONE}
-        )
+        own: list[Any] = [InputEntry(role="user", content="go"), ToolResultEntry(call_id=object(), output="x")]  # type: ignore[arg-type]
+
+        async def save(error: dict[str, Any]) -> None:
+            head = RunHead(agent_name="a")
+            head.status, head.error = "failed", error
+            await cp.append("r1", list(own), head)
+
+        await save_terminal(save, own, {"type": "X", "message": LONE})
         snap = await cp.load("r1")
     assert snap is not None and snap.status == "failed" and snap.error == {"type": "X", "message": FFFD}
     assert [e.type for e in snap.entries] == ["input", "tool_result"] and snap.entries[1].is_error

@@ -288,6 +288,9 @@ class RunInfo:
     """How many entries the run has stored so far."""
     started_at: float
     updated_at: float
+    damaged: str | None = None
+    """``None``, or why this run's stored row cannot be read and what to do (a damaged row: the other
+    fields then hold what the table still says, and ``status`` is ``failed`` when nothing does)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import socket
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from .exceptions import LoviaError, UserError
@@ -176,6 +176,8 @@ async def _runs_ls(args: argparse.Namespace, _s: Any, cp: Any) -> int:
     for r in runs:
         lease = leases.get(r.run_id)
         status, why = effective_status(r.status, r.updated_at, lease, now=now, owner=owners.get(r.run_id))
+        if r.damaged:
+            status, why = "DAMAGED", r.damaged
         if wanted is not None and status != wanted:
             continue
         if status == "failed":
@@ -185,11 +187,19 @@ async def _runs_ls(args: argparse.Namespace, _s: Any, cp: Any) -> int:
             break
     headers = ["run_id", "agent", "status", "turns", "entries", "started", "updated", "note"]
     print(format_table(headers, rows) if rows else "no runs" + (f" with status {wanted}" if wanted else ""))
+    _print_damaged((r.run_id, r.damaged) for r in runs)
     return 0
 
 
 def _missing_run(args: argparse.Namespace, run_id: str) -> NotFound:
     return NotFound(f"no run {run_id!r} in {args.db}", hint="list them with `lovia runs ls`")
+
+
+def _print_damaged(rows: Iterable[tuple[str, str | None]]) -> None:
+    """After a listing: one line per damaged row (its id, what is wrong, the hint), on stderr."""
+    for ident, damaged in rows:
+        if damaged:
+            print(f"damaged: {ident}: {damaged}", file=sys.stderr)
 
 
 async def _runs_show(args: argparse.Namespace, _s: Any, cp: Any) -> int:
@@ -290,6 +300,7 @@ async def _sessions_ls(args: argparse.Namespace, session: Any, _c: Any) -> int:
         (i.session_id, _clip(titles.get(i.session_id, ""), 40), i.runs, i.entries, _when(i.updated_at)) for i in infos
     ]
     print(format_table(["session_id", "title", "runs", "entries", "updated"], rows) if rows else "no sessions")
+    _print_damaged((i.session_id, i.damaged) for i in infos)
     return 0
 
 

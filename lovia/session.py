@@ -48,6 +48,8 @@ class SessionInfo:
     entries: int
     created_at: float
     updated_at: float
+    damaged: str | None = None
+    """``None``, or how many of the session's stored runs cannot be decoded and what to do."""
 
 
 @runtime_checkable

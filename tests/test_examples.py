@@ -52,3 +52,17 @@ def test_session_integrity_example():
     assert "a new store reads the same history: True" in out
     assert "damaged on disk: session 'u1', run named: True" in out
     assert "hint: restore the file from a backup, or rewind or clear the session" in out
+
+
+def test_hostile_input_example():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "hostile_input.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    out = proc.stdout
+    assert "1. status=completed answer='done \ufffd' tool result='you said x\ufffdy'" in out
+    assert "2. caught LoviaKeyError (a KeyError too: True), status=failed" in out and "hint: " in out
+    assert "3. surrogates: completed" in out and "3. buggy: DAMAGED" in out and "(hint:" in out

@@ -26,6 +26,7 @@ from urllib.parse import quote, urlparse
 import httpx
 
 from .._entry_memo import PrefixMemo
+from .._text import loads
 from ..exceptions import ContextOverflowError, ProviderError
 from ..messages import ContentPart, FilePart, ImagePart, TextPart, Usage
 from ..transcript import (
@@ -422,7 +423,7 @@ class _EventParser:
 
     def feed(self, event: str, data: str) -> list[ModelDelta]:
         try:
-            body = json.loads(data)
+            body = loads(data)  # the text policy (lovia._text)
         except ValueError:
             raise self._provider._error(f"unreadable stream event: {error_body_text(data)}", retryable=True) from None
         if not isinstance(body, dict):

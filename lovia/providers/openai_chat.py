@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 import httpx
 
 from .._entry_memo import PrefixMemo
+from .._text import loads
 from ..exceptions import ContextOverflowError, ProviderError, UserError
 from ..messages import FilePart, ImagePart, TextPart, Usage
 from ..transcript import (
@@ -367,7 +368,7 @@ class _ChunkParser:
 
     def feed(self, data: str) -> list[ModelDelta]:
         try:
-            chunk = json.loads(data)
+            chunk = loads(data)  # the text policy (lovia._text)
         except ValueError:
             raise self._provider._error(f"unreadable stream chunk: {error_body_text(data)}", retryable=True) from None
         if not isinstance(chunk, dict):

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from .._guard import save_terminal
 from ..agent import Agent
 from ..checkpointer import RunSnapshot
 from ..exceptions import LeaseLostError
@@ -38,7 +39,11 @@ async def save_completed(writer: CheckpointWriter, state: RunState, output: Any,
 async def save_failed(writer: CheckpointWriter, state: RunState, exc: BaseException) -> None:
     """The terminal save of a run that stopped on ``exc`` (shielded; a refused lease is only logged)."""
     try:
-        await asyncio.shield(writer.save(state, status=classify(exc), error=error_payload(exc)))
+        status = classify(exc)
+        save = save_terminal(
+            lambda error: writer.save(state, status=status, error=error), state.entries, error_payload(exc)
+        )
+        await asyncio.shield(save)
     except LeaseLostError:
         logger.warning("run %s: lease lost, the terminal save was refused (another worker owns the run)", state.run_id)
     except BaseException:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from .._guard import raise_as_lovia_error
+from .._text import clean_entries
 from ..agent import Agent
 from ..checkpointer import RunSnapshot
 from ..events import (
@@ -108,7 +110,7 @@ class RunLoop:
             except BaseException as exc:
                 span.record_exception(exc)
                 await self._fail(exc)
-                raise
+                raise_as_lovia_error(exc)  # anything else escaping is still a LoviaError with a hint
             finally:
                 span.set_attribute("resumed", state.ctx.resumed)
                 await self._cleanup()
@@ -126,7 +128,7 @@ class RunLoop:
             state.restore(plan.snapshot, *resume_agents(self.entry_agent, plan.snapshot))
         else:
             state.head.context_state = dict(carried)
-            state.entries.extend(input_to_entries(options.input))
+            state.entries.extend(clean_entries(input_to_entries(options.input)))
         if state.head.trace is None:
             state.head.trace = span_ref(span)  # the first traced attempt
         else:

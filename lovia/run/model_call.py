@@ -6,6 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from .._text import clean_text
 from ..events import Event, ModelRetrying, OutputDiscarded, ReasoningDelta, TextDelta
 from ..exceptions import ContextOverflowError
 from ..providers.base import ModelSettings, Provider, ToolDefinition
@@ -74,12 +75,12 @@ async def call_model(
 async def _fold(delta: Any, asm: TurnAssembler, emit: Callable[[Event], Awaitable[None]]) -> bool:
     """Fold one delta into the turn; True when something was streamed to the consumer."""
     if isinstance(delta, ProviderTextDelta):
-        asm.text.append(delta.text)
-        await emit(TextDelta(delta=delta.text))
+        asm.text.append(chunk := clean_text(delta.text))  # the text policy (lovia._text)
+        await emit(TextDelta(delta=chunk))
         return True
     if isinstance(delta, ProviderReasoningDelta):
-        asm.reasoning.append(delta.text)
-        await emit(ReasoningDelta(delta=delta.text))
+        asm.reasoning.append(chunk := clean_text(delta.text))
+        await emit(ReasoningDelta(delta=chunk))
         return True
     if isinstance(delta, ToolCallDelta):
         asm.add_call(delta)

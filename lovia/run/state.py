@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._text import clean_entries
 from ..agent import Agent
 from ..checkpointer import RunHead, RunSnapshot
 from ..events import CompactionNotice
@@ -91,6 +92,7 @@ class RunState:
 
     def append(self, entries: Sequence[TranscriptEntry]) -> None:
         """Add entries to the run (its own entries and the transcript together)."""
+        entries = clean_entries(entries)  # the text policy (lovia._text)
         self.transcript.extend(entries)
         self.entries.extend(entries)
 

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._text import clean_entries
 from ..agent import Agent
 from ..approvals import ApprovalChannel
 from ..events import ApprovalRequired, Event, ToolCallCompleted, ToolCallFailed, ToolCallStarted
@@ -273,6 +274,7 @@ class ToolPhase:
     async def _record(self, call: ToolCall, entry: ToolResultEntry, *, raw: Any) -> None:
         """Append one tool result, emit ``ToolCallCompleted`` and save."""
         self.state.call_finished(call.id)
+        (entry,) = clean_entries([entry])  # the event shows what is stored
         self.state.append([entry])
         await self.emit(completed_event(call, entry, raw))
         await self.save()

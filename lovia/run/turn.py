@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._text import clean_entries
 from ..agent import Agent
 from ..events import Event, MessageCompleted
 from ..exceptions import ContextOverflowError, OutputValidationError
@@ -84,7 +85,7 @@ async def model_turn(
     if assembled.usage.input_tokens:
         state.head.last_input_tokens = assembled.usage.input_tokens
     state.finish_reason = assembled.finish_reason
-    entries = assembled.entries(turn=state.turns)
+    entries = clean_entries(assembled.entries(turn=state.turns))  # the text policy (lovia._text)
     state.append(entries)
     await emit(MessageCompleted(entries=list(entries)))
     await save()

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic_core import from_json
 
 from .._json import dumps
+from .._text import clean_value
 from ..checkpointer import RunHead
 from ..exceptions import CorruptRecordError, UserError
 from ..session import Segment
@@ -54,7 +55,7 @@ def encode_meta(meta: dict[str, Any] | None) -> str | None:
     if not isinstance(meta, dict):
         raise UserError(f"segment meta must be a dict, got {type(meta).__name__}", hint="pass meta={...} or None")
     try:
-        return json.dumps(meta, separators=_SEPARATORS, ensure_ascii=False)
+        return json.dumps(clean_value(meta), separators=_SEPARATORS, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise UserError(
             f"segment meta is not JSON-serializable: {exc}",

@@ -7,20 +7,22 @@ from ._deps import require_web
 require_web()
 
 import contextlib  # noqa: E402
-from collections.abc import AsyncIterator, Mapping  # noqa: E402
+from collections.abc import AsyncIterator, Mapping, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from fastapi import Depends, FastAPI, HTTPException, Request  # noqa: E402
+from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import FileResponse, JSONResponse  # noqa: E402
 from fastapi.staticfiles import StaticFiles  # noqa: E402
 
 from ..agent import Agent  # noqa: E402
 from ..exceptions import LoviaError  # noqa: E402
 from .agents import AgentSet, default_agents, resolve_agents  # noqa: E402
-from .auth import token_matches  # noqa: E402
+from .auth import HostOriginGuard, HostPolicy, token_matches  # noqa: E402
 from .events_hub import EventHub  # noqa: E402
+from .params import CleanJsonBodies, validation_response  # noqa: E402
 from .routes_chat import chat_router  # noqa: E402
 from .routes_info import info_router  # noqa: E402
 from .routes_sessions import sessions_router  # noqa: E402
@@ -66,6 +68,7 @@ def create_app(
     title: str = "lovia",
     max_turns: int = 50,
     ui: bool = True,
+    allowed_hosts: Sequence[str] = (),
 ) -> FastAPI:
     """Build the ASGI app.
 
@@ -78,6 +81,8 @@ def create_app(
         title: shown in the page header.
         max_turns: per-run turn limit.
         ui: serve the page at ``/`` (``False``: API only).
+        allowed_hosts: ``Host`` names to answer besides loopback and the bound address
+            (``.example.com`` for every subdomain, ``*`` for any); see :class:`~lovia.web.auth.HostPolicy`.
 
     Returns:
         A FastAPI application; run it with a single uvicorn worker (runs are process-local).
@@ -99,9 +104,17 @@ def create_app(
             if owned:
                 await chat_store.close()
 
-    app = FastAPI(title=title, lifespan=lifespan, docs_url="/api/docs", openapi_url="/api/openapi.json", redoc_url=None)
+    app = FastAPI(title=title, lifespan=lifespan, docs_url=None, openapi_url=None, redoc_url=None)
     app.state.lovia = state
+    app.state.host_policy = HostPolicy(allowed_hosts)  # serve() adds the bound address
+    app.add_middleware(CleanJsonBodies)
+    app.add_middleware(HostOriginGuard, policy=app.state.host_policy)  # added last: runs first
     auth = _auth_dependency(state)
+    _mount_docs(app, auth)  # the schema and Swagger UI need what the API needs
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return validation_response(exc)
 
     @app.exception_handler(LoviaError)
     async def lovia_error(_request: Request, exc: LoviaError) -> JSONResponse:
@@ -117,6 +130,18 @@ def create_app(
     if ui:
         _mount_ui(app)
     return app
+
+
+def _mount_docs(app: FastAPI, auth: Any) -> None:
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    @app.get("/api/openapi.json", include_in_schema=False, dependencies=[auth])
+    async def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/api/docs", include_in_schema=False, dependencies=[auth])
+    async def docs() -> Any:
+        return get_swagger_ui_html(openapi_url="/api/openapi.json", title=f"{app.title} API")
 
 
 def _mount_ui(app: FastAPI) -> None:

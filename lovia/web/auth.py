@@ -1,12 +1,30 @@
-"""Bearer-token auth: loopback binds need none, any other bind requires a token."""
+"""Who may talk to the server: the bearer token, and the Host / Origin checks.
+
+Loopback binds need no token, any other bind requires one. Independently of the token, every
+request must name a ``Host`` the server answers for and a state change must be same-origin
+(:class:`HostOriginGuard`): without that, a web page whose domain resolves to 127.0.0.1 (DNS
+rebinding) could use the token-less loopback server from the user's own browser.
+"""
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
 import secrets
+import socket
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["generate_token", "is_loopback", "token_matches"]
+__all__ = [
+    "HostOriginGuard",
+    "HostPolicy",
+    "generate_token",
+    "is_loopback",
+    "same_origin",
+    "split_host",
+    "token_matches",
+]
 
 
 def is_loopback(host: str) -> bool:
@@ -33,3 +51,144 @@ def token_matches(expected: str, authorization: str | None) -> bool:
     if scheme.lower() != "bearer":
         return False
     return hmac.compare_digest(value.strip().encode(), expected.encode())
+
+
+# --------------------------------------------------------------------------- Host and Origin checks
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+_WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::"})
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def split_host(value: str) -> tuple[str, str | None]:
+    """``(name, port)`` of a ``Host`` header or URL authority: the name lowercased, IPv6 unbracketed,
+    a trailing dot (``localhost.``, the same name written as fully qualified) dropped."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        name, _, rest = value[1:].partition("]")
+        return name, rest[1:] if rest.startswith(":") else None
+    if value.count(":") == 1:
+        name, _, port = value.partition(":")
+        return name.rstrip("."), port
+    return value.rstrip(".") if value.count(":") == 0 else value, None
+
+
+def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        return None
+
+
+class HostPolicy:
+    """Which ``Host`` names the server answers (a DNS-rebinding defence).
+
+    Always allowed: ``localhost`` and loopback addresses. Bound to one address: that address.
+    Bound to every interface (``0.0.0.0`` / ``::``): any IP address and this machine's host name
+    (a rebinding page reaches the server under *its own* domain name, never as an IP literal).
+    Names in ``allowed`` are accepted too; ``.example.com`` accepts every subdomain of
+    ``example.com`` and ``*`` turns the check off (for a reverse proxy that checks itself).
+    """
+
+    def __init__(self, allowed: Sequence[str] = (), *, bind: str | None = None) -> None:
+        self.allowed = frozenset(name.strip().lower().strip("[]") for name in allowed if name.strip())
+        self.bind: str | None = None
+        self.bind_to(bind)
+
+    def bind_to(self, bind: str | None, extra: Sequence[str] = ()) -> None:
+        """Record the bound address (``serve`` calls this) and more allowed names."""
+        self.bind = None if bind is None else bind.strip().lower().strip("[]")
+        self.allowed = self.allowed | {name.strip().lower().strip("[]") for name in extra if name.strip()}
+        if self.bind in _WILDCARD_BINDS:
+            self.allowed = self.allowed | {socket.gethostname().lower()}  # no DNS lookup at startup
+
+    def allows(self, host_header: str | None) -> bool:
+        """Whether a request carrying this ``Host`` header may be answered."""
+        if "*" in self.allowed:
+            return True
+        if not host_header:
+            return False
+        name, _port = split_host(host_header)
+        if not name:
+            return False
+        if name in LOOPBACK_NAMES or name in self.allowed or name == self.bind:
+            return True
+        ip = _ip(name)
+        if ip is not None:
+            if ip.is_loopback:
+                return True
+            if self.bind is None or self.bind in _WILDCARD_BINDS:
+                return True
+            bound = _ip(self.bind)
+            return bound is not None and bound == ip
+        return any(entry.startswith(".") and (name.endswith(entry) or name == entry[1:]) for entry in self.allowed)
+
+
+def same_origin(origin: str, host_header: str | None) -> bool:
+    """Whether an ``Origin`` header names the same host and port the request was sent to."""
+    scheme, sep, authority = origin.strip().lower().partition("://")
+    if not sep or scheme not in ("http", "https") or not host_header:
+        return False
+    o_name, o_port = split_host(authority.rstrip("/"))
+    h_name, h_port = split_host(host_header)
+    default = "443" if scheme == "https" else "80"
+    return o_name == h_name and (o_port or default) == (h_port or default)
+
+
+class HostOriginGuard:
+    """ASGI middleware: refuse a foreign ``Host`` (421) and a cross-site state change (403).
+
+    Every request must carry a ``Host`` the :class:`HostPolicy` allows, so a page whose domain
+    was re-pointed at this machine (DNS rebinding) gets nothing. A state-changing request
+    (anything but GET, HEAD, OPTIONS) must come with no ``Origin`` (not a browser) or a
+    same-origin one, so another site cannot make the browser post to the API (CSRF).
+    """
+
+    def __init__(self, app: Any, *, policy: HostPolicy) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host = headers.get("host")
+        if not self.policy.allows(host):
+            shown = (host or "").strip()[:100] or "(none)"
+            await _refuse(
+                scope,
+                send,
+                421,
+                f"this server does not answer for host {shown!r}",
+                f"open it through its own address (e.g. http://127.0.0.1), or start it with --allowed-host {split_host(shown)[0] or 'NAME'}"
+                " (create_app(allowed_hosts=[...])) when that name is really yours",
+            )
+            return
+        origin = headers.get("origin")
+        unsafe = scope["type"] == "websocket" or scope.get("method", "GET").upper() not in _SAFE_METHODS
+        if unsafe and origin is not None and not same_origin(origin, host):
+            await _refuse(
+                scope,
+                send,
+                403,
+                f"cross-origin request from {origin.strip()[:100]!r} refused",
+                "state-changing API calls are accepted from this server's own page only (same origin) or from non-browser clients",
+            )
+            return
+        await self.app(scope, receive, send)
+
+
+async def _refuse(scope: Any, send: Any, status: int, detail: str, hint: str) -> None:
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    body = json.dumps({"detail": detail, "hint": hint, "type": "RequestRefused"}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

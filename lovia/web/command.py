@@ -43,6 +43,13 @@ def add_web_parser(sub: Any) -> argparse.ArgumentParser:
     web.add_argument(
         "--token", default=os.environ.get("LOVIA_WEB_TOKEN"), help="API token (generated for non-loopback binds)"
     )
+    web.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[n for n in os.environ.get("LOVIA_ALLOWED_HOSTS", "").split(",") if n.strip()],
+        metavar="NAME",
+        help="also answer requests for this host name (repeatable; '.example.com' = its subdomains)",
+    )
     web.add_argument("--title", default="lovia", help="page title")
     web.add_argument("--max-turns", type=int, default=50, help="turn limit per run")
     web.add_argument("--log-level", default="info", help="uvicorn log level")
@@ -71,6 +78,7 @@ def run_web(args: argparse.Namespace) -> int:
         title=args.title,
         max_turns=args.max_turns,
         log_level=args.log_level,
+        allowed_hosts=args.allowed_host,
     )
     return 0
 

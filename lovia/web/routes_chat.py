@@ -47,7 +47,7 @@ class UninjectRequest(BaseModel):
     """Body of ``POST /api/chat/uninject``: take back a queued message the run has not seen yet."""
 
     session_id: str
-    id: int
+    id: int = Field(ge=0)
 
 
 def title_from(message: str) -> str:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from ..session import Segment
 from ..transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
+from .params import Limit, Offset, Since
 from .store import ChatMeta
 
 if TYPE_CHECKING:
@@ -123,8 +124,8 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
     store, sup = state.store, state.supervisor
 
     @router.get("/sessions")
-    async def list_sessions(q: str | None = None, limit: int = 100, offset: int = 0) -> dict[str, Any]:
-        metas = await store.list(query=q or None, limit=max(1, min(limit, 500)), offset=max(0, offset))
+    async def list_sessions(q: str | None = None, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        metas = await store.list(query=q or None, limit=limit, offset=offset)
         return {"sessions": [{**m.to_dict(), "live": sup.live(m.id) is not None} for m in metas]}
 
     @router.post("/sessions")
@@ -167,11 +168,9 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
 
     @router.get("/runs/history")
     async def run_history(
-        session_id: str | None = None, since: float | None = None, limit: int = 50, offset: int = 0
+        session_id: str | None = None, since: Since = None, limit: Limit = 50, offset: Offset = 0
     ) -> dict[str, Any]:
-        records = await store.run_history(
-            session_id=session_id, since=since, limit=max(1, min(limit, 500)), offset=max(0, offset)
-        )
+        records = await store.run_history(session_id=session_id, since=since, limit=limit, offset=offset)
         return {"runs": [r.to_dict() for r in records]}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..agent import Agent
@@ -62,6 +62,7 @@ def serve(
     max_turns: int = 50,
     log_level: str = "info",
     echo: Callable[[str], None] | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
     """Serve the chat app until interrupted (Ctrl+C / SIGTERM: live runs keep their checkpoints).
 
@@ -76,6 +77,8 @@ def serve(
         max_turns: per-run turn limit.
         log_level: uvicorn log level.
         echo: where to print the startup lines (default: stdout).
+        allowed_hosts: more ``Host`` names to answer (``--allowed-host``); loopback names and
+            ``host`` itself always work, any other name is refused (DNS-rebinding defence).
     """
     require_web()
     from .app import create_app
@@ -85,6 +88,7 @@ def serve(
         token = generate_token()
         say(f"lovia web: {host} is not a loopback address, so API calls need this token: {token}")
     app = create_app(agents, store=store, db_path=db_path, token=token, title=title, max_turns=max_turns)
+    app.state.host_policy.bind_to(host, allowed_hosts)
     shown = "localhost" if host in ("0.0.0.0", "::") else host
     link = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     state = app.state.lovia

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..checkpointer import Checkpointer
-from ..exceptions import StoreError
+from ..exceptions import CorruptRecordError, StoreError
 from ..session import Session
 
 __all__ = ["ChatMeta", "ChatStore", "RunRecord"]
@@ -75,10 +75,12 @@ class ChatMeta:
     updated_at: float
     active_run_id: str | None
     pinned: bool = False
+    damaged: str | None = None
+    """``None``, or why this chat's index row cannot be read and what to do (listed, not hidden)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
-        return {
+        out = {
             "id": self.id,
             "title": self.title,
             "agent": self.agent,
@@ -87,6 +89,9 @@ class ChatMeta:
             "active_run_id": self.active_run_id,
             "pinned": self.pinned,
         }
+        if self.damaged:
+            out["damaged"] = self.damaged
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +104,12 @@ class RunRecord:
     usage: dict[str, int] | None
     started_at: float
     finished_at: float | None
+    damaged: str | None = None
+    """``None``, or why this record cannot be read and what to do (listed, not hidden)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
-        return {
+        out = {
             "run_id": self.run_id,
             "session_id": self.session_id,
             "status": self.status,
@@ -110,6 +117,9 @@ class RunRecord:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
         }
+        if self.damaged:
+            out["damaged"] = self.damaged
+        return out
 
 
 class _MetaDB:
@@ -153,14 +163,36 @@ class _MetaDB:
 def _meta(row: tuple[Any, ...] | None) -> ChatMeta | None:
     if row is None:
         return None
-    return ChatMeta(row[0], row[1] or "", row[2], float(row[3]), float(row[4]), row[5], bool(row[6]))
+    try:
+        return ChatMeta(row[0], row[1] or "", row[2], float(row[3]), float(row[4]), row[5], bool(row[6]))
+    except (TypeError, ValueError) as exc:  # one damaged row must not hide the other chats
+        damaged = CorruptRecordError(
+            f"the index row of chat {row[0]!r} cannot be read: {exc}",
+            session_id=str(row[0]),
+            hint="the row was damaged outside lovia; delete the chat or restore the database from a backup",
+        )
+        title = row[1] if isinstance(row[1], str) else ""
+        return ChatMeta(str(row[0]), title, None, 0.0, 0.0, None, False, damaged=str(damaged))
 
 
 _RUN_COLUMNS = "run_id, session_id, status, usage_json, started_at, finished_at"
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
-    return RunRecord(row[0], row[1], row[2], json.loads(row[3]) if row[3] else None, float(row[4]), row[5])
+    try:
+        usage = json.loads(row[3]) if row[3] else None
+        if usage is not None and not isinstance(usage, dict):
+            raise ValueError("usage is not a JSON object")
+        finished = float(row[5]) if row[5] is not None else None
+        return RunRecord(row[0], row[1], row[2], usage, float(row[4]), finished)
+    except (TypeError, ValueError) as exc:  # one damaged record must not hide the others
+        damaged = CorruptRecordError(
+            f"the record of run {row[0]!r} cannot be read: {exc}",
+            session_id=str(row[1]),
+            run_id=str(row[0]),
+            hint="the row was damaged outside lovia; it only holds the run's usage and timing, so it is safe to ignore",
+        )
+        return RunRecord(str(row[0]), str(row[1]), str(row[2]), None, 0.0, None, damaged=str(damaged))
 
 
 class ChatStore:

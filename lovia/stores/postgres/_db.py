@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..._guard import store_hint, unencodable_key
 from ...exceptions import LoviaError, StoreError, UserError
 
 if TYPE_CHECKING:
@@ -182,7 +183,10 @@ class Database:
             if isinstance(exc, self._psycopg.DataError) and "NUL" in str(exc):
                 # Only an id can carry one: entries, meta and heads travel as JSON, where NUL is escaped.
                 hint = "PostgreSQL text cannot hold a NUL (\\x00) character: keep it out of session_id and run_id"
+            hint = store_hint(exc, hint)
             raise StoreError(f"{self.where}: PostgreSQL error while {doing}: {describe(exc)}", hint=hint) from exc
+        except UnicodeEncodeError as exc:  # content is cleaned before this point: only a key can hold it
+            raise unencodable_key(exc) from exc
         except Exception as exc:
             if type(exc).__module__.startswith("psycopg_pool"):
                 raise StoreError(

@@ -21,6 +21,7 @@ from ...checkpointer import Lease, RunHead, RunInfo, RunSnapshot, RunStatus
 from ...transcript import TranscriptEntry
 from .. import _leases
 from .._codec import checksum, decode_entries, decode_head, encode_entries, verify_checksum
+from .._listing import run_info
 from .._maintenance import check_non_negative
 from ._db import Database
 
@@ -131,13 +132,7 @@ class PostgresCheckpointer:
         async with self._db.connection("listing runs") as conn:
             cur = await conn.execute(self._sql["list"], {"status": status, "limit": limit, "offset": offset})
             rows = await cur.fetchall()
-        infos = []
-        for run_id, head_json, count in rows:
-            head = decode_head(run_id, head_json)
-            infos.append(
-                RunInfo(run_id, head.agent_name, head.status, head.turns, int(count), head.started_at, head.updated_at)
-            )
-        return infos
+        return [run_info(r, head, count, status=st, updated_at=stamp) for r, head, count, st, stamp in rows]
 
     async def acquire_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease:
         """Claim the run; raises :class:`~lovia.exceptions.RunBusy` while another live lease holds it."""
@@ -223,7 +218,7 @@ def _statements(db: Database) -> dict[str, Any]:
         "delete_turns": q("DELETE FROM {turns} WHERE run_id = %s"),
         "delete_lease": q(f"DELETE FROM {{leases}} WHERE run_id = %s AND expires_at <= {_NOW}"),
         "list": q(
-            "SELECT run_id, head_json, entry_count FROM {heads} "
+            "SELECT run_id, head_json, entry_count, status, updated_at FROM {heads} "
             "WHERE %(status)s::text IS NULL OR status = %(status)s::text "
             "ORDER BY updated_at DESC, run_id DESC LIMIT %(limit)s OFFSET %(offset)s"
         ),

@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from ..._guard import store_hint, unencodable_key
 from ...exceptions import LoviaError, StoreError
 from ._schema import Component, ensure_schema
 
@@ -161,9 +162,11 @@ class _FastWriter:
             if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
                 raise _Busy from exc
             raise _store_error(path, exc) from exc
-        except BaseException:
+        except BaseException as exc:
             if conn.in_transaction:
                 conn.rollback()
+            if isinstance(exc, UnicodeEncodeError):
+                raise unencodable_key(exc) from exc
             raise
         self.commits += 1
         return result
@@ -172,7 +175,7 @@ class _FastWriter:
 def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
     return StoreError(
         f"SQLite error on {path}: {exc}",
-        hint="check that the file is a lovia database, writable, and not on a network filesystem",
+        hint=store_hint(exc, "check that the file is a lovia database, writable, and not on a network filesystem"),
     )
 
 
@@ -233,6 +236,8 @@ class _Worker:
             raise
         except sqlite3.Error as exc:
             raise _store_error(self.path, exc) from exc
+        except UnicodeEncodeError as exc:  # content is cleaned before this point: only a key can hold it
+            raise unencodable_key(exc) from exc
 
     def _open(self) -> sqlite3.Connection:
         try:

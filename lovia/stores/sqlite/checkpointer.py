@@ -24,6 +24,7 @@ from ...exceptions import CorruptRecordError
 from ...transcript import TranscriptEntry
 from .. import _leases
 from .._codec import checksum, decode_entries, decode_head, encode_entries, verify_checksum
+from .._listing import run_info
 from .._maintenance import check_non_negative
 from ._db import Database, read, write
 
@@ -110,7 +111,7 @@ def _delete(conn: sqlite3.Connection, run_id: str) -> None:
 
 
 _LIST_SQL = """
-SELECT run_id, head_json, entry_count
+SELECT run_id, head_json, entry_count, updated_at
 FROM snapshot_heads
 WHERE ? IS NULL OR (json_valid(head_json) AND json_extract(head_json, '$.status') = ?)
 ORDER BY updated_at DESC, run_id DESC
@@ -120,13 +121,7 @@ LIMIT ? OFFSET ?
 
 def _list(conn: sqlite3.Connection, status: str | None, limit: int, offset: int) -> list[RunInfo]:
     rows = conn.execute(_LIST_SQL, (status, status, limit, offset)).fetchall()
-    infos = []
-    for run_id, head_json, count in rows:
-        head = decode_head(run_id, head_json)
-        infos.append(
-            RunInfo(run_id, head.agent_name, head.status, head.turns, int(count), head.started_at, head.updated_at)
-        )
-    return infos
+    return [run_info(str(run_id), head_json, count, updated_at=stamp) for run_id, head_json, count, stamp in rows]
 
 
 class SQLiteCheckpointer:

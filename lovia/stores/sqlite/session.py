@@ -22,6 +22,7 @@ from ...session import Segment, SessionInfo, new_run_id
 from ...transcript import TranscriptEntry
 from .._codec import checksum, decode_entries, decode_meta, encode_entries, encode_meta, verify_checksum
 from .._history import HistoryCache, HistoryState
+from .._listing import session_info
 from .._maintenance import check_non_negative, plan_rewind, trim_entries
 from ._db import Database, read, write
 
@@ -117,7 +118,8 @@ def _clear(conn: sqlite3.Connection, session_id: str) -> None:
 _LIST_SQL = """
 SELECT session_id, COUNT(*),
        SUM(CASE WHEN json_valid(entries_json) THEN json_array_length(entries_json) ELSE 0 END),
-       MIN(created_at), MAX(created_at), MAX(id) AS last_id
+       MIN(created_at), MAX(created_at), MAX(id) AS last_id,
+       SUM(CASE WHEN json_valid(entries_json) AND json_type(entries_json) = 'array' THEN 0 ELSE 1 END)
 FROM session_runs
 WHERE ? IS NULL OR instr(session_id, ?) > 0
 GROUP BY session_id
@@ -247,7 +249,7 @@ class SQLiteSession:
         check_non_negative(limit=limit, offset=offset)
         rows = await self._db.run(lambda conn: conn.execute(_LIST_SQL, (query, query, limit, offset)).fetchall())
         return [
-            SessionInfo(sid, runs, int(count or 0), created, updated) for sid, runs, count, created, updated, _ in rows
+            session_info(sid, runs, count, created, updated, bad) for sid, runs, count, created, updated, _, bad in rows
         ]
 
     async def close(self) -> None:

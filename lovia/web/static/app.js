@@ -126,6 +126,11 @@ function sessionItem(meta) {
   const name = document.createElement("span");
   name.className = "name";
   name.textContent = meta.title || "Untitled chat";
+  if (meta.damaged) {
+    li.classList.add("damaged"); // listed, not hidden: its id and what to do
+    name.textContent = `⚠ damaged chat ${meta.id}`;
+    li.title = meta.damaged;
+  }
   const actions = document.createElement("span");
   actions.className = "actions";
   const pin = document.createElement("button");

@@ -73,6 +73,7 @@ from ..transcript import (
     unanswered_tool_calls,
 )
 from ..usage import add_model_usage, usage_meta
+from ..workspace._attach import attach_workspace
 from .assemble import TurnAssembler
 from .cancel import cancel_scope
 from .model_call import call_model
@@ -248,16 +249,12 @@ class RunLoop:
 
     async def _activate(self, agent: Agent[Any]) -> None:
         """Resolve provider, plugins, tools and output contract for the active agent."""
-        if agent.workspace is not None:
-            raise UserError(
-                f"agent {agent.name!r} sets a workspace, which this version of lovia does not support",
-                hint="give the agent file or shell tools of your own and leave workspace=None",
-            )
         self.agent = agent
         self.ctx.agent = agent
         self.provider = self._provider_for(agent)
         self.plugins = await self._setup_plugins(agent)
         self.tools = self._tools_for(agent)
+        await attach_workspace(self, agent)
         output_type = self.spec.output_type if self.spec.output_type is not None else agent.output_type
         self.output = None if output_type is str else OutputSpec(output_type)
         self.native_output = bool(self.output and self.output.is_object and self.provider.supports_json_schema)

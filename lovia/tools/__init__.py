@@ -1,4 +1,5 @@
-"""Tools: the ``@tool`` decorator, the ``Tool`` type, and helpers for running and rendering calls."""
+"""Tools: the ``@tool`` decorator, the ``Tool`` type, helpers for running and rendering calls, and the
+built-in tools (``web_fetch``, ``web_search``, ``now``, ``current_date``, ``ask_human``, ``fence``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,19 @@ from ._tool import (
     tool,
     truncate_tool_output,
 )
+from .fence import FENCE_NOTE, fence
+from .human import HumanChannel, HumanQuestion, QuestionOption, ask_human
+from .page import HttpReader, Page, PageImage, PageReader, html_to_markdown, web_fetch
+from .search import (
+    DuckDuckGoSearch,
+    SearchResult,
+    TavilySearch,
+    WebSearch,
+    duckduckgo_search,
+    tavily_search,
+    web_search,
+)
+from .time import current_date, now
 
 
 def __getattr__(name: str) -> object:
@@ -30,7 +44,28 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "FENCE_NOTE",
     "RERUN",
+    "DuckDuckGoSearch",
+    "HttpReader",
+    "HumanChannel",
+    "HumanQuestion",
+    "Page",
+    "PageImage",
+    "PageReader",
+    "QuestionOption",
+    "SearchResult",
+    "TavilySearch",
+    "WebSearch",
+    "ask_human",
+    "current_date",
+    "duckduckgo_search",
+    "fence",
+    "html_to_markdown",
+    "now",
+    "tavily_search",
+    "web_fetch",
+    "web_search",
     "ApprovalPredicate",
     "Tool",
     "ToolInvoker",

@@ -36,7 +36,6 @@ def _fd_path(fd: int) -> str | None:
 def _verify(fd: int, expected: Path, shown: str) -> None:
     real = _fd_path(fd)
     if real is not None and real != str(expected):
-        os.close(fd)
         raise WorkspaceError(
             f"{shown!r} changed while it was being opened",
             hint="the path was swapped (for example by a symlink); retry",
@@ -69,7 +68,11 @@ def open_regular(path: Path, shown: str) -> tuple[int, os.stat_result]:
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (device, FIFO or socket)"
         hint = "use list_files for directories" if stat.S_ISDIR(st.st_mode) else "only regular files can be read"
         raise WorkspaceError(f"{shown!r} is {kind}", hint=hint)
-    _verify(fd, path, shown)
+    try:
+        _verify(fd, path, shown)
+    except WorkspaceError:
+        os.close(fd)
+        raise
     return fd, st
 
 
@@ -122,6 +125,23 @@ def existing_kind(path: Path) -> str | None:
     return "other"
 
 
+def make_dir(path: Path, shown: str) -> None:
+    """Create one directory inside its pinned (verified) parent."""
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC)
+    except OSError as exc:
+        raise _os_error(exc, shown) from None
+    try:
+        _verify(dir_fd, path.parent, shown)
+        os.mkdir(path.name, dir_fd=dir_fd)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise _os_error(exc, shown) from None
+    finally:
+        os.close(dir_fd)
+
+
 def atomic_write(path: Path, data: bytes, shown: str) -> None:
     """Write ``data`` to a temporary sibling in the pinned parent directory, then rename it into place."""
     parent = path.parent
@@ -135,7 +155,10 @@ def atomic_write(path: Path, data: bytes, shown: str) -> None:
         mode = 0o644
         with contextlib.suppress(OSError):
             mode = stat.S_IMODE(os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dir_fd)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dir_fd)
+        except OSError as exc:
+            raise _os_error(exc, shown) from None
         try:
             view = memoryview(data)
             while view:

@@ -8,6 +8,7 @@ never loosen the static command rules. ``python -c`` payloads and ``$(...)`` are
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 
 from .policy import FileOp, split_command
 
@@ -33,8 +34,11 @@ def _words(segment: str) -> list[str]:
         return segment.split()
 
 
-def extract_path_claims(command: str) -> list[tuple[FileOp, str]]:
-    """``(op, path)`` pairs named by ``command``: redirect targets as writes, path-like words as reads."""
+def extract_path_claims(command: str, *, exists: Callable[[str], bool] | None = None) -> list[tuple[FileOp, str]]:
+    """``(op, path)`` pairs named by ``command``: redirect targets as writes, path-like words as reads.
+
+    ``exists`` (optional) also turns bare words that name an existing file (``cat notes``) into reads.
+    """
     claims: list[tuple[FileOp, str]] = []
     for segment in split_command(command):
         words = _words(segment)
@@ -46,6 +50,8 @@ def extract_path_claims(command: str) -> list[tuple[FileOp, str]]:
                 claims.append(("read", word))
             elif prev in _SKIP_OPS or word in _WRITE_OPS or word in _READ_OPS or word in _SKIP_OPS:
                 continue
-            elif i > 0 and _looks_like_path(word):
+            elif i > 0 and (
+                _looks_like_path(word) or (exists is not None and not word.startswith("-") and exists(word))
+            ):
                 claims.append(("read", word.split("=", 1)[1] if word.startswith("--") else word))
     return [(op, p) for op, p in claims if p and p != "/dev/null"]

@@ -72,6 +72,15 @@ def _glob_matches(rx: re.Pattern[str], pattern: str, rel: str) -> bool:
     return rx.match(target) is not None
 
 
+def _printable(name: str) -> str:
+    """A file name that is not valid UTF-8 shown with escapes (it must fit in a JSON transcript)."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 @dataclass(eq=False)
 class LocalWorkspaceSession:
     """A live workspace on the local disk: files under ``root``, commands via the system shell."""
@@ -162,7 +171,7 @@ class LocalWorkspaceSession:
             return verdict
         base = self._resolve(cwd).abs
         claims: list[Decision] = []
-        for op, claimed in extract_path_claims(command):
+        for op, claimed in extract_path_claims(command, exists=lambda w: os.path.lexists(base / w)):
             try:
                 claims.append(self._decide(self._resolve(claimed, base=base), op))
             except WorkspaceError:
@@ -254,14 +263,7 @@ class LocalWorkspaceSession:
                 raise PermissionDeniedError(
                     f"creating the directories for {rp.display()!r} is denied", hint="write inside an allowed folder"
                 )
-            try:
-                os.mkdir(directory)
-            except FileExistsError:
-                pass
-            except OSError as exc:
-                raise WorkspaceError(
-                    f"cannot create {directory.name!r}: {exc.strerror}", hint="check the path"
-                ) from None
+            _files.make_dir(directory, rp.display())
 
     async def edit_text(self, path: str, old: str, new: str, *, replace_all: bool = False) -> EditResult:
         """Replace the exact text ``old`` by ``new`` (exactly one match unless ``replace_all``)."""
@@ -327,7 +329,7 @@ class LocalWorkspaceSession:
                 if not ok:
                     continue
                 is_dir = entry.is_dir(follow_symlinks=False)
-                yield path, rel if rel is not None else path.as_posix(), is_dir
+                yield path, _printable(rel if rel is not None else path.as_posix()), is_dir
                 if is_dir:
                     subdirs.append(path)
             stack.extend(reversed(subdirs))

@@ -47,7 +47,10 @@ def resolve_path(root: Path, path: str, *, base: Path | None = None) -> Resolved
     real_root = Path(os.path.realpath(root))
     expanded = os.path.expanduser(path) if path.startswith("~") else path
     joined = expanded if os.path.isabs(expanded) else os.path.join(base if base is not None else real_root, expanded)
-    landed = Path(os.path.realpath(joined))
+    try:
+        landed = Path(os.path.realpath(joined))
+    except OSError:  # a component changed while it was being resolved (a racing symlink swap)
+        raise WorkspaceError(f"{path!r} changed while it was being resolved", hint="retry the call") from None
     rel: str | None
     if landed == real_root:
         rel = "."

@@ -106,12 +106,13 @@ def path_pattern_matches(pattern: str, *, rel: str | None, abs_posix: str, fold_
 
     if pattern.startswith(("/", "~")):
         pat = _expand(pattern)
-        return any(eq(prefix, pat) for prefix in _prefixes(abs_posix)) or eq(abs_posix, pat)
+        return any(eq(prefix, pat) or eq(prefix, pat.removesuffix("/**")) for prefix in _prefixes(abs_posix))
     if "/" in pattern.strip("/"):
         if rel is None:
             return False
         pat = pattern.strip("/").removeprefix("./")
-        return any(eq(prefix, pat) for prefix in _prefixes(rel))
+        # "dir/**" covers the directory itself too: listing it would show what is inside.
+        return any(eq(prefix, pat) or eq(prefix, pat.removesuffix("/**")) for prefix in _prefixes(rel))
     name = pattern.strip("/")
     segments = [s for s in (rel if rel is not None else abs_posix).split("/") if s and s != "."]
     return any(eq(seg, name) for seg in segments)

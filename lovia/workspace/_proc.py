@@ -7,9 +7,11 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .types import CommandResult, ProcessOutput, ProcessState, ProcessStatus
 
@@ -102,6 +104,23 @@ async def _pump(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
         capture.feed(chunk)
 
 
+async def _exited(proc: asyncio.subprocess.Process, readers: asyncio.Future[Any], timeout: float | None) -> bool:
+    """Wait for the shell itself to exit (``Process.wait`` would also wait for every pipe to close)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while proc.returncode is None:
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        if readers.done():  # output closed: the exit is imminent, wait for it properly
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.01)
+            try:
+                await asyncio.wait_for(proc.wait(), remaining)
+            except asyncio.TimeoutError:
+                return False
+            return True
+        await asyncio.sleep(0.02)
+    return True
+
+
 async def run_foreground(
     command: str, *, cwd: Path, env: Mapping[str, str], timeout: float | None, max_chars: int
 ) -> CommandResult:
@@ -120,9 +139,7 @@ async def run_foreground(
     timed_out = False
     notes: list[str] = []
     try:
-        try:
-            await asyncio.wait_for(proc.wait(), timeout)
-        except asyncio.TimeoutError:
+        if not await _exited(proc, readers, timeout):
             timed_out = True
             kill_group(proc.pid)
             await proc.wait()

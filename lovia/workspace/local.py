@@ -280,7 +280,8 @@ class LocalWorkspaceSession:
             old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
         count = text.count(old)
         if count == 0:
-            if new and new != old and new in text:
+            if len(new.strip()) >= 3 and old not in new and new in text:
+                # The replacement is there and the original is gone: a re-run of an applied edit.
                 return EditResult(ok=True, path=shown, replacements=0, changed=False, message="already applied")
             raise WorkspaceError(
                 f"the text to replace was not found in {shown!r}",

@@ -47,6 +47,8 @@ def policy() -> WorkspacePolicy:
 
 @pytest.fixture
 async def session(tree: Path, policy: WorkspacePolicy):
-    ws = LocalWorkspaceSession(root=tree, policy=policy, limits=WorkspaceLimits(max_file_read_bytes=4000), shell_timeout=20)
+    ws = LocalWorkspaceSession(
+        root=tree, policy=policy, limits=WorkspaceLimits(max_file_read_bytes=4000), shell_timeout=20
+    )
     yield ws
     await ws.close()

@@ -162,7 +162,9 @@ async def test_listing_out_of_bounds_is_denied(session, tree, path):
 
 async def test_listing_never_shows_denied_or_escaping_entries(session):
     names = {e.path.rstrip("/") for e in await session.list_files(".", include_hidden=True)}
-    assert {".env", ".env.local", "link_env", "secrets", "link_out", "hard_out", "dir_out", "dev_zero"}.isdisjoint(names)
+    assert {".env", ".env.local", "link_env", "secrets", "link_out", "hard_out", "dir_out", "dev_zero"}.isdisjoint(
+        names
+    )
     assert {"ok.txt", "sub", "fifo", "bin.dat"} <= names
     deep = {e.path for e in await session.list_files(".", pattern="**/*", include_hidden=True)}
     assert not any("secret" in p or ".env" in p for p in deep)

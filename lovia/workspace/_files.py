@@ -142,6 +142,16 @@ def make_dir(path: Path, shown: str) -> None:
         os.close(dir_fd)
 
 
+def _remove_stale_temporaries(dir_fd: int, name: str) -> None:
+    """Temporaries of an earlier write of ``name`` that was killed mid-way (writes of a session never overlap)."""
+    prefix = f".{name}.lovia-"
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(dir_fd):
+            if entry.startswith(prefix) and entry.endswith(".tmp") and len(entry) == len(prefix) + 12:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry, dir_fd=dir_fd)
+
+
 def atomic_write(path: Path, data: bytes, shown: str) -> None:
     """Write ``data`` to a temporary sibling in the pinned parent directory, then rename it into place."""
     parent = path.parent
@@ -151,6 +161,7 @@ def atomic_write(path: Path, data: bytes, shown: str) -> None:
         raise _os_error(exc, shown) from None
     try:
         _verify(dir_fd, parent, shown)
+        _remove_stale_temporaries(dir_fd, path.name)
         tmp = f".{path.name}.lovia-{uuid.uuid4().hex[:8]}.tmp"
         mode = 0o644
         with contextlib.suppress(OSError):

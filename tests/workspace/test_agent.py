@@ -27,7 +27,16 @@ def _tool_names(model: ScriptedProvider) -> set[str]:
         ("readonly", {"read_file", "list_files", "grep_files"}),
         (
             "coding",
-            {"read_file", "list_files", "grep_files", "write_file", "edit_file", "shell", "read_process_output", "kill_process"},
+            {
+                "read_file",
+                "list_files",
+                "grep_files",
+                "write_file",
+                "edit_file",
+                "shell",
+                "read_process_output",
+                "kill_process",
+            },
         ),
     ],
 )
@@ -119,7 +128,9 @@ async def test_custom_tools_reach_the_session_as_ctx_workspace(tmp_path):
         return (await ctx.workspace.read_text("data.txt")).content.strip()
 
     model = ScriptedProvider([call("answer", {}, call_id="a"), text("ok")])
-    result = await Runner.run(Agent(name="a", model=model, tools=[answer], workspace=Workspace.local(str(tmp_path))), "x")
+    result = await Runner.run(
+        Agent(name="a", model=model, tools=[answer], workspace=Workspace.local(str(tmp_path))), "x"
+    )
     assert _results(result)["a"].output == "42"
 
 
@@ -137,7 +148,9 @@ async def test_a_clashing_tool_name_is_a_user_error(tmp_path):
         """Mine."""
         return ""
 
-    agent = Agent(name="a", model=ScriptedProvider([text("x")]), tools=[read_file], workspace=Workspace.local(str(tmp_path)))
+    agent = Agent(
+        name="a", model=ScriptedProvider([text("x")]), tools=[read_file], workspace=Workspace.local(str(tmp_path))
+    )
     with pytest.raises(UserError, match="read_file"):
         await Runner.run(agent, "x")
 

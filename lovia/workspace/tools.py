@@ -242,7 +242,7 @@ def _render_file(raw: Any, ctx: Any) -> str:
 
 
 def _render_entries(raw: Any, ctx: Any) -> str:
-    lines = [e.path + (f" -> {e.symlink_target}" if e.symlink_target else "") for e in raw]
+    lines = [e.path + ("/" if e.is_dir else "") + (f" -> {e.symlink_target}" if e.symlink_target else "") for e in raw]
     if getattr(raw, "truncated", False):
         lines.append(f"[... truncated at {len(raw)} entries: narrow the path or pattern]")
     return "\n".join(lines) if lines else "(no entries)"

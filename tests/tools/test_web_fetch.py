@@ -180,3 +180,14 @@ async def test_a_custom_reader_plugs_in():
 def test_html_to_markdown_keeps_structure():
     md = html_to_markdown("<h2>T</h2><ol><li>a</li><li>b</li></ol><table><tr><td>1</td><td>2</td></tr></table>")
     assert "## T" in md and "1. a" in md and "2. b" in md and "| 1 | 2 |" in md
+
+
+async def test_unresolvable_hosts_are_left_to_the_transport():
+    import httpx
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/plain"}, text=f"hello from {request.url.host}")
+
+    reader = HttpReader(transport=httpx.MockTransport(answer))
+    page = await reader.read("https://docs.invalid/page")
+    assert page.text == "hello from docs.invalid"

@@ -134,7 +134,7 @@ async def test_edit_tolerates_crlf(root):
 async def test_list_files_direct_and_recursive(root):
     ws = await open_ws(root)
     top = [e.path for e in await ws.list_files(".")]
-    assert top == ["a.py", "notes.md", "pkg/"]
+    assert top == ["a.py", "notes.md", "pkg"]
     hidden = [e.path for e in await ws.list_files(".", include_hidden=True)]
     assert ".hidden" in hidden
     py = [e.path for e in await ws.list_files(".", pattern="**/*.py")]
@@ -290,3 +290,24 @@ async def test_closed_sessions_refuse_everything(root):
         with pytest.raises(WorkspaceClosedError):
             await op
     await ws.close()  # idempotent
+
+
+async def test_view_image_returns_an_image_part(root):
+    import base64
+    from types import SimpleNamespace
+
+    from lovia.parts import ImagePart
+    from lovia.workspace.tools import require_workspace, view_image
+
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    )
+    (root / "dot.png").write_bytes(png)
+    ctx = SimpleNamespace(workspace=await open_ws(root))
+    parts = await view_image(ctx, "dot.png")  # type: ignore[arg-type]
+    image = parts[-1]
+    assert isinstance(image, ImagePart) and image.mime_type == "image/png" and base64.b64decode(image.data) == png
+    with pytest.raises(WorkspaceError, match="does not look like an image"):
+        await view_image(ctx, "a.py")  # type: ignore[arg-type]
+    with pytest.raises(WorkspaceError, match="no workspace"):
+        require_workspace(SimpleNamespace(workspace=None))  # type: ignore[arg-type]

@@ -33,6 +33,11 @@ def tree(tmp_path: Path) -> Path:
     os.symlink("/dev/zero", root / "dev_zero")
     os.link(outside / "secret.txt", root / "hard_out")
     os.mkfifo(root / "fifo")
+    os.symlink("../outside/secret.txt", root / "rel_out")  # relative link climbing out
+    os.symlink("dir_out", root / "chain")  # inside -> inside -> outside
+    os.symlink("loop_b", root / "loop_a")
+    os.symlink("loop_a", root / "loop_b")
+    os.symlink("..", root / "sub" / "up")  # sub/up/.. is the root's parent
     (root / "bin.dat").write_bytes(b"\x00\x01\x02binary" * 10)
     (root / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
     (root / "big.txt").write_text("x" * 5000)

@@ -48,6 +48,11 @@ READS = [
     "secrets/key.pem",
     "SECRETS/key.pem",
     "sub/../secrets/key.pem",
+    "rel_out",
+    "chain/secret.txt",
+    "sub/up/../outside/secret.txt",
+    "sub/up/dir_out/secret.txt",
+    "{outside}/../root/../outside/secret.txt",
 ]
 
 BROKEN = [
@@ -61,6 +66,8 @@ BROKEN = [
     ("ok.txt\x00../../outside/secret.txt", WorkspaceError),
     ("%2e%2e/outside/secret.txt", WorkspaceError),
     ("\uff0e\uff0e/outside/secret.txt", WorkspaceError),
+    ("loop_a", WorkspaceError),
+    ("a" * 5000, WorkspaceError),
 ]
 
 WRITES = [

@@ -107,18 +107,19 @@ async def _pump(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
 async def _exited(proc: asyncio.subprocess.Process, readers: asyncio.Future[Any], timeout: float | None) -> bool:
     """Wait for the shell itself to exit (``Process.wait`` would also wait for every pipe to close)."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    while proc.returncode is None:
-        if deadline is not None and time.monotonic() >= deadline:
+    while True:
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
             return False
-        if readers.done():  # output closed: the exit is imminent, wait for it properly
-            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.01)
+        if readers.done():  # the output closed: the exit is imminent, wait for it properly
             try:
                 await asyncio.wait_for(proc.wait(), remaining)
             except asyncio.TimeoutError:
                 return False
             return True
-        await asyncio.sleep(0.02)
-    return True
+        if proc.returncode is not None:  # exited while something it started still holds the output
+            return True
+        await asyncio.wait({readers}, timeout=0.05 if remaining is None else min(0.05, remaining))
 
 
 async def run_foreground(
@@ -235,7 +236,7 @@ class BackgroundProcess:
         """After the process ended: let the reader take the remaining output."""
         if self.proc.returncode is not None and self.reader is not None:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self.reader), 0.5)
+                await asyncio.wait_for(asyncio.shield(self.reader), LINGER_SECONDS)
 
     async def kill(self) -> None:
         if self.proc.returncode is None:

@@ -300,11 +300,12 @@ class LocalWorkspaceSession:
 
     # ------------------------------------------------------------------ listing and search
 
-    def _visible(self, abs_path: Path, *, rel: str | None) -> tuple[bool, ResolvedPath | None]:
+    def _visible(self, abs_path: Path, *, rel: str | None, is_link: bool = True) -> tuple[bool, ResolvedPath | None]:
         """Whether a walked entry may be shown: never when denied, by its name or by where it lands."""
         if self.policy.is_denied(rel=rel, abs_posix=abs_path.as_posix()):
             return False, None
-        landed = self._resolve(str(abs_path))
+        # A plain entry of an already resolved directory lands where it is; only links need resolving.
+        landed = self._resolve(str(abs_path)) if is_link else ResolvedPath(raw=str(abs_path), abs=abs_path, rel=rel)
         decision = self._decide(landed, "read")
         if decision == "deny" or (not landed.inside and decision != "allow"):
             return False, landed
@@ -326,7 +327,7 @@ class LocalWorkspaceSession:
                     continue
                 path = Path(entry.path)
                 rel = self._rel(path)
-                ok, _ = self._visible(path, rel=rel)
+                ok, _ = self._visible(path, rel=rel, is_link=entry.is_symlink())
                 if not ok:
                     continue
                 is_dir = entry.is_dir(follow_symlinks=False)
@@ -431,9 +432,9 @@ class LocalWorkspaceSession:
         return ClippedList(out, truncated=False)
 
     def _grep_file(self, abs_path: Path, shown: str, rx: re.Pattern[str]) -> Iterator[tuple[int, str]]:
-        landed = self._resolve(str(abs_path))
+        landed = self._resolve(str(abs_path)).abs if os.path.islink(abs_path) else abs_path
         try:
-            data = _files.read_bytes(landed.abs, shown, limit=self.limits.max_grep_file_bytes)
+            data = _files.read_bytes(landed, shown, limit=self.limits.max_grep_file_bytes)
             text = _files.decode_text(data, shown)
         except WorkspaceError:
             return  # too large, binary, special or vanished: skipped

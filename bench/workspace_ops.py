@@ -55,7 +55,10 @@ async def timed(fn, count: int) -> float:
 
 
 async def repetition(root: Path, n: int) -> dict[str, float]:
-    ws = await Workspace.local(str(root), mode="trusted", ).open()
+    ws = await Workspace.local(
+        str(root),
+        mode="trusted",
+    ).open()
     target = root / "pkg1" / "mod1.py"
     rx = re.compile(r"TODO 3\d")
     pairs = {

@@ -122,6 +122,21 @@ async def _exited(proc: asyncio.subprocess.Process, readers: asyncio.Future[Any]
         await asyncio.wait({readers}, timeout=0.05 if remaining is None else min(0.05, remaining))
 
 
+def _release(proc: asyncio.subprocess.Process) -> None:
+    """Close our ends of the pipes that a detached leftover still holds (asyncio has no public call)."""
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        with contextlib.suppress(Exception):
+            transport.close()
+
+
+async def _reaped(proc: asyncio.subprocess.Process, limit: float = 5.0) -> None:
+    """After SIGKILL: wait (bounded) for the exit status; a detached child may hold the pipes forever."""
+    deadline = time.monotonic() + limit
+    while proc.returncode is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+
+
 async def run_foreground(
     command: str, *, cwd: Path, env: Mapping[str, str], timeout: float | None, max_chars: int
 ) -> CommandResult:
@@ -143,7 +158,7 @@ async def run_foreground(
         if not await _exited(proc, readers, timeout):
             timed_out = True
             kill_group(proc.pid)
-            await proc.wait()
+            await _reaped(proc)
         try:
             await asyncio.wait_for(asyncio.shield(readers), LINGER_SECONDS)
         except asyncio.TimeoutError:
@@ -155,11 +170,13 @@ async def run_foreground(
             readers.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await readers
+            _release(proc)
     except BaseException:  # cancelled: leave nothing behind
         kill_group(proc.pid)
         readers.cancel()
         with contextlib.suppress(BaseException):
-            await proc.wait()
+            await _reaped(proc)
+        _release(proc)
         raise
     stdout, cut_out = out.text()
     stderr, cut_err = err.text()
@@ -242,13 +259,13 @@ class BackgroundProcess:
         if self.proc.returncode is None:
             self.killed = True
         kill_group(self.proc.pid)
-        with contextlib.suppress(ProcessLookupError):
-            await self.proc.wait()
+        await _reaped(self.proc)
         await self.settle()
         if self.reader is not None and not self.reader.done():
             self.reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.reader
+            _release(self.proc)
 
     def snapshot(self) -> ProcessStatus:
         status = self.status

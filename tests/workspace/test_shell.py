@@ -196,3 +196,14 @@ async def test_a_shell_executor_runs_after_the_gates(tmp_path):
         await ws.spawn("server")
     assert executor.calls == [("make", tmp_path.resolve())]
     await ws.close()
+
+
+async def test_a_detached_child_holding_the_pipes_does_not_hang_timeout_or_kill(ws):
+    # setsid puts the child in its own session: the group kill cannot reach it, and it keeps the pipes.
+    started = time.monotonic()
+    result = await ws.run("setsid sleep 8 & sleep 30", timeout=1)
+    assert result.timed_out and time.monotonic() - started < 6
+    start = await ws.spawn("setsid sleep 8 & sleep 30")
+    began = time.monotonic()
+    out = await ws.kill_process(start.process_id)
+    assert out.status == "killed" and time.monotonic() - began < 6

@@ -72,6 +72,13 @@ def _glob_matches(rx: re.Pattern[str], pattern: str, rel: str) -> bool:
     return rx.match(target) is not None
 
 
+def _lexists(path: Path) -> bool:
+    try:
+        return os.path.lexists(path)
+    except (ValueError, OSError):  # NUL bytes, over-long names
+        return False
+
+
 def _printable(name: str) -> str:
     """A file name that is not valid UTF-8 shown with escapes (it must fit in a JSON transcript)."""
     try:
@@ -171,7 +178,7 @@ class LocalWorkspaceSession:
             return verdict
         base = self._resolve(cwd).abs
         claims: list[Decision] = []
-        for op, claimed in extract_path_claims(command, exists=lambda w: os.path.lexists(base / w)):
+        for op, claimed in extract_path_claims(command, exists=lambda w: _lexists(base / w)):
             try:
                 claims.append(self._decide(self._resolve(claimed, base=base), op))
             except WorkspaceError:

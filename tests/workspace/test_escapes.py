@@ -99,6 +99,10 @@ COMMANDS = [
     "true; cat .env.local",
     "grep -r API_KEY .env",
     "cp .env copy.txt",
+    "cat \x00 .env",
+    "cat $(echo) .env",
+    "FOO=1 cat .env",
+    "(cat .env)",
 ]
 
 

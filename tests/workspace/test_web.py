@@ -90,3 +90,79 @@ async def test_one_workspace_session_per_chat(tmp_path):
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     await sessions.aclose()
+
+
+# ---------------------------------------------------------------------- through the served app
+
+
+def _coder(root) -> Agent:
+    from lovia.transcript import InputEntry
+
+    def script(entries, tools):
+        entries = [e for e in entries if not (isinstance(e, InputEntry) and "<system-reminder>" in e.text)]
+        last_user = [e for e in entries if isinstance(e, InputEntry) and e.role == "user"][-1].text
+        answered = isinstance(entries[-1], ToolResultEntry)
+        if answered:
+            return text("done: " + entries[-1].output.splitlines()[0])
+        if last_user.startswith("make"):
+            return call("shell", {"command": "touch made.txt"}, call_id=f"c{len(entries)}")
+        if last_user.startswith("serve"):
+            return call("shell", {"command": "sleep 60", "background": True}, call_id=f"c{len(entries)}")
+        return call("read_process_output", {"process_id": "p1"}, call_id=f"c{len(entries)}")
+
+    return Agent(name="coder", model=ScriptedProvider(script), workspace=Workspace.local(str(root), mode="coding"))
+
+
+def test_web_approve_and_deny_decide_workspace_asks(tmp_path):
+    import httpx
+
+    from lovia.web import create_app
+    from tests.web.helpers import ThreadServer, sse, wait_for
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    app = create_app(_coder(root), db_path=str(tmp_path / "web.db"))
+    with ThreadServer(app) as server:
+        for decision, made in (("deny", False), ("approve", True)):
+            s = sse(server.url, "/api/chat/stream", {"message": "make a file"}, until="approval_required")
+            asked, sid = s.of("approval_required")[0], s.of("session")[0]["session_id"]
+            assert asked["name"] == "shell"
+            r = httpx.post(
+                f"{server.url}/api/chat/approve", json={"session_id": sid, "call_id": asked["id"], "decision": decision}
+            )
+            assert r.status_code == 200
+            wait_for(lambda sid=sid: not httpx.get(f"{server.url}/api/sessions/{sid}").json()["live"])
+            assert (root / "made.txt").exists() is made
+
+
+def test_web_keeps_a_chat_s_background_process_between_messages(tmp_path):
+    import httpx
+
+    from lovia.web import create_app
+    from tests.web.helpers import ThreadServer, sse, wait_for
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    app = create_app(_coder(root), db_path=str(tmp_path / "web.db"))
+    with ThreadServer(app) as server:
+        s = sse(server.url, "/api/chat/stream", {"message": "serve it"}, until="approval_required")
+        asked, sid = s.of("approval_required")[0], s.of("session")[0]["session_id"]
+        httpx.post(
+            f"{server.url}/api/chat/approve", json={"session_id": sid, "call_id": asked["id"], "decision": "approve"}
+        )
+        wait_for(lambda: not httpx.get(f"{server.url}/api/sessions/{sid}").json()["live"])
+        second = sse(server.url, "/api/chat/stream", {"message": "is it up?", "session_id": sid})
+        assert "done: p1: running" in second.text()
+        live = app.state.lovia.supervisor.workspaces.get(sid)
+        pids = [p.proc.pid for p in live._procs.values()]  # type: ignore[attr-defined]
+        assert len(pids) == 1
+        assert httpx.delete(f"{server.url}/api/sessions/{sid}").status_code == 200
+        for pid in pids:
+            wait_for(lambda pid=pid: not os.path.exists(f"/proc/{pid}") or _zombie(pid))
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    except OSError:
+        return True

@@ -232,7 +232,10 @@ class LocalWorkspaceSession:
         return FileBytes(path=rp.display(), data=data)
 
     async def write_text(self, path: str, content: str, *, create_only: bool = False) -> FileChange:
-        """Write a whole file atomically; writing the same content again changes nothing."""
+        """Write a whole file atomically; writing the same content again changes nothing.
+
+        With ``create_only``, an existing file is left alone: ``FileChange(ok=False, ...)``.
+        """
         rp = self._gate(path, "write")
         return await asyncio.to_thread(self._write_text, rp, content, create_only)
 
@@ -244,7 +247,12 @@ class LocalWorkspaceSession:
         data = content.encode("utf-8")
         if kind == "file":
             if create_only:
-                raise WorkspaceError(f"{shown!r} already exists", hint="pass create_only=false to overwrite it")
+                return FileChange(
+                    ok=False,
+                    path=shown,
+                    action="unchanged",
+                    message=f"{shown!r} already exists; pass create_only=false to overwrite it",
+                )
             try:
                 same = _files.read_bytes(rp.abs, shown, limit=max(len(data), 1)) == data
             except WorkspaceError:
@@ -273,7 +281,10 @@ class LocalWorkspaceSession:
             _files.make_dir(directory, rp.display())
 
     async def edit_text(self, path: str, old: str, new: str, *, replace_all: bool = False) -> EditResult:
-        """Replace the exact text ``old`` by ``new`` (exactly one match unless ``replace_all``)."""
+        """Replace the exact text ``old`` by ``new`` (exactly one match unless ``replace_all``).
+
+        No match, or several without ``replace_all``, is ``EditResult(ok=False, message=...)``.
+        """
         self._gate(path, "read")
         rp = self._gate(path, "write")
         return await asyncio.to_thread(self._edit_text, rp, old, new, replace_all)
@@ -290,14 +301,19 @@ class LocalWorkspaceSession:
             if len(new.strip()) >= 3 and old not in new and new in text:
                 # The replacement is there and the original is gone: a re-run of an applied edit.
                 return EditResult(ok=True, path=shown, replacements=0, changed=False, message="already applied")
-            raise WorkspaceError(
-                f"the text to replace was not found in {shown!r}",
-                hint="read the file again and copy the exact text, whitespace included",
+            return EditResult(
+                ok=False,
+                path=shown,
+                message=f"the text to replace was not found in {shown!r}: read the file again and copy the exact "
+                "text, whitespace included",
             )
         if count > 1 and not replace_all:
-            raise WorkspaceError(
-                f"the text to replace occurs {count} times in {shown!r}",
-                hint="include more surrounding lines to make it unique, or pass replace_all=true",
+            return EditResult(
+                ok=False,
+                path=shown,
+                replacements=0,
+                message=f"the text to replace occurs {count} times in {shown!r}: include more surrounding lines to "
+                "make it unique, or pass replace_all=true",
             )
         updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
         if updated == text:

@@ -114,7 +114,10 @@ async def write_file(
     ] = False,
 ) -> FileChange:
     """Create or overwrite a text file with the full content given (parent folders are created)."""
-    return await require_workspace(ctx).write_text(path, content, create_only=create_only)
+    change = await require_workspace(ctx).write_text(path, content, create_only=create_only)
+    if not change.ok:
+        raise WorkspaceError(change.message or f"{path!r} was not written", hint="read the file, then decide")
+    return change
 
 
 async def edit_file(
@@ -125,7 +128,10 @@ async def edit_file(
     replace_all: Annotated[bool, Field(default=False, description="Replace every occurrence of old.")] = False,
 ) -> EditResult:
     """Replace an exact piece of text in a file. It must occur once, unless replace_all is true."""
-    return await require_workspace(ctx).edit_text(path, old, new, replace_all=replace_all)
+    result = await require_workspace(ctx).edit_text(path, old, new, replace_all=replace_all)
+    if not result.ok:
+        raise WorkspaceError(result.message or f"the edit of {path!r} failed", hint="read the file and retry")
+    return result
 
 
 async def list_files(
@@ -276,12 +282,6 @@ def _render_process(raw: Any, ctx: Any) -> str:
     return f"{p.process_id}: {status}\n{p.output or '(no new output)'}"
 
 
-def _check_ok(raw: Any) -> Any:
-    if isinstance(raw, EditResult) and not raw.ok:
-        raise WorkspaceError(raw.message or f"the edit of {raw.path!r} failed", hint="read the file and retry")
-    return raw
-
-
 def _make(fn: Callable[..., Any], **options: Any) -> Tool[Any]:
     return tool(**options)(fn)
 
@@ -301,7 +301,6 @@ def build_tools(policy: WorkspacePolicy) -> list[Tool[Any]]:
                 edit_file,
                 needs_approval=path_needs_approval("read", "write"),
                 parallel=False,
-                result_renderer=lambda raw, ctx: _check_ok(raw).model_dump_json(),
             )
         )
     if policy.allow_shell:

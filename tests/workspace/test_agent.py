@@ -194,3 +194,21 @@ async def test_a_run_without_workspace_has_none(tmp_path):
     model = ScriptedProvider([batch(("probe", {})), text("ok")])
     result = await Runner.run(Agent(name="a", model=model, tools=[probe]), "x")
     assert list(_results(result).values())[0].output == "None"
+
+
+async def test_failed_edits_and_refused_creates_are_tool_errors(tmp_path):
+    (tmp_path / "a.txt").write_text("one\n")
+    model = ScriptedProvider(
+        [
+            batch(
+                ("edit_file", {"path": "a.txt", "old": "zzz", "new": "y"}, "e"),
+                ("write_file", {"path": "a.txt", "content": "new", "create_only": True}, "w"),
+            ),
+            text("ok"),
+        ]
+    )
+    result = await Runner.run(Agent(name="a", model=model, workspace=Workspace.local(str(tmp_path))), "x")
+    out = _results(result)
+    assert out["e"].is_error and "not found" in out["e"].output
+    assert out["w"].is_error and "already exists" in out["w"].output
+    assert (tmp_path / "a.txt").read_text() == "one\n"

@@ -96,18 +96,18 @@ async def test_write_keeps_the_file_mode(root):
 
 async def test_create_only_refuses_overwrite(root):
     ws = await open_ws(root)
-    with pytest.raises(WorkspaceError, match="already exists"):
-        await ws.write_text("a.py", "x", create_only=True)
+    refused = await ws.write_text("a.py", "x", create_only=True)
+    assert not refused.ok and refused.action == "unchanged" and "already exists" in (refused.message or "")
     assert (root / "a.py").read_text().startswith("import os")
 
 
 async def test_edit_exact_match_rules(root):
     ws = await open_ws(root)
-    with pytest.raises(WorkspaceError, match="not found"):
-        await ws.edit_text("a.py", "nothing like this", "x")
+    missing = await ws.edit_text("a.py", "nothing like this", "x")
+    assert not missing.ok and "not found" in (missing.message or "")
     (root / "dup.txt").write_text("x\nx\n")
-    with pytest.raises(WorkspaceError, match="occurs 2 times"):
-        await ws.edit_text("dup.txt", "x", "y")
+    twice = await ws.edit_text("dup.txt", "x", "y")
+    assert not twice.ok and "occurs 2 times" in (twice.message or "") and (root / "dup.txt").read_text() == "x\nx\n"
     done = await ws.edit_text("dup.txt", "x", "y", replace_all=True)
     assert done.replacements == 2 and (root / "dup.txt").read_text() == "y\ny\n"
     one = await ws.edit_text("a.py", "print('x')", "print('y')")

@@ -9,18 +9,20 @@ use it to reach internal services.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import ipaddress
 import json
+import re
 import socket
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from ..exceptions import ToolError
+from ..exceptions import ToolError, UserError
 from ._html import convert
 from ._tool import Tool
 from .fence import FENCE_NOTE, fence
@@ -77,7 +79,44 @@ def html_to_markdown(html: str, *, base_url: str = "") -> str:
     return convert(html, base_url)[0]
 
 
-def page_from_response(raw: RawResponse, *, collect_images: bool = False) -> Page:
+Converter = Literal["builtin", "markdownify"]
+_SKIPPED_TAGS = ["script", "style", "noscript", "template", "svg", "head", "iframe", "canvas"]
+
+
+def _require_markdownify() -> None:
+    try:
+        import bs4  # noqa: F401
+        import markdownify  # noqa: F401
+    except ImportError:
+        raise UserError(
+            "the markdownify converter needs the markdownify and beautifulsoup4 packages",
+            hint="pip install 'lovia[fetch]', or use the built-in converter",
+        ) from None
+
+
+def markdownify_html(html: str, *, base_url: str = "") -> str:
+    """HTML to Markdown with ``markdownify`` (``lovia[fetch]``): scripts dropped, links made absolute."""
+    _require_markdownify()
+    bs4: Any = importlib.import_module("bs4")  # optional packages, typed loosely on purpose
+    markdownify: Any = importlib.import_module("markdownify")
+
+    soup = bs4.BeautifulSoup(html, "html.parser")
+    base_tag = soup.find("base", href=True)
+    base = urljoin(base_url, str(base_tag["href"])) if base_tag is not None else base_url
+    for tag in soup(_SKIPPED_TAGS):
+        tag.decompose()
+    for attr in ("href", "src"):
+        for tag in soup.find_all(attrs={attr: True}):
+            value = str(tag[attr])
+            if value.strip().lower().startswith(("javascript:", "data:")):
+                del tag[attr]
+            else:
+                tag[attr] = urljoin(base, value)
+    text = markdownify.MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(soup)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in text.splitlines())).strip()
+
+
+def page_from_response(raw: RawResponse, *, collect_images: bool = False, converter: Converter = "builtin") -> Page:
     """Turn a downloaded response into a :class:`Page` (HTML to Markdown, JSON compacted)."""
     media = raw.content_type.split(";", 1)[0].strip().lower() or "application/octet-stream"
     charset = "utf-8"
@@ -98,6 +137,8 @@ def page_from_response(raw: RawResponse, *, collect_images: bool = False) -> Pag
         media == "application/octet-stream" and decoded.lstrip()[:15].lower().startswith(("<!doctype", "<html"))
     ):
         text, title, images = convert(decoded, raw.url)
+        if converter == "markdownify":
+            text = markdownify_html(decoded, base_url=raw.url)
         page.text, page.title = text, title
         if collect_images:
             page.images = [PageImage(url=u, alt=a) for u, a in images]
@@ -136,7 +177,13 @@ class HttpReader:
         allow_private: bool = False,
         allowed_hosts: tuple[str, ...] = (),
         transport: httpx.AsyncBaseTransport | None = None,
+        converter: Converter = "builtin",
     ) -> None:
+        if converter not in ("builtin", "markdownify"):
+            raise UserError(f"unknown converter {converter!r}", hint="use 'builtin' or 'markdownify'")
+        if converter == "markdownify":
+            _require_markdownify()  # fail at construction, not mid-run
+        self.converter: Converter = converter
         self.timeout = timeout
         self.max_bytes = max_bytes
         self.user_agent = user_agent or "lovia-web-fetch/1.0 (+https://example.invalid/lovia)"
@@ -197,7 +244,7 @@ class HttpReader:
         """Fetch ``url`` (cached for ``cache_ttl`` seconds) and convert it."""
         hit = self._cache.get(url)
         if hit is not None and time.monotonic() - hit[0] < self.cache_ttl:
-            return page_from_response(hit[1], collect_images=images)
+            return page_from_response(hit[1], collect_images=images, converter=self.converter)
         try:
             raw = await self._download(url)
         except httpx.TimeoutException:
@@ -211,7 +258,7 @@ class HttpReader:
             self._cache.move_to_end(url)
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
-        return page_from_response(raw, collect_images=images)
+        return page_from_response(raw, collect_images=images, converter=self.converter)
 
 
 def render_page(page: Page) -> str:

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lovia.exceptions import ToolError
+from lovia.exceptions import ToolError, UserError
 from lovia.tools import HttpReader, Page, html_to_markdown, web_fetch
 
 HTML = """<!doctype html><html><head><title>Guide</title><base href="/docs/">
@@ -191,3 +191,29 @@ async def test_unresolvable_hosts_are_left_to_the_transport():
     reader = HttpReader(transport=httpx.MockTransport(answer))
     page = await reader.read("https://docs.invalid/page")
     assert page.text == "hello from docs.invalid"
+
+
+async def test_the_markdownify_converter_is_an_opt_in_extra(server):
+    reader = local_reader(converter="markdownify")
+    page = await reader.read(f"{server}/page")
+    assert page.title == "Guide" and "# Example Guide" in page.text
+    assert f"[intro]({server}/docs/intro.html)" in page.text and "alert" not in page.text
+    assert "javascript:" not in page.text and "data:image" not in page.text
+    with pytest.raises(UserError, match="unknown converter"):
+        HttpReader(converter="lxml")  # type: ignore[arg-type]
+
+
+def test_a_missing_fetch_extra_is_a_user_error_with_the_hint(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_markdownify(name, *args, **kwargs):
+        if name == "markdownify":
+            raise ImportError("no markdownify here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_markdownify)
+    with pytest.raises(UserError) as info:
+        HttpReader(converter="markdownify")
+    assert "lovia[fetch]" in (info.value.hint or "")

@@ -50,6 +50,7 @@ def turn_for(scenario: str, root: Path):
 async def main(scenario: str, db: str, root: str, phase: str) -> None:
     root_path = Path(root)
     if phase == "kill" and scenario in ("write", "edit"):
+        sys.setswitchinterval(0.0005)  # let the watchdog thread in often while the write runs
         threading.Thread(target=watchdog, args=(root_path, "big.txt"), daemon=True).start()
     model = ScriptedProvider(turn_for(scenario, root_path))
     agent = Agent(

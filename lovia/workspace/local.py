@@ -72,6 +72,9 @@ def _glob_matches(rx: re.Pattern[str], pattern: str, rel: str) -> bool:
     return rx.match(target) is not None
 
 
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)(?:[+*]|\{\d*,)")
+
+
 def _lexists(path: Path) -> bool:
     try:
         return os.path.lexists(path)
@@ -425,6 +428,13 @@ class LocalWorkspaceSession:
     ) -> list[GrepMatch]:
         """Lines matching a regular expression in text files under ``path`` (denied files never searched)."""
         rp = self._gate(path, "read")
+        if _NESTED_QUANTIFIER.search(pattern):
+            # The search runs on a worker thread that cannot be interrupted: refuse the classic
+            # catastrophic-backtracking shapes rather than burn a core for minutes.
+            raise WorkspaceError(
+                "the pattern repeats a group that itself repeats (like (a+)+), which can take forever to match",
+                hint="simplify the regular expression, e.g. a+ instead of (a+)+",
+            )
         try:
             rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:

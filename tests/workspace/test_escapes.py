@@ -305,3 +305,12 @@ async def test_non_utf8_file_names_are_listed_without_breaking(session, tree):
     assert any(e.path.startswith("caf") for e in entries)
     for entry in entries:
         entry.model_dump_json()  # serialisable for the transcript
+
+
+@pytest.mark.parametrize("pattern", ["(a+)+$", "(a*)*b", r"(\w+\s?)*$", "(x+x+)+y"])
+async def test_catastrophic_regexes_are_refused_before_they_run(session, tree, pattern):
+    (tree / "aaa.txt").write_text("a" * 40 + "!\n")
+    with pytest.raises(WorkspaceError, match="take forever") as info:
+        await session.grep(pattern)
+    assert info.value.hint
+    assert [m.path for m in await session.grep(r"a{40}!")] == ["aaa.txt"]

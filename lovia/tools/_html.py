@@ -9,6 +9,8 @@ from urllib.parse import urljoin
 _SKIP = {"script", "style", "noscript", "template", "svg", "head", "iframe", "canvas", "form", "button", "select"}
 _BLOCK = {"p", "div", "section", "article", "main", "header", "footer", "nav", "aside", "figure", "figcaption",
           "table", "tr", "ul", "ol", "dl", "dt", "dd", "blockquote", "pre", "hr", "address", "details", "summary"}  # fmt: skip
+_INLINE = {"strong": "**", "b": "**", "em": "*", "i": "*"}
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _NESTED_ITEM = re.compile(r"^ +(?:- |\d+\. )")
 _VOID = {"br", "img", "hr", "meta", "link", "input", "source", "area", "base", "col", "embed", "wbr"}
 
@@ -72,52 +74,39 @@ class _Converter(HTMLParser):
             self.images.append((url, alt))
 
     # -- parser callbacks
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:  # noqa: C901
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = {k: (v or "") for k, v in attrs}
-        if tag == "base" and a.get("href"):
-            self.base = urljoin(self.base, a["href"])
+        self._head_tag(tag, a)
         if tag == "title":
             self.in_title = True
-            return
-        if tag == "meta" and a.get("property", a.get("name", "")).lower() in ("og:image", "og:image:url"):
-            self._image(a.get("content"), "og:image")
-        if tag == "source" and a.get("srcset"):
-            self._image(largest_srcset(a["srcset"]), "")
-        if tag in _SKIP:
+        elif tag in _SKIP:
             if tag not in _VOID:
                 self.skip += 1
-            return
-        if self.skip:
-            return
-        if tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+        elif not self.skip:
+            self._open(tag, a)
+
+    def _head_tag(self, tag: str, a: dict[str, str]) -> None:
+        """Tags that matter wherever they are (even inside skipped ``<head>``): base URL and images."""
+        if tag == "base" and a.get("href"):
+            self.base = urljoin(self.base, a["href"])
+        elif tag == "meta" and a.get("property", a.get("name", "")).lower() in ("og:image", "og:image:url"):
+            self._image(a.get("content"), "og:image")
+        elif tag == "source" and a.get("srcset"):
+            self._image(largest_srcset(a["srcset"]), "")
+
+    def _open(self, tag: str, a: dict[str, str]) -> None:
+        marker = self._inline_marker(tag)
+        if tag in _HEADINGS:
             self._block()
             self._emit("#" * int(tag[1]) + " ")
         elif tag in _BLOCK:
-            self._block()
-            if tag == "pre":
-                self.pre += 1
-                self._emit("```\n")
-            elif tag == "blockquote":
-                self._emit("> ")
-            elif tag in ("ul", "ol"):
-                self.lists.append([tag == "ol", 0])
-            elif tag == "hr":
-                self._emit("---")
+            self._open_block(tag)
         elif tag == "li":
-            self._emit("\n" + "  " * max(len(self.lists) - 1, 0))
-            if self.lists and self.lists[-1][0]:
-                self.lists[-1][1] += 1
-                self._emit(f"{self.lists[-1][1]}. ")
-            else:
-                self._emit("- ")
+            self._open_item()
         elif tag == "br":
             self._emit("\n")
-        elif tag in ("strong", "b"):
-            self._emit("**")
-        elif tag in ("em", "i"):
-            self._emit("*")
-        elif tag == "code" and not self.pre:
-            self._emit("`")
+        elif marker is not None:
+            self._emit(marker)
         elif tag in ("td", "th"):
             self._emit(" | " if self.cell else "| ")
             self.cell += 1
@@ -125,45 +114,67 @@ class _Converter(HTMLParser):
             self.href.append(self._url(a.get("href")))
             self.link_text.append([])
         elif tag == "img":
-            src = a.get("src") or ""
-            best = largest_srcset(a["srcset"]) if a.get("srcset") else None
-            self._image(best or src, a.get("alt", ""))
-            url = self._url(src or best)
-            if url:
-                self._emit(f"![{a.get('alt', '').strip()}]({url})")
+            self._open_img(a)
+
+    def _open_block(self, tag: str) -> None:
+        self._block()
+        if tag == "pre":
+            self.pre += 1
+            self._emit("```\n")
+        elif tag == "blockquote":
+            self._emit("> ")
+        elif tag in ("ul", "ol"):
+            self.lists.append([tag == "ol", 0])
+        elif tag == "hr":
+            self._emit("---")
+
+    def _open_item(self) -> None:
+        self._emit("\n" + "  " * max(len(self.lists) - 1, 0))
+        if self.lists and self.lists[-1][0]:
+            self.lists[-1][1] += 1
+            self._emit(f"{self.lists[-1][1]}. ")
+        else:
+            self._emit("- ")
+
+    def _open_img(self, a: dict[str, str]) -> None:
+        src = a.get("src") or ""
+        best = largest_srcset(a["srcset"]) if a.get("srcset") else None
+        self._image(best or src, a.get("alt", ""))
+        url = self._url(src or best)
+        if url:
+            self._emit(f"![{a.get('alt', '').strip()}]({url})")
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
             self.in_title = False
-            return
-        if tag in _SKIP:
+        elif tag in _SKIP:
             self.skip = max(self.skip - 1, 0)
-            return
-        if self.skip:
-            return
-        if tag == "a" and self.link_text:
+        elif not self.skip:
+            self._close(tag)
+
+    def _inline_marker(self, tag: str) -> str | None:
+        if tag == "code":
+            return None if self.pre else "`"
+        return _INLINE.get(tag)
+
+    def _close(self, tag: str) -> None:
+        marker = self._inline_marker(tag)
+        if marker is not None:
+            self._emit(marker)
+        elif tag == "a" and self.link_text:
             text = "".join(self.link_text.pop()).strip()
             href = self.href.pop()
             self._emit(f"[{text}]({href})" if href and text else text)
-        elif tag in ("strong", "b"):
-            self._emit("**")
-        elif tag in ("em", "i"):
-            self._emit("*")
-        elif tag == "code" and not self.pre:
-            self._emit("`")
         elif tag == "pre":
             self.pre = max(self.pre - 1, 0)
             self._emit("\n```")
             self._block()
-        elif tag in ("ul", "ol"):
-            if self.lists:
-                self.lists.pop()
-            self._block()
         elif tag == "tr":
-            self._emit(" |" if self.cell else "")
+            self._emit((" |" if self.cell else "") + "\n")
             self.cell = 0
-            self._emit("\n")
-        elif tag in _BLOCK or tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+        elif tag in ("ul", "ol") or tag in _BLOCK or tag in _HEADINGS:
+            if tag in ("ul", "ol") and self.lists:
+                self.lists.pop()
             self._block()
 
     def handle_data(self, data: str) -> None:

@@ -212,3 +212,30 @@ async def test_failed_edits_and_refused_creates_are_tool_errors(tmp_path):
     assert out["e"].is_error and "not found" in out["e"].output
     assert out["w"].is_error and "already exists" in out["w"].output
     assert (tmp_path / "a.txt").read_text() == "one\n"
+
+
+async def test_with_workspace_extends_a_frozen_activation(tmp_path):
+    """The hook for a loop whose activation is an immutable value (fields agent, tools, plugins)."""
+    from dataclasses import dataclass
+
+    from lovia.run_context import RunContext
+    from lovia.workspace._attach import with_workspace
+
+    @dataclass(frozen=True)
+    class Active:
+        agent: Agent
+        tools: dict
+        plugins: tuple
+
+    agent = Agent(name="a", model=ScriptedProvider([]), workspace=Workspace.local(str(tmp_path)))
+    ctx = RunContext(context=None, agent=agent, run_id="r1")
+    closers: list = []
+    first = await with_workspace(Active(agent, {}, ()), ctx, closers)
+    assert {"read_file", "shell"} <= set(first.tools) and "## Workspace" in first.plugins[-1].instructions
+    assert ctx.workspace is not None and len(closers) == 1
+    again = await with_workspace(Active(agent, {}, ()), ctx, closers)  # a handoff back: same session
+    assert len(closers) == 1 and again.tools.keys() == first.tools.keys()
+    plain = Agent(name="b", model=ScriptedProvider([]))
+    untouched = Active(plain, {}, ())
+    assert await with_workspace(untouched, ctx, closers) is untouched and ctx.workspace is None
+    await closers[0]()

@@ -10,7 +10,7 @@ from ..events import Event, OutputDiscarded, ReasoningDelta, TextDelta
 from ..exceptions import ContextOverflowError
 from ..providers.base import ModelSettings, Provider, ToolDefinition
 from ..reliability import RetryPolicy
-from ..tracing import record_model_response
+from ..tracing import Tracer, record_model_response
 from ..transcript import EntryCompletedDelta, FinishDelta, ToolCallDelta, TranscriptEntry, UsageDelta
 from ..transcript import ReasoningDelta as ProviderReasoningDelta
 from ..transcript import TextDelta as ProviderTextDelta
@@ -30,7 +30,7 @@ async def call_model(
     settings: ModelSettings,
     retry: RetryPolicy | None,
     emit: Callable[[Event], Awaitable[None]],
-    tracer: Any,
+    tracer: Tracer,
     turn: int,
 ) -> TurnAssembler:
     """Stream one response into a :class:`TurnAssembler`.

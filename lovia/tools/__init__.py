@@ -22,6 +22,7 @@ from ._tool import (
 from .fence import FENCE_NOTE, fence
 from .human import HumanChannel, HumanQuestion, QuestionOption, ask_human
 from .page import HttpReader, Page, PageImage, PageReader, html_to_markdown, web_fetch
+from .recall import make_recall_tool, recall_tool_result
 from .search import (
     DuckDuckGoSearch,
     SearchResult,
@@ -32,16 +33,6 @@ from .search import (
     web_search,
 )
 from .time import current_date, now
-
-
-def __getattr__(name: str) -> object:
-    # recall imports the context package, which imports tools: resolve it on first use.
-    if name == "make_recall_tool":
-        from .recall import make_recall_tool
-
-        return make_recall_tool
-    raise AttributeError(f"module 'lovia.tools' has no attribute {name!r}")
-
 
 __all__ = [
     "FENCE_NOTE",
@@ -72,6 +63,7 @@ __all__ = [
     "make_recall_tool",
     "now",
     "parse_arguments",
+    "recall_tool_result",
     "render_tool_result",
     "result_to_text",
     "run_tool",

@@ -66,3 +66,25 @@ def test_hostile_input_example():
     assert "1. status=completed answer='done \ufffd' tool result='you said x\ufffdy'" in out
     assert "2. caught LoviaKeyError (a KeyError too: True), status=failed" in out and "hint: " in out
     assert "3. surrogates: completed" in out and "3. buggy: DAMAGED" in out and "(hint:" in out
+
+
+def _run_example(name: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name)], capture_output=True, text=True, timeout=120, check=True
+    )
+    return proc.stdout
+
+
+def test_workspace_agent_example():
+    out = _run_example("workspace_agent.py")
+    assert "'cat .env' is denied by the workspace policy" in out and "do-not-show" not in out
+    assert "the call to 'shell' was not approved" in out
+    assert "tests passed" in out and "app.py now: return sum(prices)" in out
+    assert "started background process p1" in out
+
+
+def test_builtin_tools_example():
+    out = _run_example("builtin_tools.py")
+    assert "--- BEGIN EXTERNAL CONTENT (reference material) ---" in out and "# v2" in out
+    assert "refused to fetch 'http://127.0.0.1:" in out
+    assert "[ask_human] yes" in out and "answer: Summary published." in out

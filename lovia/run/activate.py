@@ -51,11 +51,6 @@ class Active:
 
 async def activate(agent: Agent[Any], options: RunOptions, scope: RunScope) -> Active:
     """Resolve ``agent`` for a run: providers it builds and plugins it sets up belong to ``scope``."""
-    if agent.workspace is not None:
-        raise UserError(
-            f"agent {agent.name!r} sets a workspace, which this version of lovia does not support",
-            hint="give the agent file or shell tools of your own and leave workspace=None",
-        )
     provider = _provider_for(agent, scope)
     plugins = await setup_plugins(agent)
     scope.closers.extend(instance.aclose for instance in plugins)

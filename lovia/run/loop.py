@@ -54,6 +54,7 @@ from ..transcript import (
     input_to_entries,
     unanswered_tool_calls,
 )
+from ..workspace._attach import with_workspace
 from .activate import Active, activate, system_entry
 from .cancel import cancel_scope
 from .finish import append_session, replay_agent, revive_output, run_result, save_completed, save_failed
@@ -160,7 +161,8 @@ class RunLoop:
 
     async def _activate(self, agent: Agent[Any]) -> Active:
         self.state.switch_to(agent)
-        self.active = await activate(agent, self.options, self.scope)
+        active = await activate(agent, self.options, self.scope)
+        self.active = await with_workspace(active, self.state.ctx, self.scope.closers)
         return self.active
 
     async def _input_guardrails(self, active: Active) -> None:

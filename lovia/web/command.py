@@ -53,6 +53,16 @@ def add_web_parser(sub: Any) -> argparse.ArgumentParser:
     web.add_argument("--title", default="lovia", help="page title")
     web.add_argument("--max-turns", type=int, default=50, help="turn limit per run")
     web.add_argument("--log-level", default="info", help="uvicorn log level")
+    where = web.add_mutually_exclusive_group()
+    where.add_argument("--workspace", metavar="DIR", help="the agent's workspace folder (default: the current folder)")
+    where.add_argument("--no-workspace", action="store_true", help="serve the agent without file and shell tools")
+    mode = web.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--readonly", action="store_const", const="readonly", dest="workspace_mode", help="no writes, no shell"
+    )
+    mode.add_argument(
+        "--trusted", action="store_const", const="trusted", dest="workspace_mode", help="run commands unasked"
+    )
     web.add_argument(
         "--check", action="store_true", help="probe the configured model endpoint(s) and exit (does not serve)"
     )
@@ -67,8 +77,9 @@ def run_web(args: argparse.Namespace) -> int:
         return run_check(args.app)
     from .agents import load_app
     from .server import serve
+    from .workspaces import served_with_workspace
 
-    agents = load_app(args.app) if args.app else None
+    agents = served_with_workspace(load_app(args.app) if args.app else None, args)
     serve(
         agents,
         host=args.host,

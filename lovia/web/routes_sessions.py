@@ -192,6 +192,7 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
         await sup.stop(session_id)
         async with sup.lock(session_id):
             await store.delete(session_id)
+        await sup.workspaces.close(session_id)
         sup.hub.publish("session_deleted", {"session_id": session_id})
         return {"deleted": session_id}
 

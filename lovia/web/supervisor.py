@@ -40,6 +40,7 @@ from ..transcript import (
 from .events_hub import EventHub
 from .sse import Frame, event_to_frame
 from .store import ChatStore
+from .workspaces import WorkspaceSessions
 
 __all__ = ["LiveRun", "RunSupervisor", "Subscription", "error_payload"]
 
@@ -135,6 +136,7 @@ class RunSupervisor:
         self._live: dict[str, LiveRun] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._closing = False
+        self.workspaces = WorkspaceSessions()  # one workspace session per chat
 
     # ------------------------------------------------------------------ queries
 
@@ -197,7 +199,7 @@ class RunSupervisor:
         if self._closing:
             raise UserError("the server is shutting down", hint="retry after it restarts")
         live.handle = Runner.stream(
-            live.agent,
+            self.workspaces.bind_now(live.session_id, live.agent),
             message,
             session=self.store.session,
             session_id=live.session_id,
@@ -419,3 +421,4 @@ class RunSupervisor:
             await asyncio.wait([asyncio.ensure_future(r.finished.wait()) for r in runs], timeout=timeout)
         await self._close_models()
         self.hub.close()  # end the /api/events streams too: they must not hold the shutdown up
+        await self.workspaces.aclose()

@@ -258,7 +258,7 @@ async def test_plugins_contribute_tools_prompt_view_hooks_and_close():
     assert log == ["setup", "completed", "closed"]
 
 
-async def test_workspace_is_refused_clearly():
+async def test_a_workspace_that_is_not_a_workspace_is_refused_clearly():
     from lovia import UserError
 
     with pytest.raises(UserError, match="workspace"):

@@ -1,0 +1,556 @@
+"""``LocalWorkspaceSession``: the one choke point every file operation and command passes through.
+
+``deny`` is enforced here, whoever calls (the built-in tools, a custom tool, plain code); ``ask``
+is only reported (:meth:`LocalWorkspaceSession.decide_path`, :meth:`~LocalWorkspaceSession.decide_command`)
+so the tool layer can route it through the run's approval channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import stat
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import _files
+from ._proc import BackgroundProcess, build_env, run_foreground, spawn_background
+from .command_guard import extract_path_claims
+from .errors import PermissionDeniedError, WorkspaceClosedError, WorkspaceError
+from .paths import ResolvedPath, resolve_path
+from .policy import Decision, FileOp, WorkspacePolicy, merge_decisions
+from .types import (
+    ClippedList,
+    CommandResult,
+    DirEntry,
+    EditResult,
+    FileBytes,
+    FileChange,
+    FileContent,
+    GrepMatch,
+    ProcessOutput,
+    ProcessStart,
+    ProcessStatus,
+    WorkspaceLimits,
+)
+
+if TYPE_CHECKING:
+    from .protocol import ShellExecutor
+
+__all__ = ["LocalWorkspaceSession"]
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob as a regex over ``/``-separated relative paths (``**`` spans directories)."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def _glob_matches(rx: re.Pattern[str], pattern: str, rel: str) -> bool:
+    target = rel if "/" in pattern else rel.rsplit("/", 1)[-1]
+    return rx.match(target) is not None
+
+
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)(?:[+*]|\{\d*,)")
+
+
+def _lexists(path: Path) -> bool:
+    try:
+        return os.path.lexists(path)
+    except (ValueError, OSError):  # NUL bytes, over-long names
+        return False
+
+
+def _printable(name: str) -> str:
+    """A file name that is not valid UTF-8 shown with escapes (it must fit in a JSON transcript)."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+@dataclass(eq=False)
+class LocalWorkspaceSession:
+    """A live workspace on the local disk: files under ``root``, commands via the system shell."""
+
+    root: str | Path
+    policy: WorkspacePolicy = field(default_factory=WorkspacePolicy)
+    env: Mapping[str, str] | None = None
+    shell_timeout: float | None = 300.0
+    limits: WorkspaceLimits = field(default_factory=WorkspaceLimits)
+    inherit_env: bool = False
+    executor: ShellExecutor | None = None
+    id: str = field(default_factory=lambda: f"local-{uuid.uuid4().hex[:8]}")
+
+    def __post_init__(self) -> None:
+        real = Path(os.path.realpath(os.path.expanduser(str(self.root))))
+        if not real.is_dir():
+            raise WorkspaceError(f"workspace root {str(self.root)!r} is not a directory", hint="create it first")
+        self._root = real
+        self._closed = False
+        self._procs: dict[str, BackgroundProcess] = {}
+        self._counter = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def root_path(self) -> Path:
+        """The resolved root directory."""
+        return self._root
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._closed
+
+    async def close(self) -> None:
+        """Kill every background process group and refuse further use (idempotent)."""
+        self._closed = True
+        procs, self._procs = list(self._procs.values()), {}
+        await asyncio.gather(*(p.kill() for p in procs), return_exceptions=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise WorkspaceClosedError(
+                f"workspace session {self.id} is closed", hint="open a new session (the run that owned it ended)"
+            )
+
+    # ------------------------------------------------------------------ decisions
+
+    def _resolve(self, path: str, *, base: Path | None = None) -> ResolvedPath:
+        return resolve_path(self._root, path, base=base)
+
+    def _decide(self, rp: ResolvedPath, op: FileOp) -> Decision:
+        rel = rp.rel
+        if op == "read" and rel is not None:
+            # A second hard link could be anywhere: judge such a file as if it lived outside.
+            try:
+                st = os.stat(rp.abs)
+                if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    return merge_decisions(
+                        self.policy.decide_path(rel=rel, abs_posix=rp.abs_posix, op=op),
+                        self.policy.decide_path(rel=None, abs_posix=rp.abs_posix, op=op),
+                    )
+            except OSError:
+                pass
+        return self.policy.decide_path(rel=rel, abs_posix=rp.abs_posix, op=op)
+
+    def _gate(self, path: str, op: FileOp, *, base: Path | None = None) -> ResolvedPath:
+        self._check_open()
+        rp = self._resolve(path, base=base)
+        if self._decide(rp, op) == "deny":
+            verb = "reading" if op == "read" else "writing"
+            raise PermissionDeniedError(
+                f"{verb} {path!r} is denied by the workspace policy",
+                hint="work with files the policy allows; ask the user if you need this one",
+            )
+        return rp
+
+    def decide_path(self, path: str, *, write: bool = False) -> Decision:
+        """The policy's verdict for ``path`` (after symlinks), without acting on it."""
+        self._check_open()
+        return self._decide(self._resolve(path), "write" if write else "read")
+
+    def decide_command(self, command: str, cwd: str = ".") -> Decision:
+        """The verdict for ``command``: its static rules merged with the paths it names."""
+        self._check_open()
+        verdict = self.policy.decide_command(command)
+        if verdict == "deny":
+            return verdict
+        base = self._resolve(cwd).abs
+        claims: list[Decision] = []
+        for op, claimed in extract_path_claims(command, exists=lambda w: _lexists(base / w)):
+            try:
+                claims.append(self._decide(self._resolve(claimed, base=base), op))
+            except WorkspaceError:
+                continue
+        return merge_decisions(verdict, *claims)
+
+    # ------------------------------------------------------------------ files
+
+    async def read_text(self, path: str, *, start: int | None = None, end: int | None = None) -> FileContent:
+        """Lines ``start``..``end`` (1-based, inclusive) of a UTF-8 text file, capped by the limits."""
+        rp = self._gate(path, "read")
+        return await asyncio.to_thread(self._read_text, rp, start, end)
+
+    def _read_text(self, rp: ResolvedPath, start: int | None, end: int | None) -> FileContent:
+        shown = rp.display()
+        text = _files.decode_text(_files.read_bytes(rp.abs, shown, limit=self.limits.max_file_read_bytes), shown)
+        lines = text.splitlines(keepends=True)
+        total = len(lines)
+        first = start or 1
+        if start is not None and start < 1 or end is not None and end < 1:
+            raise WorkspaceError("start and end are 1-based line numbers", hint="use start=1 for the first line")
+        if total and first > total:
+            raise WorkspaceError(
+                f"{shown!r} has {total} lines; start={first} is past the end", hint="use a smaller start"
+            )
+        last = min(end if end is not None else total, total)
+        if last < first - 1:
+            raise WorkspaceError("end is before start", hint="pass end >= start")
+        budget = self.limits.max_file_read_chars
+        taken: list[str] = []
+        used = 0
+        truncated = False
+        for line in lines[first - 1 : last]:
+            if used + len(line) > budget:
+                if not taken:  # one enormous line: give its head
+                    taken.append(line[:budget])
+                truncated = True
+                break
+            taken.append(line)
+            used += len(line)
+        shown_end = first - 1 + len(taken) if taken else max(first - 1, 0)
+        return FileContent(
+            path=shown, content="".join(taken), start=first, end=shown_end, total_lines=total, truncated=truncated
+        )
+
+    async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> FileBytes:
+        """The raw bytes of a regular file (at most ``max_bytes``, default the read limit)."""
+        rp = self._gate(path, "read")
+        limit = max_bytes if max_bytes is not None else self.limits.max_file_read_bytes
+        data = await asyncio.to_thread(_files.read_bytes, rp.abs, rp.display(), limit=limit)
+        return FileBytes(path=rp.display(), data=data)
+
+    async def write_text(self, path: str, content: str, *, create_only: bool = False) -> FileChange:
+        """Write a whole file atomically; writing the same content again changes nothing.
+
+        With ``create_only``, an existing file is left alone: ``FileChange(ok=False, ...)``.
+        """
+        rp = self._gate(path, "write")
+        return await asyncio.to_thread(self._write_text, rp, content, create_only)
+
+    def _write_text(self, rp: ResolvedPath, content: str, create_only: bool) -> FileChange:
+        shown = rp.display()
+        kind = _files.existing_kind(rp.abs)
+        if kind in ("dir", "other"):
+            raise WorkspaceError(f"{shown!r} exists and is not a regular file", hint="write to a file path")
+        data = content.encode("utf-8")
+        if kind == "file":
+            if create_only:
+                return FileChange(
+                    ok=False,
+                    path=shown,
+                    action="unchanged",
+                    message=f"{shown!r} already exists; pass create_only=false to overwrite it",
+                )
+            try:
+                same = _files.read_bytes(rp.abs, shown, limit=max(len(data), 1)) == data
+            except WorkspaceError:
+                same = False
+            if same:
+                return FileChange(path=shown, action="unchanged", bytes_written=0, message="content already matched")
+        self._make_parents(rp)
+        _files.atomic_write(rp.abs, data, shown)
+        return FileChange(path=shown, action="updated" if kind == "file" else "created", bytes_written=len(data))
+
+    def _make_parents(self, rp: ResolvedPath) -> None:
+        parent = rp.abs.parent
+        if parent.is_dir():
+            return
+        missing: list[Path] = []
+        probe = parent
+        while not probe.exists():
+            missing.append(probe)
+            probe = probe.parent
+        for directory in reversed(missing):
+            again = self._resolve(str(directory))
+            if again.abs != directory or self._decide(again, "write") == "deny":
+                raise PermissionDeniedError(
+                    f"creating the directories for {rp.display()!r} is denied", hint="write inside an allowed folder"
+                )
+            _files.make_dir(directory, rp.display())
+
+    async def edit_text(self, path: str, old: str, new: str, *, replace_all: bool = False) -> EditResult:
+        """Replace the exact text ``old`` by ``new`` (exactly one match unless ``replace_all``).
+
+        No match, or several without ``replace_all``, is ``EditResult(ok=False, message=...)``.
+        """
+        self._gate(path, "read")
+        rp = self._gate(path, "write")
+        return await asyncio.to_thread(self._edit_text, rp, old, new, replace_all)
+
+    def _edit_text(self, rp: ResolvedPath, old: str, new: str, replace_all: bool) -> EditResult:
+        shown = rp.display()
+        if not old:
+            raise WorkspaceError("old must not be empty", hint="quote the exact text to replace")
+        text = _files.decode_text(_files.read_bytes(rp.abs, shown, limit=self.limits.max_file_read_bytes), shown)
+        if "\r\n" in text and "\r\n" not in old:
+            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+        count = text.count(old)
+        if count == 0:
+            if len(new.strip()) >= 3 and old not in new and new in text:
+                # The replacement is there and the original is gone: a re-run of an applied edit.
+                return EditResult(ok=True, path=shown, replacements=0, changed=False, message="already applied")
+            return EditResult(
+                ok=False,
+                path=shown,
+                message=f"the text to replace was not found in {shown!r}: read the file again and copy the exact "
+                "text, whitespace included",
+            )
+        if count > 1 and not replace_all:
+            return EditResult(
+                ok=False,
+                path=shown,
+                replacements=0,
+                message=f"the text to replace occurs {count} times in {shown!r}: include more surrounding lines to "
+                "make it unique, or pass replace_all=true",
+            )
+        updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+        if updated == text:
+            return EditResult(ok=True, path=shown, replacements=count, changed=False, message="no change")
+        _files.atomic_write(rp.abs, updated.encode("utf-8"), shown)
+        return EditResult(ok=True, path=shown, replacements=count if replace_all else 1, changed=True)
+
+    # ------------------------------------------------------------------ listing and search
+
+    def _visible(self, abs_path: Path, *, rel: str | None, is_link: bool = True) -> tuple[bool, ResolvedPath | None]:
+        """Whether a walked entry may be shown: never when denied, by its name or by where it lands."""
+        if self.policy.is_denied(rel=rel, abs_posix=abs_path.as_posix()):
+            return False, None
+        # A plain entry of an already resolved directory lands where it is; only links need resolving.
+        landed = self._resolve(str(abs_path)) if is_link else ResolvedPath(raw=str(abs_path), abs=abs_path, rel=rel)
+        decision = self._decide(landed, "read")
+        if decision == "deny" or (not landed.inside and decision != "allow"):
+            return False, landed
+        return True, landed
+
+    def _walk(self, base: ResolvedPath, include_hidden: bool) -> Iterator[tuple[Path, str, bool]]:
+        """``(abs, display path, is_dir)`` under ``base``, sorted, skipping hidden and denied entries."""
+        stack = [base.abs]
+        while stack:
+            directory = stack.pop()
+            try:
+                with os.scandir(directory) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError:
+                continue
+            subdirs: list[Path] = []
+            for entry in entries:
+                if not include_hidden and entry.name.startswith("."):
+                    continue
+                path = Path(entry.path)
+                rel = self._rel(path)
+                ok, _ = self._visible(path, rel=rel, is_link=entry.is_symlink())
+                if not ok:
+                    continue
+                is_dir = entry.is_dir(follow_symlinks=False)
+                yield path, _printable(rel if rel is not None else path.as_posix()), is_dir
+                if is_dir:
+                    subdirs.append(path)
+            stack.extend(reversed(subdirs))
+
+    def _rel(self, path: Path) -> str | None:
+        try:
+            return path.relative_to(self._root).as_posix()
+        except ValueError:
+            return None
+
+    async def list_files(
+        self,
+        path: str = ".",
+        *,
+        pattern: str | None = None,
+        include_hidden: bool = False,
+        max_results: int | None = None,
+    ) -> list[DirEntry]:
+        """Entries of a directory (recursive when a ``pattern`` is given), capped at ``max_results``."""
+        rp = self._gate(path, "read")
+        return await asyncio.to_thread(self._list, rp, pattern, include_hidden, max_results)
+
+    def _list(
+        self, rp: ResolvedPath, pattern: str | None, include_hidden: bool, max_results: int | None
+    ) -> ClippedList[DirEntry]:
+        if not rp.abs.is_dir():
+            raise WorkspaceError(f"{rp.display()!r} is not a directory", hint="pass a directory, e.g. '.'")
+        cap = max_results or self.limits.max_list_results
+        rx = glob_regex(pattern) if pattern else None
+        out: list[DirEntry] = []
+        for abs_path, shown, is_dir in self._walk(rp, include_hidden):
+            if rx is None and abs_path.parent != rp.abs:
+                continue  # no pattern: this directory only
+            if rx is not None and not _glob_matches(rx, pattern or "", abs_path.relative_to(rp.abs).as_posix()):
+                continue
+            if len(out) >= cap:
+                return ClippedList(out, truncated=True)
+            out.append(self._entry(abs_path, shown, is_dir))
+        return ClippedList(out, truncated=False)
+
+    def _entry(self, abs_path: Path, shown: str, is_dir: bool) -> DirEntry:
+        try:
+            st = os.lstat(abs_path)
+        except OSError:
+            return DirEntry(path=shown, is_dir=is_dir)
+        target = None
+        if stat.S_ISLNK(st.st_mode):
+            landed = self._resolve(str(abs_path))
+            target = landed.display()
+            is_dir = landed.abs.is_dir()
+        return DirEntry(
+            path=shown,
+            is_dir=is_dir,
+            size=None if is_dir else st.st_size,
+            mtime=st.st_mtime,
+            symlink_target=target,
+        )
+
+    async def grep(
+        self,
+        pattern: str,
+        *,
+        path: str = ".",
+        glob: str | None = None,
+        ignore_case: bool = False,
+        include_hidden: bool = False,
+        max_matches: int | None = None,
+    ) -> list[GrepMatch]:
+        """Lines matching a regular expression in text files under ``path`` (denied files never searched)."""
+        rp = self._gate(path, "read")
+        if _NESTED_QUANTIFIER.search(pattern):
+            # The search runs on a worker thread that cannot be interrupted: refuse the classic
+            # catastrophic-backtracking shapes rather than burn a core for minutes.
+            raise WorkspaceError(
+                "the pattern repeats a group that itself repeats (like (a+)+), which can take forever to match",
+                hint="simplify the regular expression, e.g. a+ instead of (a+)+",
+            )
+        try:
+            rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+        except re.error as exc:
+            raise WorkspaceError(f"invalid regular expression: {exc}", hint="escape special characters") from None
+        return await asyncio.to_thread(self._grep, rp, rx, glob, include_hidden, max_matches)
+
+    def _grep(
+        self, rp: ResolvedPath, rx: re.Pattern[str], glob: str | None, include_hidden: bool, max_matches: int | None
+    ) -> ClippedList[GrepMatch]:
+        cap = max_matches or self.limits.max_grep_matches
+        grx = glob_regex(glob) if glob else None
+        if rp.abs.is_dir():
+            files: Iterator[tuple[Path, str, bool]] = self._walk(rp, include_hidden)
+        else:
+            files = iter([(rp.abs, rp.display(), False)])
+        out: list[GrepMatch] = []
+        for abs_path, shown, is_dir in files:
+            if is_dir:
+                continue
+            if grx is not None and not _glob_matches(
+                grx, glob or "", abs_path.name if abs_path == rp.abs else abs_path.relative_to(rp.abs).as_posix()
+            ):
+                continue
+            for number, line in self._grep_file(abs_path, shown, rx):
+                if len(out) >= cap:
+                    return ClippedList(out, truncated=True)
+                out.append(GrepMatch(path=shown, line=number, text=line))
+        return ClippedList(out, truncated=False)
+
+    def _grep_file(self, abs_path: Path, shown: str, rx: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+        landed = self._resolve(str(abs_path)).abs if os.path.islink(abs_path) else abs_path
+        try:
+            data = _files.read_bytes(landed, shown, limit=self.limits.max_grep_file_bytes)
+            text = _files.decode_text(data, shown)
+        except WorkspaceError:
+            return  # too large, binary, special or vanished: skipped
+        width = self.limits.max_grep_line_chars
+        for number, line in enumerate(text.splitlines(), start=1):
+            if rx.search(line):
+                yield number, line if len(line) <= width else line[:width] + " [... line truncated]"
+
+    # ------------------------------------------------------------------ commands
+
+    def _command_gate(self, command: str, cwd: str) -> Path:
+        self._check_open()
+        if not isinstance(command, str) or not command.strip():
+            raise WorkspaceError("empty command", hint="pass a shell command line")
+        if not self.policy.allow_shell:
+            raise PermissionDeniedError("this workspace does not allow shell commands", hint="use the file tools")
+        if self.decide_command(command, cwd) == "deny":
+            raise PermissionDeniedError(
+                f"the command {command!r} is denied by the workspace policy",
+                hint="run a different command, or ask the user to run this one",
+            )
+        where = self._gate(cwd, "read")
+        if not where.abs.is_dir():
+            raise WorkspaceError(f"cwd {cwd!r} is not a directory", hint="use a directory inside the workspace")
+        return where.abs
+
+    def _env(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        return build_env(self._root, inherit=self.inherit_env, base=self.env, extra=extra)
+
+    async def run(
+        self, command: str, *, cwd: str = ".", timeout: float | None = None, env: Mapping[str, str] | None = None
+    ) -> CommandResult:
+        """Run a foreground command; a timeout kills its whole process group."""
+        where = self._command_gate(command, cwd)
+        limit = timeout if timeout is not None else self.shell_timeout
+        environment = self._env(env)
+        if self.executor is not None:
+            return await self.executor.run(
+                command, cwd=where, env=environment, timeout=limit, policy=self.policy, root=self._root
+            )
+        return await run_foreground(
+            command, cwd=where, env=environment, timeout=limit, max_chars=self.limits.max_shell_output_chars
+        )
+
+    async def spawn(self, command: str, *, cwd: str = ".", env: Mapping[str, str] | None = None) -> ProcessStart:
+        """Start a background process owned by this session (killed with it on :meth:`close`)."""
+        where = self._command_gate(command, cwd)
+        if self.executor is not None:
+            raise WorkspaceError(
+                "background processes are not supported with a custom ShellExecutor",
+                hint="run the command in the foreground",
+            )
+        self._counter += 1
+        process_id = f"p{self._counter}"
+        bg = await spawn_background(
+            process_id, command, cwd=where, env=self._env(env), cap=self.limits.max_shell_output_chars
+        )
+        self._procs[process_id] = bg
+        return ProcessStart(process_id=process_id, pid=bg.proc.pid, command=command)
+
+    def _proc(self, process_id: str) -> BackgroundProcess:
+        self._check_open()
+        bg = self._procs.get(process_id)
+        if bg is None:
+            live = ", ".join(sorted(self._procs)) or "none"
+            raise WorkspaceError(
+                f"no background process {process_id!r} in this session (known: {live})",
+                hint="background processes do not survive a restart or a new session: re-run the start command",
+            )
+        return bg
+
+    async def read_process_output(self, process_id: str) -> ProcessOutput:
+        """Output since the last read plus status; an exited process reports its code."""
+        bg = self._proc(process_id)
+        await bg.settle()
+        return bg.drain()
+
+    async def kill_process(self, process_id: str) -> ProcessOutput:
+        """Kill a background process's whole group and return its final output."""
+        bg = self._proc(process_id)
+        await bg.kill()
+        return bg.drain()
+
+    def background_processes(self) -> list[ProcessStatus]:
+        """A passive status list (reading it consumes nothing)."""
+        return [bg.snapshot() for bg in self._procs.values()]

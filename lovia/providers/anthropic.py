@@ -42,7 +42,8 @@ from ..transcript import (
     UsageDelta,
 )
 from ._http import RETRYABLE_STATUS, HTTPProviderBase, apply_options, error_body_text
-from .base import ModelSettings, ToolDefinition
+from ._windows import known_window
+from .base import ModelSettings, ToolDefinition, request_extras
 
 __all__ = ["AnthropicProvider"]
 
@@ -55,7 +56,6 @@ _TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)", re.I
 # "input length and `max_tokens` exceed context limit: 195000 + 16384 > 200000, decrease ..."
 _OVER_LIMIT = re.compile(r"exceed context limit:\s*(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)", re.I)
 _RETRYABLE_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
-_EPHEMERAL = {"type": "ephemeral"}
 
 
 class AnthropicProvider(HTTPProviderBase):
@@ -74,6 +74,10 @@ class AnthropicProvider(HTTPProviderBase):
         official_dialect: Force official-host behaviour (stale thinking stripped when thinking is
             off); default: decided by the host name.
         supports_vision: Whether the model accepts images (default True).
+        extra_body: Raw request fields sent with every call (after the typed settings, before
+            ``provider_options``).
+        proxy: An explicit proxy URL for this provider's client.
+        verify: TLS verification for this provider's client (context, CA bundle path or flag).
     """
 
     vendor = "anthropic"
@@ -92,9 +96,22 @@ class AnthropicProvider(HTTPProviderBase):
         trust_env: bool | None = None,
         official_dialect: bool | None = None,
         supports_vision: bool | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        proxy: str | None = None,
+        verify: Any = None,
     ) -> None:
         url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
-        super().__init__(model=model, base_url=url, client=client, timeout=timeout, trust_env=trust_env)
+        super().__init__(
+            model=model,
+            base_url=url,
+            client=client,
+            timeout=timeout,
+            trust_env=trust_env,
+            extra_body=extra_body,
+            proxy=proxy,
+            verify=verify,
+        )
+        self._host = urlparse(url).hostname
         self._official = urlparse(url).hostname == OFFICIAL_HOST if official_dialect is None else official_dialect
         self._api_key = (api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")) or None
         self._version = anthropic_version
@@ -133,8 +150,9 @@ class AnthropicProvider(HTTPProviderBase):
     ) -> dict[str, Any]:
         """The JSON body :meth:`stream` would POST (``response_format`` is not sent natively)."""
         settings = settings or ModelSettings()
-        options = settings.options_for(*_VENDOR_KEYS)
-        cache_system = bool(options.pop("cache_system", False))
+        options = request_extras(self._extra_body, settings, *_VENDOR_KEYS)
+        cache_ttl = options.pop("cache_ttl", None)
+        cache_system = bool(options.pop("cache_system", False)) or cache_ttl is not None
         thinking = options.get("thinking")
         keep_thinking = not self._official or (
             isinstance(thinking, dict) and thinking.get("type") not in (None, "disabled")
@@ -161,7 +179,7 @@ class AnthropicProvider(HTTPProviderBase):
         if settings.stop:
             payload["stop_sequences"] = list(settings.stop)
         if cache_system:
-            _add_cache_breakpoints(payload)
+            _add_cache_breakpoints(payload, ttl=str(cache_ttl) if cache_ttl else None)
         apply_options(payload, options)
         return payload
 
@@ -232,6 +250,14 @@ class AnthropicProvider(HTTPProviderBase):
             return overflow
         return self._error(f"stream error {kind or 'unknown'}: {text}", retryable=kind in _RETRYABLE_TYPES)
 
+    def context_window(self) -> int | None:
+        """What ``/models/{id}`` already reported for this endpoint (no I/O).
+
+        The bundled table is consulted by :meth:`discover_context_window` only after the endpoint
+        could not answer: the Models API states the window as served to your organisation.
+        """
+        return _WINDOW_CACHE.get((self._base_url, self._model))
+
     async def discover_context_window(self) -> int | None:
         """Ask ``/models/{id}`` for ``max_input_tokens`` (memoized per base URL and model)."""
         key = (self._base_url, self._model)
@@ -241,7 +267,7 @@ class AnthropicProvider(HTTPProviderBase):
             )
             value = data.get("max_input_tokens") if isinstance(data, dict) else None
             _WINDOW_CACHE[key] = int(value) if isinstance(value, int) and value > 0 else None
-        return _WINDOW_CACHE[key]
+        return _WINDOW_CACHE[key] or known_window(self._host, self._model)
 
 
 # --------------------------------------------------------------------------- request mapping
@@ -347,13 +373,34 @@ def entries_to_anthropic(
     return system, messages
 
 
-def _add_cache_breakpoints(payload: dict[str, Any]) -> None:
+def _add_cache_breakpoints(payload: dict[str, Any], *, ttl: str | None = None) -> None:
+    """Mark the last tool, the last system block and the conversation's last stable block.
+
+    The history breakpoint goes on the last tool result or assistant block, never on trailing
+    user text: what follows it (a new question, per-call reminders) changes from call to call,
+    while everything up to it is byte-identical in the next request.
+    """
+    marker: dict[str, Any] = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
     system = payload.get("system")
     if isinstance(system, list) and system:
-        system[-1]["cache_control"] = dict(_EPHEMERAL)
+        system[-1]["cache_control"] = dict(marker)
     tools = payload.get("tools")
     if isinstance(tools, list) and tools:
-        tools[-1] = {**tools[-1], "cache_control": dict(_EPHEMERAL)}
+        tools[-1] = {**tools[-1], "cache_control": dict(marker)}
+    for message in reversed(payload.get("messages") or []):
+        blocks = message.get("content")
+        if not isinstance(blocks, list):
+            continue
+        stable = [
+            b
+            for b in blocks
+            if message["role"] == "assistant"
+            and b.get("type") in ("text", "tool_use")
+            or b.get("type") == "tool_result"
+        ]
+        if stable:
+            stable[-1]["cache_control"] = dict(marker)
+            return
 
 
 # --------------------------------------------------------------------------- response parsing

@@ -14,6 +14,7 @@ requires a key, sends ``max_completion_tokens`` and uses native JSON-schema outp
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -39,9 +40,12 @@ from ..transcript import (
     UsageDelta,
 )
 from ._http import RETRYABLE_STATUS, HTTPProviderBase, apply_options, error_body_text
-from .base import ModelSettings, ToolDefinition
+from ._windows import known_window
+from .base import ModelSettings, ToolDefinition, request_extras
 
 __all__ = ["OpenAIChatProvider"]
+
+logger = logging.getLogger("lovia")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 OFFICIAL_HOST = "api.openai.com"
@@ -80,6 +84,11 @@ class OpenAIChatProvider(HTTPProviderBase):
         official_dialect: Force the official (True) or compatible (False) dialect; default:
             decided by the host name.
         supports_vision: Whether the model accepts images (default True).
+        extra_body: Raw request fields sent with every call (after the typed settings, before
+            ``provider_options``).
+        proxy: An explicit proxy URL for this provider's client.
+        verify: TLS verification for this provider's client (context, CA bundle path or flag);
+            default: the shared resolution of :mod:`lovia.http_config`.
     """
 
     vendor = "openai"
@@ -98,6 +107,9 @@ class OpenAIChatProvider(HTTPProviderBase):
         replay_reasoning: bool | None = None,
         official_dialect: bool | None = None,
         supports_vision: bool | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        proxy: str | None = None,
+        verify: Any = None,
     ) -> None:
         url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         official = urlparse(url).hostname == OFFICIAL_HOST if official_dialect is None else official_dialect
@@ -107,9 +119,19 @@ class OpenAIChatProvider(HTTPProviderBase):
                 "the official OpenAI API needs an API key",
                 hint="set OPENAI_API_KEY or pass api_key=; for a local OpenAI-compatible server set OPENAI_BASE_URL",
             )
-        super().__init__(model=model, base_url=url, client=client, timeout=timeout, trust_env=trust_env)
+        super().__init__(
+            model=model,
+            base_url=url,
+            client=client,
+            timeout=timeout,
+            trust_env=trust_env,
+            extra_body=extra_body,
+            proxy=proxy,
+            verify=verify,
+        )
         self._api_key = key or None
         self._official = official
+        self._host = urlparse(url).hostname
         self._json_schema = official if supports_json_schema is None else supports_json_schema
         self._replay_reasoning = (not official) if replay_reasoning is None else replay_reasoning
         self._headers = dict(default_headers or {})
@@ -173,7 +195,10 @@ class OpenAIChatProvider(HTTPProviderBase):
             payload["max_completion_tokens" if self._official else "max_tokens"] = settings.max_tokens
         if settings.stop:
             payload["stop"] = list(settings.stop)
-        apply_options(payload, settings.options_for(*_VENDOR_KEYS))
+        extras = request_extras(self._extra_body, settings, *_VENDOR_KEYS)
+        if extras:
+            logger.debug("openai request extras: %s", ", ".join(sorted(extras)))
+        apply_options(payload, extras)
         return payload
 
     async def stream(
@@ -240,6 +265,15 @@ class OpenAIChatProvider(HTTPProviderBase):
             )
             mapped.status_code = None
         return mapped
+
+    def context_window(self) -> int | None:
+        """The window this endpoint's ``/models`` reported, else the bundled table for its host.
+
+        The table only knows the vendors' own hosts (api.openai.com, api.deepseek.com): the same
+        model name on another server may be deployed with a different window.
+        """
+        found = _WINDOW_CACHE.get((self._base_url, self._model))
+        return found if found is not None else known_window(self._host, self._model)
 
     async def discover_context_window(self) -> int | None:
         """Ask a compatible server's ``/models`` for ``max_model_len`` (memoized; None if unknown).

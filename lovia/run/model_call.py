@@ -6,9 +6,10 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ..events import Event, OutputDiscarded, ReasoningDelta, TextDelta
+from ..events import Event, OutputDiscarded, ProviderFailedOver, ReasoningDelta, TextDelta
 from ..exceptions import ContextOverflowError
 from ..providers.base import ModelSettings, Provider, ToolDefinition
+from ..providers.failover import FailoverDelta
 from ..reliability import RetryPolicy
 from ..tracing import record_model_response
 from ..transcript import EntryCompletedDelta, FinishDelta, ToolCallDelta, TranscriptEntry, UsageDelta
@@ -88,4 +89,6 @@ async def _fold(delta: Any, asm: TurnAssembler, emit: Callable[[Event], Awaitabl
         asm.finish_reason = delta.reason
     elif isinstance(delta, EntryCompletedDelta):
         asm.add_completed(delta)
+    elif isinstance(delta, FailoverDelta):
+        await emit(ProviderFailedOver(delta.from_provider, delta.to_provider, delta.error, delta.attempts))
     return False

@@ -566,10 +566,12 @@ def _usage_from(raw: Any) -> tuple[Usage | None, int]:
     input_details = raw.get("input_tokens_details")
     output_details = raw.get("output_tokens_details")
     cached = _int(input_details.get("cached_tokens")) if isinstance(input_details, dict) else 0
+    written = _int(input_details.get("cache_write_tokens")) if isinstance(input_details, dict) else 0
     reasoning = _int(output_details.get("reasoning_tokens")) if isinstance(output_details, dict) else 0
     usage = Usage(
         input_tokens=_int(raw.get("input_tokens")),
         output_tokens=_int(raw.get("output_tokens")),
         cache_read_tokens=cached,
+        cache_write_tokens=written,
     )
     return usage, reasoning

@@ -323,11 +323,11 @@ def test_the_validator_catches_a_misnamed_field() -> None:
 
 def test_model_string_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    p = provider_from_string("openai-responses:gpt-5-mini", extra_body={"store": False})
+    p = track(provider_from_string("openai-responses:gpt-5-mini", extra_body={"store": False}))
     assert isinstance(p, OpenAIResponsesProvider) and p.model == "gpt-5-mini" and p.extra_body == {"store": False}
     assert p.base_url == "http://127.0.0.1:9/v1" and p.name == "openai-responses"
 
 
 def test_context_window_comes_from_the_official_table() -> None:
-    p = OpenAIResponsesProvider("gpt-4.1-mini-2025-04-14", api_key="k")
+    p = track(OpenAIResponsesProvider("gpt-4.1-mini-2025-04-14", api_key="k"))
     assert p.context_window() == 1_047_576

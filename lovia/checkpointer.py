@@ -60,6 +60,8 @@ class RunHead:
     started_at: float = field(default_factory=time.time)
     """When the run first started (a resumed run keeps it)."""
     updated_at: float = field(default_factory=time.time)
+    provider_state: dict[str, Any] = field(default_factory=dict)
+    """State the run's provider carries (e.g. which failover member answers), JSON-safe."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
@@ -77,6 +79,7 @@ class RunHead:
             "repair_attempts": self.repair_attempts,
             "started_at": self.started_at,
             "updated_at": self.updated_at,
+            "provider_state": self.provider_state,
         }
 
     @classmethod
@@ -105,6 +108,7 @@ class RunHead:
             repair_attempts=int(data.get("repair_attempts") or 0),
             started_at=float(_first_number(data.get("started_at"), data.get("updated_at"), now)),
             updated_at=float(_first_number(data.get("updated_at"), now)),
+            provider_state=dict(data.get("provider_state") or {}),
         )
 
     def to_json(self) -> str:
@@ -139,6 +143,7 @@ _HEAD_FIELDS = (
     "repair_attempts",
     "started_at",
     "updated_at",
+    "provider_state",
 )
 
 
@@ -161,6 +166,7 @@ class RunSnapshot:
     repair_attempts: int = 0
     started_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
+    provider_state: dict[str, Any] = field(default_factory=dict)
 
     @property
     def head(self) -> RunHead:

@@ -179,9 +179,10 @@ class FailoverProvider:
                 error once every member has had its attempts.
         """
         count = len(self._members)
+        start = self._active
         last: BaseException | None = None
         for step in range(count):
-            index = (self._active + step) % count
+            index = (start + step) % count
             member = self._members[index]
             for attempt in range(1, self._attempts + 1):
                 streamed = False

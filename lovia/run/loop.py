@@ -54,6 +54,7 @@ from ..messages import ToolCall, Usage
 from ..output import OutputSpec, RepairOnce
 from ..plugins import PluginInstance
 from ..providers.base import Provider
+from ..providers.failover import provider_state, restore_provider_state
 from ..reliability import CancelToken, Mailbox, RetryPolicy
 from ..result import RunResult
 from ..run_context import RunContext
@@ -182,6 +183,8 @@ class RunLoop:
             self.context_state = dict(carried)
             self.own.extend(input_to_entries(self.spec.input))
         await self._activate(self.agent)
+        if plan.snapshot is not None and plan.mode == "resume":
+            restore_provider_state(self.provider, plan.snapshot.provider_state)
         self.transcript[:] = [await self._system_entry(), *history, *self.own]
         await self._open_writer(persisted=len(plan.snapshot.entries) if plan.snapshot else 0)
         logger.info("run.start agent=%s run_id=%s mode=%s", self.agent.name, self.run_id, plan.mode)
@@ -334,6 +337,7 @@ class RunLoop:
             repair_attempts=self.repair_attempts,
             started_at=self.started_at,
             updated_at=now(),
+            provider_state=provider_state(self.provider),
         )
 
     # ================================================================== events and state updates

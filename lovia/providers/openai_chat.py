@@ -49,6 +49,7 @@ logger = logging.getLogger("lovia")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 OFFICIAL_HOST = "api.openai.com"
+PROVIDER_TAG = "openai-chat"
 _VENDOR_KEYS = ("openai", "openai-chat")
 _WINDOW_CACHE: dict[tuple[str, str], int | None] = {}
 _WINDOW_PATTERNS = (
@@ -326,7 +327,9 @@ def _append_assistant(messages: list[dict[str, Any]], entry: TranscriptEntry, *,
         last = {"role": "assistant", "content": None}
         messages.append(last)
     if isinstance(entry, ReasoningEntry):
-        if replay_reasoning and entry.content:
+        # Only reasoning this adapter produced goes back: another vendor's thinking (signed,
+        # encrypted, or a summary) means nothing to this endpoint.
+        if replay_reasoning and entry.content and entry.provider in (None, PROVIDER_TAG):
             last["reasoning_content"] = (last.get("reasoning_content") or "") + entry.content
     elif isinstance(entry, AssistantTextEntry):
         last["content"] = (last.get("content") or "") + entry.content

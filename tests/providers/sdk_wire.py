@@ -35,7 +35,7 @@ def _forbid_extra(package: str) -> None:
         module = importlib.import_module(info.name)
         for value in vars(module).values():
             if isinstance(value, type) and is_typeddict(value) and value.__module__.startswith(package):
-                value.__pydantic_config__ = pydantic.ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+                value.__pydantic_config__ = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=True)  # type: ignore[attr-defined]
 
 
 @cache
@@ -60,19 +60,64 @@ def _adapter(kind: str) -> pydantic.TypeAdapter[Any]:
     raise ValueError(kind)
 
 
+def _drain(value: Any) -> None:
+    """Consume every lazily validated iterable in a validation result.
+
+    The SDKs type many fields as ``Iterable[...]`` (Anthropic's ``messages``, OpenAI chat's
+    ``messages``); pydantic validates those items only as they are iterated, so without this
+    walk a wrong field inside a message would pass.
+    """
+    if isinstance(value, dict):
+        for item in value.values():
+            _drain(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _drain(item)
+    elif not isinstance(value, (str, bytes, bytearray)) and hasattr(value, "__next__"):
+        for item in value:
+            _drain(item)
+
+
+def _validate(kind: str, body: dict[str, Any]) -> None:
+    _drain(_adapter(kind).validate_python(body))
+
+
 def check_responses_request(body: dict[str, Any]) -> None:
     """Raise ``pydantic.ValidationError`` unless ``body`` is a valid streaming Responses request."""
-    _adapter("responses").validate_python(body)
+    _validate("responses", body)
+
+
+# ``reasoning_content`` on assistant messages is DeepSeek's extension of chat completions, sent
+# only to compatible hosts (``replay_reasoning``); the official SDK does not list it.
+CHAT_TOLERATED_MESSAGE_FIELDS = frozenset({"reasoning_content"})
 
 
 def check_chat_request(body: dict[str, Any]) -> None:
     """Raise unless ``body`` is a valid streaming chat-completions request."""
-    _adapter("chat").validate_python(body)
+    messages = []
+    for message in body.get("messages") or []:
+        extra = CHAT_TOLERATED_MESSAGE_FIELDS & set(message)
+        for key in extra:
+            assert message.get("role") == "assistant" and isinstance(message[key], str), key
+        messages.append({k: v for k, v in message.items() if k not in extra})
+    _validate("chat", {**body, "messages": messages})
+
+
+# Sampling fields lovia's contract sends "as is" (ModelSettings.temperature / top_p) that the
+# installed anthropic SDK no longer lists in MessageCreateParams. They are the only tolerated
+# difference; tests/providers/test_sdk_wire.py pins that list so a new one cannot slip in.
+ANTHROPIC_TOLERATED = frozenset({"temperature", "top_p"})
 
 
 def check_anthropic_request(body: dict[str, Any]) -> None:
-    """Raise unless ``body`` is a valid streaming Messages request."""
-    _adapter("anthropic").validate_python(body)
+    """Raise unless ``body`` is a valid streaming Messages request (see ``ANTHROPIC_TOLERATED``)."""
+    from anthropic.types.message_create_params import MessageCreateParamsBase
+
+    listed = set(MessageCreateParamsBase.__annotations__) | {"stream"}
+    tolerated = {k for k in body if k in ANTHROPIC_TOLERATED and k not in listed}
+    for key in tolerated:
+        assert isinstance(body[key], (int, float)), f"{key} must be a number"
+    _validate("anthropic", {k: v for k, v in body.items() if k not in tolerated})
 
 
 _GEMINI_FIELDS = {

@@ -154,6 +154,49 @@ def check_gemini_request(body: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- stream builders
 
 
+def assert_sdk_shaped(model: pydantic.BaseModel, where: str = "") -> None:
+    """Fail when ``model`` (validated from our JSON) holds a field its SDK type does not declare.
+
+    The SDKs' response models accept unknown keys silently; walking ``model_extra`` turns a
+    misnamed field in a hand-written stream into a failure.
+    """
+    extra = model.model_extra or {}
+    assert not extra, f"{type(model).__name__}{where}: fields the SDK type does not have: {sorted(extra)}"
+    for name in type(model).model_fields:
+        _walk_models(getattr(model, name), f"{where}.{name}")
+
+
+def _walk_models(value: Any, where: str) -> None:
+    if isinstance(value, pydantic.BaseModel):
+        assert_sdk_shaped(value, where)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _walk_models(item, f"{where}[{i}]")
+
+
+@cache
+def _event_adapter(kind: str) -> pydantic.TypeAdapter[Any]:
+    if kind == "chat":
+        from openai.types.chat import ChatCompletionChunk
+
+        return pydantic.TypeAdapter(ChatCompletionChunk)
+    from anthropic.types import RawMessageStreamEvent
+
+    return pydantic.TypeAdapter(RawMessageStreamEvent)
+
+
+def check_chat_chunk(chunk: dict[str, Any]) -> None:
+    """Fail unless ``chunk`` is a ``ChatCompletionChunk`` with no undeclared field."""
+    assert_sdk_shaped(_event_adapter("chat").validate_python(chunk))
+
+
+def check_anthropic_event(event: dict[str, Any]) -> None:
+    """Fail unless ``event`` is a ``RawMessageStreamEvent`` with no undeclared field (``ping`` aside)."""
+    if event.get("type") == "ping":
+        return  # a keep-alive the SDK skips before typing events
+    assert_sdk_shaped(_event_adapter("anthropic").validate_python(event))
+
+
 def sse(events: Iterable[pydantic.BaseModel], *, with_event_names: bool = True) -> bytes:
     """Frame SDK event models as SSE, ``event:`` line = the model's ``type`` (as OpenAI sends)."""
     out = []

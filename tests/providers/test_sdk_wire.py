@@ -204,3 +204,31 @@ def test_chat_replays_only_its_own_reasoning() -> None:
     body = provider.build_payload(SHAPES["reasoning_replay"])
     [assistant] = [m for m in body["messages"] if m["role"] == "assistant"]
     assert assistant["reasoning_content"] == "free text reasoning"
+
+
+def test_the_hand_written_chat_and_anthropic_streams_are_sdk_shaped() -> None:
+    """The builders in ``servers`` emit only fields the vendors' SDK event types declare."""
+    from .sdk_wire import check_anthropic_event, check_chat_chunk
+    from .servers import anthropic_text_stream, anthropic_tool_stream, openai_chunk
+
+    chunks = [
+        openai_chunk({"role": "assistant", "content": "hi"}),
+        openai_chunk(
+            {"tool_calls": [{"index": 0, "id": "c", "type": "function", "function": {"name": "f", "arguments": ""}}]}
+        ),
+        openai_chunk({}, finish_reason="stop"),
+        openai_chunk(
+            usage={
+                "prompt_tokens": 1,
+                "completion_tokens": 2,
+                "total_tokens": 3,
+                "prompt_tokens_details": {"cached_tokens": 1},
+            }
+        ),
+    ]
+    for chunk in chunks:
+        check_chat_chunk(chunk)
+    for event in [*anthropic_text_stream("hello"), *anthropic_tool_stream([("t1", "f", '{"a": 1}')], text="x")]:
+        check_anthropic_event(event)
+    with pytest.raises(AssertionError, match="finish_reasn"):
+        check_chat_chunk({**chunks[2], "choices": [{"index": 0, "delta": {}, "finish_reasn": "stop"}]})

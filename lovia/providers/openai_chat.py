@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 import httpx
 
 from ..exceptions import ContextOverflowError, ProviderError, UserError
-from ..messages import FilePart, ImagePart, TextPart, Usage
+from ..messages import FilePart, ImagePart, Message, TextPart, Usage
 from ..transcript import (
     AssistantTextEntry,
     FinishDelta,
@@ -38,12 +38,13 @@ from ..transcript import (
     ToolResultEntry,
     TranscriptEntry,
     UsageDelta,
+    messages_to_entries,
 )
 from ._http import RETRYABLE_STATUS, HTTPProviderBase, apply_options, error_body_text
 from ._windows import known_window
 from .base import ModelSettings, ToolDefinition, request_extras
 
-__all__ = ["OpenAIChatProvider"]
+__all__ = ["OpenAIChatProvider", "entries_to_openai_messages", "message_to_openai"]
 
 logger = logging.getLogger("lovia")
 
@@ -176,7 +177,7 @@ class OpenAIChatProvider(HTTPProviderBase):
         settings = settings or ModelSettings()
         payload: dict[str, Any] = {
             "model": self._model,
-            "messages": entries_to_chat(entries, replay_reasoning=self._replay_reasoning),
+            "messages": entries_to_chat(entries, replay_reasoning=self._replay_reasoning, include_images=self._vision),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -313,15 +314,23 @@ def _part_to_wire(part: TextPart | ImagePart | FilePart) -> dict[str, Any]:
     return {"type": "text", "text": f"[file: {part.filename or part.url}] {part.url}"}
 
 
-def _input_to_message(entry: InputEntry) -> dict[str, Any]:
+_NO_IMAGE = {"type": "text", "text": "[image omitted: this model does not accept images]"}
+
+
+def _input_to_message(entry: InputEntry, *, include_images: bool = True) -> dict[str, Any]:
     if isinstance(entry.content, str):
         return {"role": entry.role, "content": entry.content}
     if entry.role == "system":
         return {"role": "system", "content": entry.text}
-    return {"role": "user", "content": [_part_to_wire(p) for p in entry.content]}
+    parts = [
+        _part_to_wire(p) if include_images or not isinstance(p, ImagePart) else dict(_NO_IMAGE) for p in entry.content
+    ]
+    return {"role": "user", "content": parts}
 
 
-def _append_assistant(messages: list[dict[str, Any]], entry: TranscriptEntry, *, replay_reasoning: bool) -> None:
+def _append_assistant(
+    messages: list[dict[str, Any]], entry: TranscriptEntry, *, replay_reasoning: bool, reasoning_provider: str
+) -> None:
     last = messages[-1] if messages else None
     if last is None or last.get("role") != "assistant":
         last = {"role": "assistant", "content": None}
@@ -329,7 +338,7 @@ def _append_assistant(messages: list[dict[str, Any]], entry: TranscriptEntry, *,
     if isinstance(entry, ReasoningEntry):
         # Only reasoning this adapter produced goes back: another vendor's thinking (signed,
         # encrypted, or a summary) means nothing to this endpoint.
-        if replay_reasoning and entry.content and entry.provider in (None, PROVIDER_TAG):
+        if replay_reasoning and entry.content and entry.provider in (None, reasoning_provider):
             last["reasoning_content"] = (last.get("reasoning_content") or "") + entry.content
     elif isinstance(entry, AssistantTextEntry):
         last["content"] = (last.get("content") or "") + entry.content
@@ -338,12 +347,21 @@ def _append_assistant(messages: list[dict[str, Any]], entry: TranscriptEntry, *,
         last.setdefault("tool_calls", []).append(call)
 
 
-def entries_to_chat(entries: Sequence[TranscriptEntry], *, replay_reasoning: bool) -> list[dict[str, Any]]:
+def entries_to_chat(
+    entries: Sequence[TranscriptEntry],
+    *,
+    replay_reasoning: bool,
+    reasoning_provider: str = PROVIDER_TAG,
+    include_images: bool = True,
+) -> list[dict[str, Any]]:
     """Map transcript entries to chat-completions ``messages``.
 
     Consecutive reasoning/text/tool-call entries merge into one assistant message; tool results
     become ``tool`` messages carrying ``tool_call_id``. Images attached to tool results follow the
-    run of tool messages as one user message (``tool`` messages are text-only).
+    run of tool messages as one user message (``tool`` messages are text-only). Reasoning goes
+    back as ``reasoning_content`` only with ``replay_reasoning`` and only when it came from
+    ``reasoning_provider`` (or is untagged). Without ``include_images`` an image becomes a short
+    note and tool-result images are left out.
     """
     messages: list[dict[str, Any]] = []
     pending_images: list[dict[str, Any]] = []
@@ -352,21 +370,50 @@ def entries_to_chat(entries: Sequence[TranscriptEntry], *, replay_reasoning: boo
             messages.append({"role": "user", "content": pending_images})
             pending_images = []
         if isinstance(entry, InputEntry):
-            messages.append(_input_to_message(entry))
+            messages.append(_input_to_message(entry, include_images=include_images))
         elif isinstance(entry, ToolResultEntry):
             messages.append({"role": "tool", "tool_call_id": entry.call_id, "content": entry.output})
-            images = [p for p in entry.parts or () if isinstance(p, ImagePart)]
+            images = [p for p in entry.parts or () if isinstance(p, ImagePart)] if include_images else []
             if images:
                 pending_images.append({"type": "text", "text": f"Images returned by tool call {entry.call_id}:"})
                 pending_images.extend(_part_to_wire(p) for p in images)
         else:
-            _append_assistant(messages, entry, replay_reasoning=replay_reasoning)
+            _append_assistant(messages, entry, replay_reasoning=replay_reasoning, reasoning_provider=reasoning_provider)
     if pending_images:
         messages.append({"role": "user", "content": pending_images})
     for message in messages:
         if message["role"] == "assistant" and message.get("tool_calls") and message["content"] == "":
             message["content"] = None
     return messages
+
+
+def entries_to_openai_messages(
+    entries: list[TranscriptEntry],
+    *,
+    reasoning_provider: str = PROVIDER_TAG,
+    include_reasoning: bool = True,
+    include_images: bool = False,
+) -> list[dict[str, Any]]:
+    """Chat-completions ``messages`` for ``entries`` (the public form of the adapter's mapping).
+
+    Args:
+        entries: The transcript view.
+        reasoning_provider: Whose reasoning entries are sent back as ``reasoning_content``.
+        include_reasoning: Send reasoning back at all.
+        include_images: Send image parts (otherwise each becomes a short text note).
+    """
+    return entries_to_chat(
+        entries,
+        replay_reasoning=include_reasoning,
+        reasoning_provider=reasoning_provider,
+        include_images=include_images,
+    )
+
+
+def message_to_openai(msg: Message) -> dict[str, Any]:
+    """One chat :class:`~lovia.messages.Message` as a chat-completions message dict."""
+    rendered = entries_to_chat(messages_to_entries([msg]), replay_reasoning=True, include_images=True)
+    return rendered[0] if rendered else {"role": msg.role, "content": msg.text}
 
 
 # --------------------------------------------------------------------------- response parsing

@@ -24,3 +24,17 @@ def test_crash_and_resume_example():
     assert "finished: 'Total: 42.'" in out
     assert "replayed from the checkpoint: 'Total: 42.' (model calls in this process: 0)" in out
     assert "status=completed" in out and "session: 1 run(s)" in out
+
+
+def test_provider_failover_example():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "provider_failover.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    out = proc.stdout
+    assert "primary calls: 3, then failed over: openai-compatible:big-model -> gemini:gemini-2.5-flash" in out
+    assert "answer: 'Hello from the secondary.'" in out
+    assert "primary calls still 3" in out

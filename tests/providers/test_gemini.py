@@ -50,6 +50,7 @@ def last_body(server: FakeServer) -> dict:
     ("status", "code", "retryable", "hint"),
     [
         (400, "INVALID_ARGUMENT", False, None),
+        (401, "UNAUTHENTICATED", False, "GEMINI_API_KEY"),
         (403, "PERMISSION_DENIED", False, "GEMINI_API_KEY"),
         (404, "NOT_FOUND", False, "model name"),
         (429, "RESOURCE_EXHAUSTED", True, None),

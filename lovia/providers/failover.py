@@ -20,7 +20,7 @@ import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..exceptions import ContextOverflowError, ProviderError, UserError
 from ..transcript import ModelDelta, TranscriptEntry
@@ -170,8 +170,12 @@ class FailoverProvider:
         tools: Sequence[ToolDefinition] | None = None,
         response_format: dict[str, Any] | None = None,
         settings: ModelSettings | None = None,
-    ) -> AsyncIterator[ModelDelta | FailoverDelta]:
+    ) -> AsyncIterator[ModelDelta]:
         """Stream from the active member, moving down the list while members fail.
+
+        Besides the members' deltas the stream carries a :class:`FailoverDelta` at each switch.
+        It is typed as a ``ModelDelta`` so this class satisfies the ``Provider`` protocol;
+        consumers that do not know it skip it, as they skip any delta type they do not handle.
 
         Raises:
             ContextOverflowError: Passed through from the member (never a reason to fail over).
@@ -209,9 +213,10 @@ class FailoverProvider:
                 assert last is not None
                 self._active = (index + 1) % count
                 logger.warning("failover: %s -> %s", _label(member), _label(successor))
-                yield FailoverDelta(
+                notice = FailoverDelta(
                     from_provider=_label(member), to_provider=_label(successor), error=last, attempts=self._attempts
                 )
+                yield cast(ModelDelta, notice)
         assert last is not None
         raise last
 
@@ -243,3 +248,9 @@ def restore_provider_state(provider: object, state: Any) -> None:
     restore = getattr(provider, "restore_failover_state", None)
     if callable(restore) and isinstance(state, dict) and state:
         restore(state)
+
+
+if TYPE_CHECKING:  # mypy keeps FailoverProvider usable wherever a Provider is expected
+
+    def _is_a_provider(provider: FailoverProvider) -> Provider:
+        return provider

@@ -74,6 +74,8 @@ _BLOCKED = frozenset(
     }
 )
 _FINISH = {"STOP": "stop", "MAX_TOKENS": "length"}
+# A broken tool call with nothing else in the turn: another attempt usually succeeds.
+_RETRY_FINISH = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "MALFORMED_RESPONSE"})
 _OVERFLOW = re.compile(r"input token count \(?(\d+)\)? exceeds the maximum number of tokens allowed \(?(\d+)\)?", re.I)
 
 
@@ -455,6 +457,10 @@ class GeminiChunkParser:
                 raise self._blocked(
                     f"the response was stopped by the safety system ({finish})" + (f": {detail}" if detail else ""),
                     finish,
+                )
+            if finish in _RETRY_FINISH and not self._calls and not self._saw_text:
+                raise self._provider._error(
+                    f"the model produced no usable answer (finish reason {finish})", retryable=True
                 )
             self._finish = finish
         return out

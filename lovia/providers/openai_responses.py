@@ -418,6 +418,7 @@ class ResponsesEventParser:
         self._call_args: dict[int, bool] = {}  # our call index -> argument fragments were streamed
         self._text_items: set[int] = set()  # output indexes whose text arrived as deltas
         self._reasoning: list[ReasoningEntry] = []
+        self._reasoning_part: tuple[Any, Any] | None = None
 
     def feed(self, data: str) -> list[ModelDelta]:
         """Parse one event's ``data``; raise on errors, return the deltas it carries."""
@@ -431,8 +432,7 @@ class ResponsesEventParser:
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             return self._text(body)
         if kind == "response.reasoning_summary_text.delta" or kind == "response.reasoning_text.delta":
-            delta = body.get("delta")
-            return [ReasoningDelta(delta)] if isinstance(delta, str) and delta else []
+            return self._reasoning_text(body)
         if kind == "response.function_call_arguments.delta":
             return self._arguments(body)
         if kind == "response.output_item.added":
@@ -450,6 +450,18 @@ class ResponsesEventParser:
         elif kind == "error":
             raise self._provider._event_error(body.get("error") if isinstance(body.get("error"), dict) else body)
         return []  # in_progress, content_part.*, *.done and unknown events carry nothing new
+
+    def _reasoning_text(self, body: dict[str, Any]) -> list[ModelDelta]:
+        delta = body.get("delta")
+        if not isinstance(delta, str) or not delta:
+            return []
+        # Summary parts of one item are separate paragraphs: stream the break the finished
+        # entry will have, so a live view and the stored entry read the same.
+        part = (body.get("item_id"), body.get("summary_index", body.get("content_index")))
+        if self._reasoning_part is not None and part != self._reasoning_part and part[0] == self._reasoning_part[0]:
+            delta = "\n\n" + delta
+        self._reasoning_part = part
+        return [ReasoningDelta(delta)]
 
     def _text(self, body: dict[str, Any]) -> list[ModelDelta]:
         delta = body.get("delta")

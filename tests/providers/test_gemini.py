@@ -106,6 +106,13 @@ async def test_a_stream_without_finish_reason_is_retryable(gserver) -> None:
     assert info.value.retryable is True
 
 
+async def test_a_malformed_function_call_is_retryable(gserver) -> None:
+    gserver.enqueue(Reply.sse(gemini_sse([gemini_chunk([], finish="MALFORMED_FUNCTION_CALL")])))
+    with pytest.raises(ProviderError, match="MALFORMED_FUNCTION_CALL") as info:
+        await collect(provider(gserver).stream(user("hi")))
+    assert info.value.retryable is True
+
+
 async def test_a_malformed_chunk_is_a_clear_error(gserver) -> None:
     gserver.enqueue(Reply.sse(b'data: {"candidates": [\r\n\r\n'))
     with pytest.raises(ProviderError, match="unreadable stream chunk"):

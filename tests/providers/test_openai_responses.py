@@ -201,7 +201,7 @@ async def test_reasoning_items_are_kept_and_sent_back(server: FakeServer) -> Non
     )
     p = provider(server)
     first = assemble(await collect(p.stream(user("weather in Rome?"), tools=[ToolDef("weather")])))
-    assert first.reasoning == "Think aboutthe weather."
+    assert first.reasoning == "Think about\n\nthe weather." == first.completed[0].content
     [entry] = first.completed
     assert isinstance(entry, ReasoningEntry) and entry.provider == "openai-responses" and entry.id == "rs_1"
     assert entry.metadata["encrypted_content"] == "ENC==" and entry.metadata["reasoning_tokens"] == 42

@@ -7,8 +7,8 @@ bodies, prompt blocks and safety stops become :class:`~lovia.exceptions.Provider
 :class:`~lovia.exceptions.ContextOverflowError`.
 
 Function calls arrive whole (one part per call, possibly several per turn). When the API gives a
-call no ``id``, the adapter assigns one derived from the request (how many entries it answered,
-the call's position, name and arguments), so a retried or resumed call gets the same id and its
+call no ``id``, the adapter assigns one derived from the request (its length and its last
+entries, the call's position, name and arguments), so a retried or resumed call gets the same id and its
 result pairs with it. Thought signatures, which Gemini requires back on the next request, are
 kept on the turn's :class:`~lovia.transcript.ReasoningEntry` (``provider="gemini"``,
 ``metadata["signatures"]``) and re-attached to the parts they came with; the turn's thinking-token
@@ -44,6 +44,7 @@ from ..transcript import (
     ToolResultEntry,
     TranscriptEntry,
     UsageDelta,
+    entry_to_dict,
 )
 from ._http import HTTPProviderBase, apply_options, error_body_text
 from ._windows import known_window
@@ -226,7 +227,7 @@ class GeminiProvider(HTTPProviderBase):
         """
         payload = self.build_payload(entries, tools=tools, response_format=response_format, settings=settings)
         url = f"{self._base_url}/models/{quote(self._model, safe='')}:streamGenerateContent?alt=sse"
-        parser = GeminiChunkParser(self, salt=len(entries))
+        parser = GeminiChunkParser(self, salt=_request_salt(entries))
         async with self._sse_request(url, payload, self._request_headers(), self._map_error) as events:
             async for event in events:
                 for delta in parser.feed(event.data):
@@ -277,6 +278,16 @@ class GeminiProvider(HTTPProviderBase):
             value = data.get("inputTokenLimit") if isinstance(data, dict) else None
             _WINDOW_CACHE[key] = int(value) if isinstance(value, int) and value > 0 else None
         return _WINDOW_CACHE[key] or known_window(self._host, self._model)
+
+
+def _request_salt(entries: Sequence[TranscriptEntry]) -> str:
+    """What makes assigned call ids unique per request and equal for the same request.
+
+    The entry count alone could repeat after a compaction shrinks the view, so the last two
+    entries (a tool result with its own call id, or the user's input) go in as well.
+    """
+    tail = json.dumps([entry_to_dict(e) for e in entries[-2:]], sort_keys=True, default=str)
+    return f"{len(entries)}:{hashlib.sha256(tail.encode()).hexdigest()[:16]}"
 
 
 # --------------------------------------------------------------------------- request mapping
@@ -409,11 +420,11 @@ def entries_to_gemini(
 class GeminiChunkParser:
     """Turns ``GenerateContentResponse`` chunks into deltas.
 
-    ``salt`` (the number of entries in the request) makes assigned call ids unique per turn and
-    identical when the same request is made again.
+    ``salt`` (derived from the request) makes assigned call ids unique per turn and identical
+    when the same request is made again.
     """
 
-    def __init__(self, provider: GeminiProvider, *, salt: int) -> None:
+    def __init__(self, provider: GeminiProvider, *, salt: str) -> None:
         self._provider = provider
         self._salt = salt
         self._calls = 0

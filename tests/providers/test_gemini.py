@@ -329,3 +329,13 @@ def test_model_strings_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert track(provider_from_string("google:gemini-2.5-pro"))._request_headers()["x-goog-api-key"] == "from-gemini"
     monkeypatch.setenv("GEMINI_BASE_URL", "http://127.0.0.1:9/custom/v1")
     assert track(provider_from_string("gemini:x")).base_url == "http://127.0.0.1:9/custom/v1"
+
+
+async def test_assigned_ids_differ_when_only_the_history_differs(gserver) -> None:
+    """Same call, same position, same request length, different history: different ids."""
+    call = gemini_chunk([{"function_call": {"name": "weather", "args": {"city": "Paris"}}}], finish="STOP")
+    gserver.enqueue(Reply.sse(gemini_sse([call])), Reply.sse(gemini_sse([call])))
+    p = provider(gserver)
+    a = assemble(await collect(p.stream(user("weather in Paris?"))))
+    b = assemble(await collect(p.stream(user("and now Paris again?"))))
+    assert a.calls[0]["id"] != b.calls[0]["id"]

@@ -62,7 +62,8 @@ class FailoverProvider:
             resolved here and closed by :meth:`aclose`; provider instances stay yours.
         attempts: Calls each member gets before the next one takes over (default 3).
         backoff: Base delay in seconds between two calls to the same member (doubles, jittered).
-        backoff_max: Upper bound of that delay.
+        backoff_max: Upper bound of that delay. A member whose error asks for a longer pause
+            (``retry_after``, from a ``Retry-After`` header) is given up on at once.
         retry_on: Which errors count as "this member is failing" (default: retryable
             :class:`~lovia.exceptions.ProviderError`). Anything else is raised at once.
         sleep: The sleep used for backoff (tests pass a no-op).
@@ -206,8 +207,11 @@ class FailoverProvider:
                     logger.warning(
                         "failover: %s failed (attempt %d/%d): %s", _label(member), attempt, self._attempts, exc
                     )
+                    wait = getattr(exc, "retry_after", None)
+                    if isinstance(wait, (int, float)) and wait > self._backoff_max:
+                        break  # the member asked for a longer pause than we wait: fail over now
                     if attempt < self._attempts:
-                        await self._sleep(self._delay(attempt))
+                        await self._sleep(max(self._delay(attempt), float(wait or 0.0)))
             if step < count - 1:
                 successor = self._members[(index + 1) % count]
                 assert last is not None

@@ -223,3 +223,35 @@ async def test_a_crash_during_failover_resumes_on_the_answering_member(server: F
         assert model_turn["parts"][0]["functionCall"] == {"name": "lookup", "args": {"city": "Rome"}}
         assert model_turn["parts"][0]["thoughtSignature"]
         assert resumed["contents"][2]["parts"][0]["functionResponse"]["response"] == {"output": "sunny in Rome"}
+
+
+async def test_a_long_retry_after_fails_over_at_once() -> None:
+    """A member asking for a pause longer than backoff_max is not waited for."""
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    from lovia.testing import ScriptedProvider, text
+
+    secondary = ScriptedProvider(lambda entries, tools: text("fine"))
+    error = ProviderError("rate limited", status_code=429, retryable=True)
+    error.retry_after = 120.0  # what a Retry-After: 120 header gives
+
+    def long_pause(entries, tools):
+        raise error
+
+    p = FailoverProvider([ScriptedProvider(long_pause), secondary], backoff=0.01, backoff_max=5.0, sleep=sleep)
+    out = assemble(await collect(p.stream(HI)))
+    assert out.text == "fine" and slept == [], "no waiting for a member that asked for two minutes"
+    short = ProviderError("rate limited", status_code=429, retryable=True)
+    short.retry_after = 2.0
+
+    def short_pause(entries, tools):
+        raise short
+
+    q = FailoverProvider(
+        [ScriptedProvider(short_pause), ScriptedProvider(lambda e, t: text("ok"))], backoff=0.01, sleep=sleep
+    )
+    await collect(q.stream(HI))
+    assert slept == [2.0, 2.0], "a short Retry-After is honoured between attempts"

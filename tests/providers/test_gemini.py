@@ -339,3 +339,13 @@ async def test_assigned_ids_differ_when_only_the_history_differs(gserver) -> Non
     a = assemble(await collect(p.stream(user("weather in Paris?"))))
     b = assemble(await collect(p.stream(user("and now Paris again?"))))
     assert a.calls[0]["id"] != b.calls[0]["id"]
+
+
+async def test_429_carries_retry_after(gserver) -> None:
+    if not hasattr(ProviderError("x"), "retry_after"):
+        pytest.skip("ProviderError.retry_after lands with the retry-events work")
+    body = {"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}
+    gserver.enqueue(Reply.json(429, body, headers={"Retry-After": "3"}))
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(gserver).stream(user("hi")))
+    assert info.value.retryable is True and info.value.retry_after == 3.0

@@ -331,3 +331,14 @@ def test_model_string_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_context_window_comes_from_the_official_table() -> None:
     p = track(OpenAIResponsesProvider("gpt-4.1-mini-2025-04-14", api_key="k"))
     assert p.context_window() == 1_047_576
+
+
+async def test_429_carries_retry_after(server: FakeServer) -> None:
+    if not hasattr(ProviderError("x"), "retry_after"):
+        pytest.skip("ProviderError.retry_after lands with the retry-events work")
+    server.enqueue(
+        Reply.json(429, {"error": {"message": "slow down", "type": "rate_limit"}}, headers={"Retry-After": "7"})
+    )
+    with pytest.raises(ProviderError) as info:
+        await collect(provider(server).stream(user("hi")))
+    assert info.value.retryable is True and info.value.retry_after == 7.0

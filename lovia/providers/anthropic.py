@@ -157,7 +157,7 @@ class AnthropicProvider(HTTPProviderBase):
         keep_thinking = not self._official or (
             isinstance(thinking, dict) and thinking.get("type") not in (None, "disabled")
         )
-        system, messages = entries_to_anthropic(entries, keep_thinking=keep_thinking)
+        system, messages = entries_to_anthropic(entries, keep_thinking=keep_thinking, include_images=self._vision)
         payload: dict[str, Any] = {
             "model": self._model,
             "max_tokens": settings.max_tokens if settings.max_tokens is not None else self._default_max_tokens,
@@ -283,7 +283,10 @@ def _source_block(kind: str, part: ImagePart | FilePart) -> dict[str, Any]:
     return {"type": kind, "source": {"type": "base64", "media_type": mime, "data": part.data}}
 
 
-def _parts_to_blocks(content: str | Sequence[ContentPart]) -> list[dict[str, Any]]:
+_NO_IMAGE = "[image omitted: this model does not accept images]"
+
+
+def _parts_to_blocks(content: str | Sequence[ContentPart], include_images: bool = True) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     blocks: list[dict[str, Any]] = []
@@ -292,7 +295,8 @@ def _parts_to_blocks(content: str | Sequence[ContentPart]) -> list[dict[str, Any
             if part.text:
                 blocks.append({"type": "text", "text": part.text})
         elif isinstance(part, ImagePart):
-            blocks.append(_source_block("image", part))
+            image = _source_block("image", part) if include_images else {"type": "text", "text": _NO_IMAGE}
+            blocks.append(image)
         else:
             block = _source_block("document", part)
             if part.filename:
@@ -322,13 +326,15 @@ def _reasoning_block(entry: ReasoningEntry) -> dict[str, Any] | None:
     return None  # unsigned thinking (another vendor, or a hand-made entry) cannot be replayed
 
 
-def _entry_blocks(entry: TranscriptEntry, keep_thinking: bool) -> tuple[str, list[dict[str, Any]]]:
+def _entry_blocks(
+    entry: TranscriptEntry, keep_thinking: bool, include_images: bool = True
+) -> tuple[str, list[dict[str, Any]]]:
     """(role, blocks) for one non-system entry."""
     if isinstance(entry, InputEntry):
-        return "user", _parts_to_blocks(entry.content)
+        return "user", _parts_to_blocks(entry.content, include_images)
     if isinstance(entry, ToolResultEntry):
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": entry.call_id}
-        if entry.parts and any(isinstance(p, ImagePart) for p in entry.parts):
+        if include_images and entry.parts and any(isinstance(p, ImagePart) for p in entry.parts):
             block["content"] = _parts_to_blocks(entry.parts) or [{"type": "text", "text": entry.output}]
         else:
             block["content"] = entry.output
@@ -347,7 +353,7 @@ def _entry_blocks(entry: TranscriptEntry, keep_thinking: bool) -> tuple[str, lis
 
 
 def entries_to_anthropic(
-    entries: Sequence[TranscriptEntry], *, keep_thinking: bool = True
+    entries: Sequence[TranscriptEntry], *, keep_thinking: bool = True, include_images: bool = True
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Map entries to (``system`` blocks, ``messages``).
 
@@ -363,7 +369,7 @@ def entries_to_anthropic(
             system.extend(_parts_to_blocks(entry.text))
             continue
         head = False
-        role, blocks = _entry_blocks(entry, keep_thinking)
+        role, blocks = _entry_blocks(entry, keep_thinking, include_images)
         if not blocks:
             continue
         if messages and messages[-1]["role"] == role:

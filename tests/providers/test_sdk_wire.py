@@ -9,6 +9,8 @@ that no field we send is one the vendor does not have.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from lovia.messages import FilePart, ImagePart, TextPart
@@ -232,3 +234,28 @@ def test_the_hand_written_chat_and_anthropic_streams_are_sdk_shaped() -> None:
         check_anthropic_event(event)
     with pytest.raises(AssertionError, match="finish_reasn"):
         check_chat_chunk({**chunks[2], "choices": [{"index": 0, "delta": {}, "finish_reasn": "stop"}]})
+
+
+@pytest.mark.parametrize("name", ["chat", "responses", "anthropic", "gemini"])
+def test_without_vision_no_image_reaches_the_wire(name: str) -> None:
+    """``supports_vision=False`` replaces images by a note on every adapter (and stays SDK-valid)."""
+    makers = {
+        "chat": (lambda: OpenAIChatProvider("m", base_url=URL, supports_vision=False), check_chat_request),
+        "responses": (
+            lambda: OpenAIResponsesProvider("m", base_url=URL, supports_vision=False),
+            check_responses_request,
+        ),
+        "anthropic": (lambda: AnthropicProvider("m", base_url=URL, supports_vision=False), check_anthropic_request),
+        "gemini": (
+            lambda: GeminiProvider("m", base_url="http://127.0.0.1:9", supports_vision=False),
+            check_gemini_request,
+        ),
+    }
+    make, check = makers[name]
+    provider = track(make())
+    assert provider.supports_vision is False
+    for shape in ("images_and_files", "tool_result_images"):
+        body = provider.build_payload(SHAPES[shape])
+        check(body)
+        wire = json.dumps(body)
+        assert PNG not in wire and "cat.jpg" not in wire, f"{name}/{shape} still sends an image"

@@ -429,6 +429,8 @@ class ResponsesEventParser:
         if not isinstance(body, dict):
             raise self._provider._error(f"unexpected stream event: {error_body_text(data)}", retryable=True)
         kind = body.get("type")
+        if kind is None and body.get("object") == "response":
+            return self._whole_response(body)
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             return self._text(body)
         if kind == "response.reasoning_summary_text.delta" or kind == "response.reasoning_text.delta":
@@ -530,6 +532,15 @@ class ResponsesEventParser:
             )
             return [TextDelta(text)] if text else []
         return []
+
+    def _whole_response(self, response: dict[str, Any]) -> list[ModelDelta]:
+        """A complete Response (from a server or proxy that ignored ``stream: true``)."""
+        out: list[ModelDelta] = []
+        for output_index, item in enumerate(response.get("output") or ()):
+            if isinstance(item, dict) and item.get("type") in ("message", "reasoning"):
+                out += self._item_done({"item": item, "output_index": output_index})
+        status = response.get("status")
+        return out + self._finish(response, "response.incomplete" if status == "incomplete" else "response.completed")
 
     def _finish(self, response: dict[str, Any], kind: str) -> list[ModelDelta]:
         self.done = True

@@ -342,3 +342,18 @@ async def test_429_carries_retry_after(server: FakeServer) -> None:
     with pytest.raises(ProviderError) as info:
         await collect(provider(server).stream(user("hi")))
     assert info.value.retryable is True and info.value.retry_after == 7.0
+
+
+async def test_a_whole_json_response_is_accepted(server: FakeServer) -> None:
+    """A server that ignores ``stream: true`` and answers with one Response document."""
+    stream = ResponsesStream().created().reasoning("rs_j", ["plan"], encrypted="E").message("Done.")
+    stream.calls([("call_j", "weather", '{"city": "Bern"}')]).completed(reasoning=3)
+    whole = stream.events[-1].response.model_dump(mode="json", exclude_unset=True)
+    server.enqueue(Reply.json(200, whole))
+    out = assemble(await collect(provider(server).stream(user("hi"), tools=[ToolDef("weather")])))
+    assert (
+        out.text == "Done."
+        and out.calls[0]["id"] == "call_j"
+        and json.loads(out.calls[0]["arguments"]) == {"city": "Bern"}
+    )
+    assert out.completed[0].metadata["encrypted_content"] == "E" and out.finish == ["tool_calls"]

@@ -440,6 +440,9 @@ class GeminiChunkParser:
             chunk = json.loads(data)
         except ValueError:
             raise self._provider._error(f"unreadable stream chunk: {error_body_text(data)}", retryable=True) from None
+        if isinstance(chunk, list) and all(isinstance(c, dict) for c in chunk):
+            # Without ``alt=sse`` (a proxy that dropped the query) the API answers one JSON array.
+            return [delta for c in chunk for delta in self.feed(json.dumps(c))]
         if not isinstance(chunk, dict):
             raise self._provider._error(f"unexpected stream chunk: {error_body_text(data)}", retryable=True)
         if isinstance(chunk.get("error"), dict):

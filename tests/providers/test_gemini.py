@@ -349,3 +349,12 @@ async def test_429_carries_retry_after(gserver) -> None:
     with pytest.raises(ProviderError) as info:
         await collect(provider(gserver).stream(user("hi")))
     assert info.value.retryable is True and info.value.retry_after == 3.0
+
+
+async def test_a_json_array_answer_is_accepted(gserver) -> None:
+    """A proxy that dropped ``alt=sse`` gets the API's JSON array of chunks."""
+    chunks = [gemini_chunk([{"text": "Hel"}]), gemini_chunk([{"text": "lo"}], finish="STOP")]
+    payload = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in chunks]
+    gserver.enqueue(Reply.json(200, payload))
+    out = assemble(await collect(provider(gserver).stream(user("hi"))))
+    assert out.text == "Hello" and out.finish == ["stop"]

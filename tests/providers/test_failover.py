@@ -255,3 +255,13 @@ async def test_a_long_retry_after_fails_over_at_once() -> None:
     )
     await collect(q.stream(HI))
     assert slept == [2.0, 2.0], "a short Retry-After is honoured between attempts"
+
+
+def test_the_run_head_carries_provider_state() -> None:
+    from lovia.checkpointer import RunHead, RunSnapshot
+
+    head = RunHead(agent_name="a", provider_state={"active": 1, "label": "gemini:g"})
+    assert RunHead.from_dict(head.to_dict()).provider_state == {"active": 1, "label": "gemini:g"}
+    assert RunHead.from_dict({"agent_name": "a"}).provider_state == {}, "heads written before it load"
+    snap = RunSnapshot.from_parts("r", [], head)
+    assert RunSnapshot.from_json(snap.to_json()).provider_state == {"active": 1, "label": "gemini:g"}

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
@@ -41,6 +40,7 @@ from ..transcript import (
     messages_to_entries,
 )
 from ._http import RETRYABLE_STATUS, HTTPProviderBase, apply_options, error_body_text
+from ._openai import as_int, error_fields, overflow_from, window_from_models
 from ._windows import known_window
 from .base import ModelSettings, ToolDefinition, request_extras
 
@@ -53,20 +53,6 @@ OFFICIAL_HOST = "api.openai.com"
 PROVIDER_TAG = "openai-chat"
 _VENDOR_KEYS = ("openai", "openai-chat")
 _WINDOW_CACHE: dict[tuple[str, str], int | None] = {}
-_WINDOW_PATTERNS = (
-    re.compile(r"maximum context length is (\d[\d,]*)", re.I),
-    re.compile(r"context (?:length|window|size) (?:of|is) (\d[\d,]*)", re.I),
-    re.compile(r"n_ctx[\"']?\s*[:=]\s*(\d+)", re.I),
-)
-_OVERFLOW_NEEDLES = (
-    "context_length_exceeded",
-    "maximum context length",
-    "exceed_context_size",
-    "exceeds the available context size",
-    "context window",
-    "prompt is too long",
-    "too many tokens",
-)
 
 
 class OpenAIChatProvider(HTTPProviderBase):
@@ -233,9 +219,9 @@ class OpenAIChatProvider(HTTPProviderBase):
             yield delta
 
     def _map_error(self, status: int, body: Any, raw: str) -> ProviderError | ContextOverflowError:
-        message, code = _error_fields(body)
+        message, code = error_fields(body)
         text = message or error_body_text(raw) or f"HTTP {status}"
-        is_overflow, window = _overflow_from(text, code, body, status)
+        is_overflow, window = overflow_from(text, code, body, status)
         if is_overflow:
             return ContextOverflowError(
                 f"{self.vendor} ({self._model}): {text}",
@@ -257,7 +243,7 @@ class OpenAIChatProvider(HTTPProviderBase):
         """An ``{"error": ...}`` object sent inside the event stream."""
         body = {"error": error}
         status = error.get("code") if isinstance(error, dict) and isinstance(error.get("code"), int) else None
-        message, code = _error_fields(body)
+        message, code = error_fields(body)
         text = message or error_body_text(json.dumps(error))
         mapped = self._map_error(status or 500, body, text)
         if isinstance(mapped, ProviderError) and status is None:
@@ -287,7 +273,7 @@ class OpenAIChatProvider(HTTPProviderBase):
         key = (self._base_url, self._model)
         if key not in _WINDOW_CACHE:
             data = await self._get_json(f"{self._base_url}/models", self._request_headers())
-            _WINDOW_CACHE[key] = _window_from_models(data, self._model)
+            _WINDOW_CACHE[key] = window_from_models(data, self._model)
         return _WINDOW_CACHE[key]
 
 
@@ -522,60 +508,12 @@ def _is_json(text: str) -> bool:
     return True
 
 
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
 def _usage_from(raw: dict[str, Any]) -> Usage:
     details = raw.get("prompt_tokens_details") or {}
-    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    cached = cached or _int(raw.get("prompt_cache_hit_tokens"))  # DeepSeek's spelling
+    cached = as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    cached = cached or as_int(raw.get("prompt_cache_hit_tokens"))  # DeepSeek's spelling
     return Usage(
-        input_tokens=_int(raw.get("prompt_tokens")),
-        output_tokens=_int(raw.get("completion_tokens")),
+        input_tokens=as_int(raw.get("prompt_tokens")),
+        output_tokens=as_int(raw.get("completion_tokens")),
         cache_read_tokens=cached,
     )
-
-
-def _error_fields(body: Any) -> tuple[str | None, str | None]:
-    """(message, code) from ``{"error": {"message", "code"|"type"}}`` or ``{"error": "text"}``."""
-    if not isinstance(body, dict):
-        return None, None
-    error = body.get("error", body)
-    if isinstance(error, str):
-        return error, None
-    if not isinstance(error, dict):
-        return None, None
-    message = error.get("message") or body.get("message") or body.get("detail")
-    code = error.get("code") or error.get("type")
-    return (str(message) if message else None), (str(code) if code is not None else None)
-
-
-def _overflow_from(text: str, code: str | None, body: Any, status: int) -> tuple[bool, int | None]:
-    """(is this a context overflow, the window the server named if any)."""
-    haystack = f"{code or ''} {text}".lower()
-    if status not in (400, 413, 422, 500) or not any(needle in haystack for needle in _OVERFLOW_NEEDLES):
-        return False, None
-    for pattern in _WINDOW_PATTERNS:
-        match = pattern.search(text)
-        if match:
-            return True, int(match.group(1).replace(",", ""))
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("n_ctx"), int):
-        return True, int(error["n_ctx"])
-    return True, None
-
-
-def _window_from_models(data: Any, model: str) -> int | None:
-    items = data.get("data") if isinstance(data, dict) else data
-    if not isinstance(items, list):
-        return None
-    for item in items:
-        if isinstance(item, dict) and item.get("id") == model:
-            for key in ("max_model_len", "context_length", "context_window", "max_context_length"):
-                if isinstance(item.get(key), int) and item[key] > 0:
-                    return int(item[key])
-            meta = item.get("meta")
-            if isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
-                return int(meta["n_ctx_train"])
-    return None

@@ -46,9 +46,10 @@ from ..transcript import (
     UsageDelta,
 )
 from ._http import HTTPProviderBase, apply_options, error_body_text
+from ._openai import as_int, error_fields, overflow_from, window_from_models
 from ._windows import known_window
 from .base import ModelSettings, ToolDefinition, request_extras
-from .openai_chat import OFFICIAL_HOST, _error_fields, _int, _overflow_from, _window_from_models
+from .openai_chat import OFFICIAL_HOST
 
 __all__ = ["PROVIDER_TAG", "OpenAIResponsesProvider", "entries_to_responses_input"]
 
@@ -240,9 +241,9 @@ class OpenAIResponsesProvider(HTTPProviderBase):
             self._last_response = (parser.response_id, len(entries))
 
     def _map_error(self, status: int, body: Any, raw: str) -> ProviderError | ContextOverflowError:
-        message, code = _error_fields(body)
+        message, code = error_fields(body)
         text = message or error_body_text(raw) or f"HTTP {status}"
-        is_overflow, window = _overflow_from(text, code, body, status)
+        is_overflow, window = overflow_from(text, code, body, status)
         if is_overflow:
             return ContextOverflowError(
                 f"{self.vendor} ({self._model}): {text}",
@@ -262,9 +263,9 @@ class OpenAIResponsesProvider(HTTPProviderBase):
     def _event_error(self, error: Any) -> ProviderError | ContextOverflowError:
         """An ``error`` event or a failed response's ``error`` object inside a 200 stream."""
         body = {"error": error}
-        message, code = _error_fields(body)
+        message, code = error_fields(body)
         text = message or error_body_text(json.dumps(error))
-        is_overflow, window = _overflow_from(text, code, body, 400)
+        is_overflow, window = overflow_from(text, code, body, 400)
         if is_overflow:
             return ContextOverflowError(
                 f"{self.vendor} ({self._model}): {text}",
@@ -289,7 +290,7 @@ class OpenAIResponsesProvider(HTTPProviderBase):
         key = (self._base_url, self._model)
         if key not in _WINDOW_CACHE:
             data = await self._get_json(f"{self._base_url}/models", self._request_headers())
-            _WINDOW_CACHE[key] = _window_from_models(data, self._model)
+            _WINDOW_CACHE[key] = window_from_models(data, self._model)
         return _WINDOW_CACHE[key]
 
 
@@ -588,12 +589,12 @@ def _usage_from(raw: Any) -> tuple[Usage | None, int]:
         return None, 0
     input_details = raw.get("input_tokens_details")
     output_details = raw.get("output_tokens_details")
-    cached = _int(input_details.get("cached_tokens")) if isinstance(input_details, dict) else 0
-    written = _int(input_details.get("cache_write_tokens")) if isinstance(input_details, dict) else 0
-    reasoning = _int(output_details.get("reasoning_tokens")) if isinstance(output_details, dict) else 0
+    cached = as_int(input_details.get("cached_tokens")) if isinstance(input_details, dict) else 0
+    written = as_int(input_details.get("cache_write_tokens")) if isinstance(input_details, dict) else 0
+    reasoning = as_int(output_details.get("reasoning_tokens")) if isinstance(output_details, dict) else 0
     usage = Usage(
-        input_tokens=_int(raw.get("input_tokens")),
-        output_tokens=_int(raw.get("output_tokens")),
+        input_tokens=as_int(raw.get("input_tokens")),
+        output_tokens=as_int(raw.get("output_tokens")),
         cache_read_tokens=cached,
         cache_write_tokens=written,
     )

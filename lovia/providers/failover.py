@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from ..exceptions import ContextOverflowError, ProviderError, UserError
 from ..transcript import ModelDelta, TranscriptEntry
 from .base import ModelSettings, Provider, ToolDefinition, context_window, discover_context_window, supports_vision
+from .registry import provider_from_string
 
 __all__ = ["FailoverDelta", "FailoverProvider", "provider_state", "restore_provider_state"]
 
@@ -86,8 +87,6 @@ class FailoverProvider:
             raise UserError("FailoverProvider needs at least one provider", hint="pass [primary, secondary, ...]")
         if attempts < 1:
             raise UserError(f"attempts must be at least 1 (got {attempts})", hint="attempts=3 is the default")
-        from .registry import provider_from_string
-
         self._members: list[Provider] = []
         self._owned: list[Provider] = []
         for item in providers:

@@ -99,7 +99,7 @@ class _Span:
     and tool call, so each saved frame counts.
     """
 
-    __slots__ = ("_attrs", "_owner", "_span", "_token", "captures_content", "errored", "name", "run_id")
+    __slots__ = ("_attrs", "_linked", "_owner", "_span", "_token", "captures_content", "errored", "name", "run_id")
 
     def __init__(self, owner: OpenTelemetryTracer, name: str, attrs: dict[str, Any]) -> None:
         self._owner = owner
@@ -109,6 +109,7 @@ class _Span:
         self._token: Any = None
         self.captures_content = owner.capture_content
         self.errored = False
+        self._linked = False
         run_id = attrs.get("run_id") if name == "run" else None
         self.run_id = run_id if isinstance(run_id, str) else None
 
@@ -181,6 +182,29 @@ class _Span:
         """The OpenTelemetry span context (trace and span id)."""
         return self._otel.get_span_context()
 
+    def trace_ref(self) -> dict[str, str]:
+        """This span's trace and span id as hex text (what a checkpoint keeps of the first attempt)."""
+        ctx = self.context
+        return {"trace_id": f"{ctx.trace_id:032x}", "span_id": f"{ctx.span_id:016x}"}
+
+    def link_first_attempt(self, ref: dict[str, str]) -> None:
+        """Link this run span to the first attempt's run span, named by :meth:`trace_ref` (any process)."""
+        from opentelemetry.trace import SpanContext, TraceFlags
+
+        try:
+            first = SpanContext(
+                trace_id=int(ref["trace_id"], 16),
+                span_id=int(ref["span_id"], 16),
+                is_remote=True,
+                trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            )
+        except (KeyError, ValueError):
+            return  # a damaged reference only costs the link
+        if first.span_id == self.context.span_id or not first.is_valid:
+            return
+        self._otel.add_link(first, {"lovia.link": "first_attempt", "lovia.run_id": self.run_id or ""})
+        self._linked = True
+
 
 class OpenTelemetryTracer:
     """Emits lovia's spans to OpenTelemetry: ``Runner.run(..., tracer=OpenTelemetryTracer())``.
@@ -239,5 +263,5 @@ class OpenTelemetryTracer:
     def _link_to_first_attempt(self, span: _Span) -> None:
         assert span.run_id is not None
         first = self._first_attempt.get(span.run_id)
-        if first is not None and first != span.context:
+        if first is not None and first != span.context and not span._linked:
             span._otel.add_link(first, {"lovia.link": "first_attempt", "lovia.run_id": span.run_id})

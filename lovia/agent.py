@@ -8,21 +8,28 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .context import Compaction
 from .context.base import ContextPolicy
-from .exceptions import BudgetExceeded, ToolError, UserError
-from .handoff import Handoff, slugify
+from .exceptions import UserError
+from .handoff import Handoff
 from .hooks import AgentHooks
 from .output import OutputRepairStrategy
 from .providers.base import ModelSettings, Provider
-from .reliability import RetryPolicy, RunBudget
+from .providers.registry import resolve_model
+from .reliability import CancelToken, Mailbox, RetryPolicy, RunBudget
+from .run import entry
+from .run.input import RunInput
 from .tools import Tool
 
 if TYPE_CHECKING:
     from .approvals import ApprovalHandler
+    from .checkpointer import CheckpointOptions
     from .guardrails import Guardrail
     from .handle import RunHandle
     from .result import RunResult
     from .run_context import RunContext
+    from .session import Session
+    from .tracing import Tracer
 
 __all__ = ["Agent", "Instructions"]
 
@@ -31,14 +38,7 @@ Instructions = str | Callable[[Any], "str | Awaitable[str]"]
 
 
 def _default_context_policy() -> ContextPolicy:
-    try:
-        from .context import Compaction  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - only while the context package lacks Compaction
-        from .context import NoopContextPolicy
-
-        return NoopContextPolicy()
-    policy: ContextPolicy = Compaction()
-    return policy
+    return Compaction()
 
 
 @dataclass(eq=False)
@@ -115,29 +115,126 @@ class Agent(Generic[Deps]):
     @property
     def handoff_list(self) -> list[Handoff]:
         """``handoffs`` normalised to :class:`Handoff` objects."""
-        from .handoff import as_handoff
-
-        return [as_handoff(h) for h in self.handoffs]
+        return [_as_handoff(h) for h in self.handoffs]
 
     # ------------------------------------------------------------------ shortcuts
 
-    async def run(self, input: Any, **kwargs: Any) -> RunResult[Any]:
-        """Shortcut for ``Runner.run(self, input, ...)``."""
-        from .runner import Runner
+    async def run(
+        self,
+        input: RunInput,
+        *,
+        deps: Any = None,
+        output_type: Any = None,
+        extra_instructions: str | None = None,
+        max_turns: int = 50,
+        budget: RunBudget | None = None,
+        cancel_token: CancelToken | None = None,
+        mailbox: Mailbox | None = None,
+        retry: RetryPolicy | None = None,
+        context_policy: ContextPolicy | None = None,
+        session: Session | None = None,
+        session_id: str | None = None,
+        checkpoint: CheckpointOptions | None = None,
+        tracer: Tracer | None = None,
+        context: Any = None,
+    ) -> RunResult[Any]:
+        """Shortcut for ``Runner.run(self, input, ...)`` (same keywords)."""
+        return await entry.runner().run(
+            self,
+            input,
+            deps=deps,
+            output_type=output_type,
+            extra_instructions=extra_instructions,
+            max_turns=max_turns,
+            budget=budget,
+            cancel_token=cancel_token,
+            mailbox=mailbox,
+            retry=retry,
+            context_policy=context_policy,
+            session=session,
+            session_id=session_id,
+            checkpoint=checkpoint,
+            tracer=tracer,
+            context=context,
+        )
 
-        return await Runner.run(self, input, **kwargs)
+    def run_sync(
+        self,
+        input: RunInput,
+        *,
+        deps: Any = None,
+        output_type: Any = None,
+        extra_instructions: str | None = None,
+        max_turns: int = 50,
+        budget: RunBudget | None = None,
+        cancel_token: CancelToken | None = None,
+        mailbox: Mailbox | None = None,
+        retry: RetryPolicy | None = None,
+        context_policy: ContextPolicy | None = None,
+        session: Session | None = None,
+        session_id: str | None = None,
+        checkpoint: CheckpointOptions | None = None,
+        tracer: Tracer | None = None,
+        context: Any = None,
+    ) -> RunResult[Any]:
+        """Shortcut for ``Runner.run_sync(self, input, ...)`` (same keywords)."""
+        return entry.runner().run_sync(
+            self,
+            input,
+            deps=deps,
+            output_type=output_type,
+            extra_instructions=extra_instructions,
+            max_turns=max_turns,
+            budget=budget,
+            cancel_token=cancel_token,
+            mailbox=mailbox,
+            retry=retry,
+            context_policy=context_policy,
+            session=session,
+            session_id=session_id,
+            checkpoint=checkpoint,
+            tracer=tracer,
+            context=context,
+        )
 
-    def run_sync(self, input: Any, **kwargs: Any) -> RunResult[Any]:
-        """Shortcut for ``Runner.run_sync(self, input, ...)``."""
-        from .runner import Runner
-
-        return Runner.run_sync(self, input, **kwargs)
-
-    def stream(self, input: Any, **kwargs: Any) -> RunHandle[Any]:
-        """Shortcut for ``Runner.stream(self, input, ...)``."""
-        from .runner import Runner
-
-        return Runner.stream(self, input, **kwargs)
+    def stream(
+        self,
+        input: RunInput,
+        *,
+        deps: Any = None,
+        output_type: Any = None,
+        extra_instructions: str | None = None,
+        max_turns: int = 50,
+        budget: RunBudget | None = None,
+        cancel_token: CancelToken | None = None,
+        mailbox: Mailbox | None = None,
+        retry: RetryPolicy | None = None,
+        context_policy: ContextPolicy | None = None,
+        session: Session | None = None,
+        session_id: str | None = None,
+        checkpoint: CheckpointOptions | None = None,
+        tracer: Tracer | None = None,
+        context: Any = None,
+    ) -> RunHandle[Any]:
+        """Shortcut for ``Runner.stream(self, input, ...)`` (same keywords)."""
+        return entry.runner().stream(
+            self,
+            input,
+            deps=deps,
+            output_type=output_type,
+            extra_instructions=extra_instructions,
+            max_turns=max_turns,
+            budget=budget,
+            cancel_token=cancel_token,
+            mailbox=mailbox,
+            retry=retry,
+            context_policy=context_policy,
+            session=session,
+            session_id=session_id,
+            checkpoint=checkpoint,
+            tracer=tracer,
+            context=context,
+        )
 
     def as_tool(
         self,
@@ -155,46 +252,14 @@ class Agent(Generic[Deps]):
         it gets its own mailbox and a fresh copy of ``budget`` per invocation. A child budget
         overrun becomes an error result for the parent.
         """
-        agent = self
-
-        async def invoke(args: dict[str, Any], ctx: RunContext[Any]) -> Any:
-            from .run.spec import RunSpec
-            from .runner import start
-
-            prompt = args.get("input")
-            if not isinstance(prompt, str) or not prompt:
-                from .exceptions import InvalidToolArguments
-
-                raise InvalidToolArguments("'input' must be a non-empty string", hint="pass the question as input")
-            try:
-                spec = RunSpec(
-                    agent=agent,
-                    input=prompt,
-                    context=ctx.context,
-                    max_turns=max_turns,
-                    budget=budget.copy() if budget else None,
-                    cancel_token=ctx.cancel_token,
-                    retry=retry,
-                    context_policy=context_policy,
-                    tracer=ctx.tracer,
-                    parent_usage=ctx.usage,
-                )
-                result = await start(spec).result()
-            except BudgetExceeded as exc:
-                raise ToolError(
-                    f"sub-agent {agent.name!r} ran out of budget: {exc.message}", hint="narrow the question"
-                ) from exc
-            return result.output
-
-        return Tool(
-            name=name or f"ask_{slugify(self.name)}",
-            description=description or f"Ask the agent {self.name!r}. It sees only the input you give it.",
-            parameters={
-                "type": "object",
-                "properties": {"input": {"type": "string", "description": "The full request for the agent."}},
-                "required": ["input"],
-            },
-            invoke=invoke,
+        return entry.agent_tool()(
+            self,
+            name=name,
+            description=description,
+            max_turns=max_turns,
+            budget=budget,
+            retry=retry,
+            context_policy=context_policy,
         )
 
     def resolve_provider(self) -> Provider:
@@ -205,8 +270,6 @@ class Agent(Generic[Deps]):
         Raises:
             UserError: The agent has no model, or the model string is invalid.
         """
-        from .providers.registry import resolve_model
-
         return resolve_model(self.model, agent_name=self.name)
 
     async def render_system_prompt(
@@ -225,3 +288,13 @@ class Agent(Generic[Deps]):
             if text:
                 blocks.append(str(text))
         return "\n\n".join(blocks)
+
+
+def _as_handoff(item: Agent[Any] | Handoff) -> Handoff:
+    if isinstance(item, Handoff):
+        return item
+    if isinstance(item, Agent):
+        return Handoff(target=item)
+    raise UserError(
+        f"handoffs items must be Agent or Handoff, got {type(item).__name__}", hint="wrap targets in Handoff(...)"
+    )

@@ -7,11 +7,13 @@ mutable head. ``run_id`` is the global key and an idempotency key: re-issuing a 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ._json import dumps
 from .exceptions import UserError
@@ -38,7 +40,11 @@ _POLICIES = ("resume", "restart", "fail", "resume_only")
 
 @dataclass(slots=True)
 class RunHead:
-    """The small mutable part of a snapshot, overwritten on every save."""
+    """The small mutable part of a snapshot, overwritten on every save.
+
+    This is the one declaration of a run's durable fields: the run loop keeps a ``RunHead`` as
+    its live record (see ``lovia.run.state``) and :class:`RunSnapshot` reads through to it.
+    """
 
     agent_name: str
     usage: Usage = field(default_factory=Usage)
@@ -57,11 +63,23 @@ class RunHead:
     """Calls of non-idempotent tools that started and have no stored result yet."""
     repair_attempts: int = 0
     """Structured-output repair turns used so far (a resumed run does not get fresh ones)."""
-    started_at: float = field(default_factory=time.time)
-    """When the run first started (a resumed run keeps it)."""
+    started_at: float = None  # type: ignore[assignment]  # None is replaced by updated_at on creation
+    """When the run first started (a resumed run keeps it); omitted, it is ``updated_at``."""
     updated_at: float = field(default_factory=time.time)
+    model_usage: dict[str, Usage] = field(default_factory=dict)
+    """``usage`` split by ``"vendor:model"`` over every attempt (what the run's cost is computed from)."""
+    trace: dict[str, str] | None = None
+    """``{"trace_id", "span_id"}`` (hex) of the first attempt's run span, for tracers that link attempts."""
     provider_state: dict[str, Any] = field(default_factory=dict)
     """State the run's provider carries (e.g. which failover member answers), JSON-safe."""
+
+    def __post_init__(self) -> None:
+        if self.started_at is None:
+            self.started_at = self.updated_at
+
+    def copy(self) -> RunHead:
+        """An independent copy (usage, state and lists are not shared)."""
+        return _copy_head(self)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
@@ -79,6 +97,8 @@ class RunHead:
             "repair_attempts": self.repair_attempts,
             "started_at": self.started_at,
             "updated_at": self.updated_at,
+            "model_usage": {model: usage.to_dict() for model, usage in self.model_usage.items()},
+            "trace": self.trace,
             "provider_state": self.provider_state,
         }
 
@@ -108,6 +128,8 @@ class RunHead:
             repair_attempts=int(data.get("repair_attempts") or 0),
             started_at=float(_first_number(data.get("started_at"), data.get("updated_at"), now)),
             updated_at=float(_first_number(data.get("updated_at"), now)),
+            model_usage=_model_usage(data.get("model_usage")),
+            trace=_trace(data.get("trace")),
             provider_state=dict(data.get("provider_state") or {}),
         )
 
@@ -116,9 +138,43 @@ class RunHead:
         return dumps(self.to_dict())
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> RunHead:
+    def from_json(cls, payload: str | bytes) -> RunHead:
         """Parse :meth:`to_json` output."""
-        return cls.from_dict(json.loads(text))
+        return cls.from_dict(json.loads(payload))
+
+
+def _copy_head(head: RunHead) -> RunHead:
+    # Built directly (not dataclasses.replace): the run copies its head on every checkpoint save.
+    return RunHead(
+        agent_name=head.agent_name,
+        usage=head.usage.copy(),
+        turns=head.turns,
+        status=head.status,
+        output=head.output,
+        error=head.error,
+        last_input_tokens=head.last_input_tokens,
+        context_state=dict(head.context_state),
+        pending_handoff=head.pending_handoff,
+        started_calls=list(head.started_calls),
+        repair_attempts=head.repair_attempts,
+        started_at=head.started_at,
+        updated_at=head.updated_at,
+        model_usage={model: usage.copy() for model, usage in head.model_usage.items()},
+        trace=dict(head.trace) if head.trace is not None else None,
+        provider_state=dict(head.provider_state),
+    )
+
+
+def _model_usage(data: Any) -> dict[str, Usage]:
+    if not isinstance(data, dict):
+        return {}
+    return {str(model): Usage.from_dict(usage) for model, usage in data.items() if isinstance(usage, dict)}
+
+
+def _trace(data: Any) -> dict[str, str] | None:
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("trace_id", "span_id")):
+        return None
+    return {"trace_id": data["trace_id"], "span_id": data["span_id"]}
 
 
 def _first_number(*values: Any) -> float:
@@ -129,54 +185,57 @@ def _first_number(*values: Any) -> float:
     raise ValueError("run head timestamps must be numbers")
 
 
-_HEAD_FIELDS = (
-    "agent_name",
-    "usage",
-    "turns",
-    "status",
-    "output",
-    "error",
-    "last_input_tokens",
-    "context_state",
-    "pending_handoff",
-    "started_calls",
-    "repair_attempts",
-    "started_at",
-    "updated_at",
-    "provider_state",
-)
+_HEAD_FIELDS = frozenset(f.name for f in dataclasses.fields(RunHead))
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class RunSnapshot:
-    """A run's own entries plus its head fields, flattened."""
+    """A stored run: its id, its own entries and its :class:`RunHead`.
+
+    The head's fields read through as attributes (``snap.turns`` is ``snap.head.turns``), and the
+    constructor takes them flat as well: ``RunSnapshot("r1", entries, "agent", turns=2)``.
+    """
 
     run_id: str
     entries: list[TranscriptEntry]
-    agent_name: str
-    usage: Usage = field(default_factory=Usage)
-    turns: int = 0
-    status: RunStatus = "running"
-    output: Any = None
-    error: dict[str, Any] | None = None
-    last_input_tokens: int | None = None
-    context_state: dict[str, Any] = field(default_factory=dict)
-    pending_handoff: str | None = None
-    started_calls: list[str] = field(default_factory=list)
-    repair_attempts: int = 0
-    started_at: float = field(default_factory=time.time)
-    updated_at: float = field(default_factory=time.time)
-    provider_state: dict[str, Any] = field(default_factory=dict)
+    head: RunHead = field(init=False)
 
-    @property
-    def head(self) -> RunHead:
-        """The head fields as a :class:`RunHead`."""
-        return RunHead(**{name: getattr(self, name) for name in _HEAD_FIELDS})
+    def __init__(
+        self,
+        run_id: str,
+        entries: Sequence[TranscriptEntry],
+        agent_name: str | None = None,
+        *,
+        head: RunHead | None = None,
+        **head_fields: Any,
+    ) -> None:
+        unknown = set(head_fields) - _HEAD_FIELDS
+        if unknown:
+            raise TypeError(f"RunSnapshot got unexpected fields {sorted(unknown)}")
+        if head is None:
+            if agent_name is None:
+                raise TypeError("RunSnapshot needs an agent_name (or head=)")
+            head = RunHead(agent_name=agent_name, **head_fields)
+        elif agent_name is not None or head_fields:
+            # dataclasses.replace(snap, turns=3) lands here: the head is copied with the changes.
+            changes = dict(head_fields)
+            if agent_name is not None:
+                changes["agent_name"] = agent_name
+            head = dataclasses.replace(head, **changes)
+        self.run_id = run_id
+        self.entries = list(entries)
+        self.head = head
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            """The head's fields, read through (``snap.status`` is ``snap.head.status``)."""
+            ...
 
     @classmethod
     def from_parts(cls, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead) -> RunSnapshot:
         """Assemble a snapshot from its stored parts."""
-        return cls(run_id=run_id, entries=list(entries), **{name: getattr(head, name) for name in _HEAD_FIELDS})
+        return cls(run_id, entries, head=head)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
@@ -194,9 +253,32 @@ class RunSnapshot:
         return dumps(self.to_dict())
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> RunSnapshot:
+    def from_json(cls, payload: str | bytes) -> RunSnapshot:
         """Parse :meth:`to_json` output."""
-        return cls.from_dict(json.loads(text))
+        return cls.from_dict(json.loads(payload))
+
+
+def _read_through(name: str) -> property:
+    def get(self: RunSnapshot) -> Any:
+        return getattr(self.head, name)
+
+    def put(self: RunSnapshot, value: Any) -> None:
+        setattr(self.head, name, value)
+
+    return property(get, put, doc=f"``head.{name}``")
+
+
+def _expose_head_fields() -> None:
+    # The head's fields stay stored once, in ``head``; they are listed as the snapshot's fields
+    # too (read through), so ``dataclasses.fields``/``replace(snap, turns=3)`` see the flat shape
+    # the snapshot always had. ``head`` itself is not an init field: ``replace`` rebuilds it.
+    listed = RunSnapshot.__dataclass_fields__
+    for head_field in dataclasses.fields(RunHead):
+        setattr(RunSnapshot, head_field.name, _read_through(head_field.name))
+        listed[head_field.name] = copy.copy(head_field)
+
+
+_expose_head_fields()
 
 
 @dataclass(frozen=True, slots=True)

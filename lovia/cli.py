@@ -21,8 +21,6 @@ from .transcript import InputEntry, ReasoningEntry, ToolCallEntry, ToolResultEnt
 
 __all__ = ["format_table", "main"]
 
-DEFAULT_DB = "./.lovia/lovia.db"
-
 
 # --------------------------------------------------------------------------- formatting
 
@@ -233,30 +231,15 @@ async def _sessions_rewind(args: argparse.Namespace, session: Any, cp: Any) -> i
 
 
 def _add_db(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--db", default=os.environ.get("LOVIA_DB", DEFAULT_DB), help="SQLite store file (default %(default)s)"
-    )
+    from .web.command import add_db_argument
+
+    add_db_argument(parser)
 
 
 def _web_parser(sub: Any) -> None:
-    web = sub.add_parser("web", help="serve the chat web app", description="Serve the chat web app (needs lovia[web]).")
-    web.add_argument(
-        "--host", default=os.environ.get("LOVIA_HOST", "127.0.0.1"), help="bind address (default %(default)s)"
-    )
-    web.add_argument(
-        "--port", type=int, default=int(os.environ.get("LOVIA_PORT", "8000")), help="port (default %(default)s)"
-    )
-    _add_db(web)
-    web.add_argument("--app", default=os.environ.get("LOVIA_APP"), help="serve your own agent(s): module:attr")
-    web.add_argument(
-        "--token", default=os.environ.get("LOVIA_WEB_TOKEN"), help="API token (generated for non-loopback binds)"
-    )
-    web.add_argument("--title", default="lovia", help="page title")
-    web.add_argument("--max-turns", type=int, default=50, help="turn limit per run")
-    web.add_argument("--log-level", default="info", help="uvicorn log level")
-    web.add_argument(
-        "--check", action="store_true", help="probe the configured model endpoint(s) and exit (does not serve)"
-    )
+    from .web.command import add_web_parser
+
+    add_web_parser(sub)
 
 
 def _runs_parser(sub: Any) -> None:
@@ -329,31 +312,11 @@ _ACTIONS: dict[tuple[str, str], Callable[[argparse.Namespace, Any, Any], Corouti
 }
 
 
-def _run_web(args: argparse.Namespace) -> int:
-    from .web.agents import load_app
-    from .web.server import serve
-
-    agents = load_app(args.app) if args.app else None
-    serve(
-        agents,
-        host=args.host,
-        port=args.port,
-        db_path=args.db,
-        token=args.token,
-        title=args.title,
-        max_turns=args.max_turns,
-        log_level=args.log_level,
-    )
-    return 0
-
-
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "web":
-        if args.check:
-            from .web.check import run_check
+        from .web.command import run_web
 
-            return run_check(args.app)
-        return _run_web(args)
+        return run_web(args)
     if args.command == "eval":
         from .eval.cli import run_eval
 

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .exceptions import UserError
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -51,19 +50,6 @@ class Handoff:
     def tool_name(self) -> str:
         """The tool the model calls to transfer (at most 64 characters)."""
         return (self.name or f"{HANDOFF_TOOL_PREFIX}{slugify(self.target.name)}")[:64]
-
-
-def as_handoff(item: Agent[Any] | Handoff) -> Handoff:
-    """Normalise an ``Agent.handoffs`` item."""
-    if isinstance(item, Handoff):
-        return item
-    from .agent import Agent
-
-    if isinstance(item, Agent):
-        return Handoff(target=item)
-    raise UserError(
-        f"handoffs items must be Agent or Handoff, got {type(item).__name__}", hint="wrap targets in Handoff(...)"
-    )
 
 
 def handoff_tool(h: Handoff) -> Tool[Any]:

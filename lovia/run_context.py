@@ -13,6 +13,7 @@ from .transcript import TranscriptEntry, entries_to_messages
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .tracing import Tracer
 
 __all__ = ["RunContext", "idempotency_key"]
 
@@ -36,7 +37,8 @@ class RunContext(Generic[T]):
 
     context: T
     agent: Agent[T]
-    run_id: str
+    run_id: str | None = None
+    """The run's global id (always set inside a run)."""
     entries: list[TranscriptEntry] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     turn: int = 0
@@ -47,7 +49,7 @@ class RunContext(Generic[T]):
     system_prompt: str = ""
     workspace: Any = None
     call_id: str | None = None
-    tracer: Any = None
+    tracer: Tracer | None = None
     resumed: bool = False
     """True when the run continues a checkpointed run."""
 
@@ -64,7 +66,7 @@ class RunContext(Generic[T]):
     @property
     def idempotency_key(self) -> str | None:
         """Stable key of the tool call being executed (``None`` outside a tool)."""
-        if self.call_id is None:
+        if self.call_id is None or self.run_id is None:
             return None
         return idempotency_key(self.run_id, self.call_id)
 

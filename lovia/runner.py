@@ -5,22 +5,26 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from .approvals import ApprovalChannel
-from .exceptions import UserError
+from .exceptions import BudgetExceeded, InvalidToolArguments, ToolError, UserError
 from .handle import EventSink, RunHandle
-from .reliability import CancelToken, Mailbox
+from .handoff import slugify
+from .result import RunResult
+from .run import entry
+from .run.input import RunInput
 from .run.loop import RunLoop
-from .run.spec import RunInput, RunSpec
+from .run.options import RunOptions, pick_deps
+from .run_context import RunContext
+from .tools import Tool
 
 if TYPE_CHECKING:
     from .agent import Agent
     from .checkpointer import CheckpointOptions
     from .context.base import ContextPolicy
-    from .reliability import RetryPolicy, RunBudget
-    from .result import RunResult
+    from .reliability import CancelToken, Mailbox, RetryPolicy, RunBudget
     from .session import Session
+    from .tracing import Tracer
 
-__all__ = ["Runner"]
+__all__ = ["RunHandle", "RunResult", "Runner"]
 
 
 class Runner:
@@ -31,7 +35,7 @@ class Runner:
         agent: Agent[Any],
         input: RunInput,
         *,
-        context: Any = None,
+        deps: Any = None,
         output_type: Any = None,
         extra_instructions: str | None = None,
         max_turns: int = 50,
@@ -43,14 +47,15 @@ class Runner:
         session: Session | None = None,
         session_id: str | None = None,
         checkpoint: CheckpointOptions | None = None,
-        tracer: Any = None,
+        tracer: Tracer | None = None,
+        context: Any = None,
     ) -> RunResult[Any]:
         """Run ``agent`` on ``input`` to completion and return the result.
 
         Args:
             agent: the entry agent.
             input: a string (one user message) or a list of messages; ``[]`` with ``resume_only``.
-            context: your deps object, available as ``ctx.deps``; not checkpointed.
+            deps: your dependencies object, available to tools as ``ctx.deps``; not checkpointed.
             output_type: run-wide output type (binds every agent reached by handoff).
             extra_instructions: per-run system addendum, re-applied after each handoff.
             max_turns: model turns before ``MaxTurnsExceeded``.
@@ -63,16 +68,33 @@ class Runner:
             session_id: the conversation key.
             checkpoint: ``CheckpointOptions`` for crash recovery and idempotent re-issue.
             tracer: a ``Tracer`` for spans.
+            context: deprecated spelling of ``deps`` (warns).
         """
-        # The parameters are exactly RunSpec's fields: pass them on as they came.
-        return await start(RunSpec(**locals())).result()
+        options = RunOptions.build(
+            agent,
+            input,
+            deps=pick_deps(deps, context),
+            output_type=output_type,
+            extra_instructions=extra_instructions,
+            max_turns=max_turns,
+            budget=budget,
+            cancel_token=cancel_token,
+            mailbox=mailbox,
+            retry=retry,
+            context_policy=context_policy,
+            session=session,
+            session_id=session_id,
+            checkpoint=checkpoint,
+            tracer=tracer,
+        )
+        return await start(options).result()
 
     @staticmethod
     def run_sync(
         agent: Agent[Any],
         input: RunInput,
         *,
-        context: Any = None,
+        deps: Any = None,
         output_type: Any = None,
         extra_instructions: str | None = None,
         max_turns: int = 50,
@@ -84,14 +106,31 @@ class Runner:
         session: Session | None = None,
         session_id: str | None = None,
         checkpoint: CheckpointOptions | None = None,
-        tracer: Any = None,
+        tracer: Tracer | None = None,
+        context: Any = None,
     ) -> RunResult[Any]:
         """``Runner.run`` in a fresh event loop (not allowed inside a running loop); same keywords."""
-        kwargs = dict(locals())  # exactly Runner.run's parameters
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(Runner.run(**kwargs))
+            options = RunOptions.build(
+                agent,
+                input,
+                deps=pick_deps(deps, context),
+                output_type=output_type,
+                extra_instructions=extra_instructions,
+                max_turns=max_turns,
+                budget=budget,
+                cancel_token=cancel_token,
+                mailbox=mailbox,
+                retry=retry,
+                context_policy=context_policy,
+                session=session,
+                session_id=session_id,
+                checkpoint=checkpoint,
+                tracer=tracer,
+            )
+            return asyncio.run(_result(options))
         raise UserError(
             "Runner.run_sync was called inside a running event loop",
             hint="use `await Runner.run(...)` in async code",
@@ -102,7 +141,7 @@ class Runner:
         agent: Agent[Any],
         input: RunInput,
         *,
-        context: Any = None,
+        deps: Any = None,
         output_type: Any = None,
         extra_instructions: str | None = None,
         max_turns: int = 50,
@@ -114,22 +153,93 @@ class Runner:
         session: Session | None = None,
         session_id: str | None = None,
         checkpoint: CheckpointOptions | None = None,
-        tracer: Any = None,
+        tracer: Tracer | None = None,
+        context: Any = None,
     ) -> RunHandle[Any]:
         """Start a run and return its handle: iterate events, ``await`` the result, ``cancel()``.
 
         Takes the same keywords as :meth:`run`. The run starts when the handle is first iterated
         or awaited.
         """
-        return start(RunSpec(**locals()))  # the parameters are exactly RunSpec's fields
+        options = RunOptions.build(
+            agent,
+            input,
+            deps=pick_deps(deps, context),
+            output_type=output_type,
+            extra_instructions=extra_instructions,
+            max_turns=max_turns,
+            budget=budget,
+            cancel_token=cancel_token,
+            mailbox=mailbox,
+            retry=retry,
+            context_policy=context_policy,
+            session=session,
+            session_id=session_id,
+            checkpoint=checkpoint,
+            tracer=tracer,
+        )
+        return start(options)
 
 
-def start(spec: RunSpec) -> RunHandle[Any]:
-    """Wrap a validated spec in a handle (internal; ``agent.as_tool`` uses it for child runs)."""
-    spec.cancel_token = spec.cancel_token or CancelToken()
-    spec.approvals = spec.approvals or ApprovalChannel()
+def agent_tool(
+    agent: Agent[Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    max_turns: int = 50,
+    budget: RunBudget | None = None,
+    retry: RetryPolicy | None = None,
+    context_policy: ContextPolicy | None = None,
+) -> Tool[Any]:
+    """``agent`` as a tool ``ask_<slug>(input)`` whose each call is a child run (see ``Agent.as_tool``)."""
+
+    async def invoke(args: dict[str, Any], ctx: RunContext[Any]) -> Any:
+        prompt = args.get("input")
+        if not isinstance(prompt, str) or not prompt:
+            raise InvalidToolArguments("'input' must be a non-empty string", hint="pass the question as input")
+        try:
+            options = RunOptions.build(
+                agent,
+                prompt,
+                deps=ctx.context,
+                max_turns=max_turns,
+                budget=budget.copy() if budget else None,
+                cancel_token=ctx.cancel_token,
+                retry=retry,
+                context_policy=context_policy,
+                tracer=ctx.tracer,
+                parent_usage=ctx.usage,
+            )
+            result = await start(options).result()
+        except BudgetExceeded as exc:
+            raise ToolError(
+                f"sub-agent {agent.name!r} ran out of budget: {exc.message}", hint="narrow the question"
+            ) from exc
+        return result.output
+
+    return Tool(
+        name=name or f"ask_{slugify(agent.name)}",
+        description=description or f"Ask the agent {agent.name!r}. It sees only the input you give it.",
+        parameters={
+            "type": "object",
+            "properties": {"input": {"type": "string", "description": "The full request for the agent."}},
+            "required": ["input"],
+        },
+        invoke=invoke,
+    )
+
+
+async def _result(options: RunOptions) -> RunResult[Any]:
+    return await start(options).result()
+
+
+def start(options: RunOptions) -> RunHandle[Any]:
+    """Wrap validated options in a handle (internal; ``agent.as_tool`` uses it for child runs)."""
 
     async def drive(sink: EventSink) -> RunResult[Any]:
-        return await RunLoop(spec, sink).run()
+        return await RunLoop(options, sink).run()
 
-    return RunHandle(drive, cancel_token=spec.cancel_token, approvals=spec.approvals)
+    return RunHandle(drive, cancel_token=options.cancel_token, approvals=options.approvals)
+
+
+entry.install(Runner, agent_tool)

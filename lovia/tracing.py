@@ -31,11 +31,13 @@ __all__ = [
     "Tracer",
     "detail_span",
     "handoff_span",
+    "link_first_attempt",
     "model_call_span",
     "record_model_response",
     "record_run_end",
     "record_tool_io",
     "run_span",
+    "span_ref",
     "tool_call_span",
 ]
 
@@ -310,3 +312,20 @@ def __getattr__(name: str) -> Any:
 
         return OpenTelemetryTracer
     raise AttributeError(f"module 'lovia.tracing' has no attribute {name!r}")
+
+
+def span_ref(span: Span) -> dict[str, str] | None:
+    """``{"trace_id", "span_id"}`` of ``span`` when its tracer has ids (OpenTelemetry), else ``None``.
+
+    A run keeps its first attempt's reference in the checkpoint head, so a resumed attempt, in
+    any process, can :func:`link_first_attempt` to it.
+    """
+    ref = getattr(span, "trace_ref", None)
+    return ref() if callable(ref) else None
+
+
+def link_first_attempt(span: Span, ref: dict[str, str]) -> None:
+    """Link a resumed run's span to its first attempt (a no-op for tracers without links)."""
+    link = getattr(span, "link_first_attempt", None)
+    if callable(link):
+        link(ref)

@@ -7,6 +7,9 @@ in a JSON-safe state the loop persists, rendered by the pure :func:`render_view`
 
 from __future__ import annotations
 
+# The tools package re-exports recall_tool_result (built in .recall from this package's stores):
+# loading it first lets it finish before .compaction asks .recall for the same tool.
+from .. import tools as _tools  # noqa: F401  (import order, see above)
 from .compaction import Compaction
 from .policy import CompactionRequest, ContextPolicy, ContextResult, NoopContextPolicy
 from .render import (

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..transcript import InputEntry, TranscriptEntry, leading_system_count
 from .policy import CompactionRequest, ContextResult
+from .recall import recall_tool_result
 from .render import RECALL_TOOL_NAME, render_body, render_entry
 from .stages import ClearToolResults, OffloadToolResults, Stage, StageContext, SummarizeHistory
 from .state import CompactionState, history_fingerprint
@@ -122,9 +123,7 @@ class Compaction:
     def tools(self) -> list[Tool[Any]]:
         """The ``recall_tool_result`` tool, bound to this policy's store."""
         if self._tools is None:
-            from ..tools.recall import make_recall_tool
-
-            self._tools = [make_recall_tool(self.store)]
+            self._tools = [recall_tool_result(self.store)]
         return list(self._tools)
 
     def budget(self, window: int) -> TokenBudget:

@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..exceptions import UserError
+from ..exceptions import LoviaError, UserError
 from .checks import check_name
 from .report import CaseResult, Report
 from .runner import Case, _run_id, _Suite, evaluate
@@ -192,9 +192,16 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m lovia.eval.cli SUITE_FILE ...`` (the same as ``lovia eval``)."""
-    from ..cli import main as lovia_main
-
-    return lovia_main(["eval", *(sys.argv[1:] if argv is None else argv)])
+    parser = argparse.ArgumentParser(prog="lovia")
+    add_eval_parser(parser.add_subparsers(dest="command", required=True, metavar="{eval}"))
+    args = parser.parse_args(["eval", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return run_eval(args)
+    except LoviaError as exc:
+        print(f"lovia: error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"  hint: {exc.hint}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

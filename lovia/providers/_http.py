@@ -79,7 +79,7 @@ def resolve_verify() -> ssl.SSLContext | bool:
         import truststore  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return True
-    return truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # type: ignore[no-any-return]
+    return truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def _verify_setting(verify: ssl.SSLContext | str | bool | None) -> ssl.SSLContext | bool:

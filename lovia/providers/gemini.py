@@ -455,11 +455,12 @@ class GeminiChunkParser:
             raise self._blocked(f"the prompt was blocked ({reason})" + (f": {detail}" if detail else ""), reason)
         if isinstance(chunk.get("usageMetadata"), dict):
             self._usage = chunk["usageMetadata"]
-        out: list[ModelDelta] = []
         candidates = chunk.get("candidates") or []
         candidate = candidates[0] if isinstance(candidates, list) and candidates else None
-        if not isinstance(candidate, dict):
-            return out
+        return self._candidate(candidate) if isinstance(candidate, dict) else []
+
+    def _candidate(self, candidate: dict[str, Any]) -> list[ModelDelta]:
+        out: list[ModelDelta] = []
         content = candidate.get("content") or {}
         for part in content.get("parts") or () if isinstance(content, dict) else ():
             if isinstance(part, dict):

@@ -423,12 +423,7 @@ class ResponsesEventParser:
 
     def feed(self, data: str) -> list[ModelDelta]:
         """Parse one event's ``data``; raise on errors, return the deltas it carries."""
-        try:
-            body = json.loads(data)
-        except ValueError:
-            raise self._provider._error(f"unreadable stream event: {error_body_text(data)}", retryable=True) from None
-        if not isinstance(body, dict):
-            raise self._provider._error(f"unexpected stream event: {error_body_text(data)}", retryable=True)
+        body = self._decode(data)
         kind = body.get("type")
         if kind is None and body.get("object") == "response":
             return self._whole_response(body)
@@ -453,6 +448,15 @@ class ResponsesEventParser:
         elif kind == "error":
             raise self._provider._event_error(body.get("error") if isinstance(body.get("error"), dict) else body)
         return []  # in_progress, content_part.*, *.done and unknown events carry nothing new
+
+    def _decode(self, data: str) -> dict[str, Any]:
+        try:
+            body = json.loads(data)
+        except ValueError:
+            raise self._provider._error(f"unreadable stream event: {error_body_text(data)}", retryable=True) from None
+        if not isinstance(body, dict):
+            raise self._provider._error(f"unexpected stream event: {error_body_text(data)}", retryable=True)
+        return body
 
     def _reasoning_text(self, body: dict[str, Any]) -> list[ModelDelta]:
         delta = body.get("delta")

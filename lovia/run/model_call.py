@@ -11,7 +11,7 @@ from ..exceptions import ContextOverflowError
 from ..providers.base import ModelSettings, Provider, ToolDefinition
 from ..providers.failover import FailoverDelta
 from ..reliability import RetryPolicy
-from ..tracing import record_model_response
+from ..tracing import Tracer, record_model_response
 from ..transcript import EntryCompletedDelta, FinishDelta, ToolCallDelta, TranscriptEntry, UsageDelta
 from ..transcript import ReasoningDelta as ProviderReasoningDelta
 from ..transcript import TextDelta as ProviderTextDelta
@@ -31,7 +31,7 @@ async def call_model(
     settings: ModelSettings,
     retry: RetryPolicy | None,
     emit: Callable[[Event], Awaitable[None]],
-    tracer: Any,
+    tracer: Tracer,
     turn: int,
 ) -> TurnAssembler:
     """Stream one response into a :class:`TurnAssembler`.

@@ -12,7 +12,6 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,9 +28,20 @@ from ..handoff import Handoff
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from ..session import Session
     from ..transcript import TranscriptEntry
+    from .state import RunState
 
-__all__ = ["CheckpointWriter", "Plan", "agent_graph", "classify", "error_payload", "plan_run"]
+__all__ = [
+    "CheckpointWriter",
+    "Plan",
+    "agent_graph",
+    "classify",
+    "error_payload",
+    "load_history",
+    "plan_run",
+    "resume_agents",
+]
 
 logger = logging.getLogger("lovia")
 
@@ -94,6 +104,39 @@ def agent_graph(entry: Agent[Any]) -> dict[str, Agent[Any]]:
     return found
 
 
+def resume_agents(entry: Agent[Any], snap: RunSnapshot) -> tuple[Agent[Any], Agent[Any] | None]:
+    """The agent that drove ``snap`` and the handoff target it recorded, found in ``entry``'s graph."""
+    graph = agent_graph(entry)
+    name, pending_name = snap.head.agent_name, snap.head.pending_handoff
+    agent = graph.get(name)
+    if agent is None:
+        raise UserError(
+            f"run {snap.run_id!r} was driven by agent {name!r}, which is not in the handoff graph of {entry.name!r}",
+            hint=f"restore the agent named {name!r} (renaming an agent breaks resume of its in-flight runs)",
+        )
+    if pending_name is None:
+        return agent, None
+    pending = graph.get(pending_name)
+    if pending is None:
+        raise UserError(
+            f"run {snap.run_id!r} recorded a handoff to {pending_name!r}, which no longer exists",
+            hint=f"restore the agent named {pending_name!r}",
+        )
+    return agent, pending
+
+
+async def load_history(session: Session | None, session_id: str | None) -> tuple[list[TranscriptEntry], dict[str, Any]]:
+    """The session's entries so far, and the context state its last segment carried."""
+    if session is None or session_id is None:
+        return [], {}
+    segments = await session.segments(session_id)
+    history = [entry for seg in segments for entry in seg.entries]
+    carried: dict[str, Any] = {}
+    if segments and segments[-1].meta:
+        carried = dict(segments[-1].meta.get("context_state") or {})
+    return history, carried
+
+
 def classify(exc: BaseException) -> RunStatus:
     """``interrupted`` for stops worth resuming as-is, ``failed`` for everything else."""
     if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, RunCancelled, MaxTurnsExceeded, BudgetExceeded)):
@@ -125,15 +168,11 @@ class CheckpointWriter:
     is lost the next save raises :class:`LeaseLostError` and nothing more is written.
     """
 
-    def __init__(
-        self, options: CheckpointOptions, *, head: Callable[[], RunHead], own: Sequence[TranscriptEntry], persisted: int
-    ) -> None:
+    def __init__(self, options: CheckpointOptions, *, persisted: int = 0) -> None:
         assert options.checkpointer is not None
         self.options = options
         self.checkpointer = options.checkpointer
         self.run_id = options.effective_run_id
-        self._head = head
-        self._own = own
         self._persisted = persisted
         self._lock = asyncio.Lock()
         self._lease: Lease | None = None
@@ -168,18 +207,23 @@ class CheckpointWriter:
         self._persisted = persisted
 
     async def save(
-        self, *, status: RunStatus = "running", output: Any = None, error: dict[str, Any] | None = None
+        self,
+        state: RunState,
+        *,
+        status: RunStatus = "running",
+        output: Any = None,
+        error: dict[str, Any] | None = None,
     ) -> None:
-        """Append entries new since the last save and overwrite the head (with a terminal status,
-        the JSON-safe ``output`` or the ``error`` payload)."""
+        """Append the state's entries new since the last save and overwrite the head (with a
+        terminal status, the JSON-safe ``output`` or the ``error`` payload)."""
         async with self._lock:
             if self._lease_error is not None:
                 raise LeaseLostError(
                     f"run {self.run_id!r} was taken over by another worker; this worker stops without writing",
                     hint="another process resumed the run after this worker's lease expired",
                 ) from self._lease_error
-            new = list(self._own[self._persisted :])
-            head = self._head()
+            new = list(state.entries[self._persisted :])
+            head = state.saved_head(updated_at=now())
             head.status = status
             head.output = output
             head.error = error

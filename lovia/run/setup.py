@@ -58,7 +58,8 @@ def merge_tools(
     for tool, source in candidates:
         if tool.name in tools:
             raise UserError(
-                f"tool name {tool.name!r} is defined twice (in {sources[tool.name]} and {source}) for agent {agent.name!r}",
+                f"tool name {tool.name!r} is defined twice (in {sources[tool.name]} and {source})"
+                f" for agent {agent.name!r}",
                 hint="rename one of them",
             )
         tools[tool.name] = tool

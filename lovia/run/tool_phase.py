@@ -12,20 +12,23 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..events import ApprovalRequired, ToolCallCompleted, ToolCallFailed, ToolCallStarted
+from ..agent import Agent
+from ..approvals import ApprovalChannel
+from ..events import ApprovalRequired, Event, ToolCallCompleted, ToolCallFailed, ToolCallStarted
 from ..exceptions import BudgetExceeded, InvalidToolArguments, RunCancelled, ToolError
 from ..messages import ToolCall
+from ..reliability import RunBudget
 from ..tools import RERUN, Tool, parse_arguments, render_tool_result, run_tool, truncate_tool_output
-from ..tracing import record_tool_io
+from ..tracing import Tracer, record_tool_io
 from ..transcript import ToolCallEntry, ToolResultEntry
+from .activate import Active
+from .state import RunState
 
-if TYPE_CHECKING:
-    from .loop import RunLoop
-
-__all__ = ["ToolPhase"]
+__all__ = ["OUTCOME_UNKNOWN", "ToolPhase"]
 
 logger = logging.getLogger("lovia")
 
@@ -44,14 +47,37 @@ class _Ready:
 
 
 class ToolPhase:
-    """Runs the tool calls of one turn against the loop's state."""
+    """Runs the tool calls of one turn for the active agent, recording results in the run state.
 
-    def __init__(self, loop: RunLoop) -> None:
-        self.loop = loop
+    ``emit`` hands an event to hooks and the stream; ``save`` checkpoints the state. Each result
+    is appended, announced (``ToolCallCompleted``) and saved before the next one is recorded.
+    """
+
+    def __init__(
+        self,
+        active: Active,
+        state: RunState,
+        *,
+        approvals: ApprovalChannel,
+        budget: RunBudget | None,
+        tracer: Tracer,
+        emit: Callable[[Event], Awaitable[None]],
+        save: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.active = active
+        self.state = state
+        self.approvals = approvals
+        self.budget = budget
+        self.tracer = tracer
+        self.emit = emit
+        self.save = save
         self.handoff_fired = False
 
-    async def run(self, calls: list[ToolCallEntry], *, resumed: frozenset[str] = frozenset()) -> None:
-        """Execute ``calls``; ``resumed`` holds ids of non-idempotent calls that had started before a crash."""
+    async def run(self, calls: list[ToolCallEntry], *, resumed: frozenset[str] = frozenset()) -> Agent[Any] | None:
+        """Execute ``calls`` and return the handoff target one of them fired (``None``: no handoff).
+
+        ``resumed`` holds ids of non-idempotent calls that had started before a crash.
+        """
         running: set[asyncio.Task[None]] = set()
         try:
             for entry in calls:
@@ -75,6 +101,7 @@ class ToolPhase:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             raise
+        return self.state.pending_target
 
     @staticmethod
     async def _wait(tasks: set[asyncio.Task[None]]) -> None:
@@ -92,13 +119,13 @@ class ToolPhase:
     # ------------------------------------------------------------------ preflight
 
     async def _preflight(self, call: ToolCall, *, interrupted: bool) -> _Ready | None:
-        loop = self.loop
-        loop.ctx.cancel_token.check()
-        if loop.budget is not None:
-            loop.budget.count_tool_call(loop.usage)
-        tool = loop.tools.get(call.name)
+        self.state.ctx.cancel_token.check()
+        if self.budget is not None:
+            self.budget.count_tool_call(self.state.usage)
+        tools = self.active.tools
+        tool = tools.get(call.name)
         if tool is None:
-            known = ", ".join(sorted(loop.tools)) or "none"
+            known = ", ".join(sorted(tools)) or "none"
             await self._reject(call, f"Tool error: unknown tool {call.name!r}. Available tools: {known}.")
             return None
         if tool.is_handoff and self.handoff_fired:
@@ -123,28 +150,26 @@ class ToolPhase:
 
     async def _reject(self, call: ToolCall, message: str, *, error: BaseException | None = None) -> None:
         if error is not None:
-            await self.loop.emit(ToolCallFailed(error=error, call=call))
-        await self.loop.record_result(
-            call, ToolResultEntry(call_id=call.id, output=message, is_error=True), raw=message
-        )
+            await self.emit(ToolCallFailed(error=error, call=call))
+        await self._record(call, ToolResultEntry(call_id=call.id, output=message, is_error=True), raw=message)
 
     async def _approved(self, call: ToolCall, tool: Tool[Any], args: dict[str, Any]) -> bool:
-        loop = self.loop
+        ctx = self.state.ctx
         try:
             gated = tool.needs_approval
             if callable(gated):
-                verdict = gated(args, loop.ctx)
+                verdict = gated(args, ctx)
                 gated = await verdict if inspect.isawaitable(verdict) else verdict
             if not gated:
                 return True
             future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-            loop.approvals.register(call, future)
-            await loop.emit(ApprovalRequired(call=call, _decision=future))
+            self.approvals.register(call, future)
+            await self.emit(ApprovalRequired(call=call, _decision=future))
             if future.done():
                 return future.result()
-            handler = loop.agent.approval_handler
+            handler = self.active.agent.approval_handler
             if handler is not None:
-                decision = handler(call, loop.ctx)
+                decision = handler(call, ctx)
                 if inspect.isawaitable(decision):
                     decision = await decision
                 if decision in (True, "allow", "approve"):
@@ -153,7 +178,7 @@ class ToolPhase:
                 if decision != "ask":
                     future.cancel()
                     return False
-            if loop.approvals.opted_in:  # someone watches handle.approvals: wait for them
+            if self.approvals.opted_in:  # someone watches handle.approvals: wait for them
                 return await future
             future.cancel()  # "ask" with nobody to ask (or no handler at all): fail closed
             return False
@@ -165,12 +190,9 @@ class ToolPhase:
 
     async def _reconcile(self, call: ToolCall, tool: Tool[Any], args: dict[str, Any]) -> _Ready | None:
         """A non-idempotent call that started before a crash: never blindly re-run it."""
-        loop = self.loop
-        ctx = loop.ctx.for_call(call.id)
+        ctx = self.state.ctx.for_call(call.id)
         if tool.reconcile is None:
-            await loop.record_result(
-                call, ToolResultEntry(call_id=call.id, output=OUTCOME_UNKNOWN, is_error=True), raw=None
-            )
+            await self._record(call, ToolResultEntry(call_id=call.id, output=OUTCOME_UNKNOWN, is_error=True), raw=None)
             return None
         try:
             verdict = tool.reconcile(args, ctx)
@@ -187,17 +209,17 @@ class ToolPhase:
     # ------------------------------------------------------------------ execution
 
     async def _execute(self, ready: _Ready) -> None:
-        loop = self.loop
-        call, tool = ready.call, ready.tool
-        ctx = loop.ctx.for_call(call.id)
+        call, tool, agent = ready.call, ready.tool, self.active.agent
+        ctx = self.state.ctx.for_call(call.id)
         if not tool.idempotent:
-            await loop.mark_started(call.id)
+            self.state.call_started(call.id)
+            await self.save()  # persisted before it runs, so a crash is not retried blindly
         logger.debug("tool.start %s call_id=%s", call.name, call.id)
-        await loop.emit(ToolCallStarted(call=call))
-        retries = tool.retries if tool.retries is not None else loop.agent.default_tool_retries
-        timeout = tool.timeout if tool.timeout is not None else loop.agent.default_tool_timeout
+        await self.emit(ToolCallStarted(call=call))
+        retries = tool.retries if tool.retries is not None else agent.default_tool_retries
+        timeout = tool.timeout if tool.timeout is not None else agent.default_tool_timeout
         failures: list[BaseException] = []
-        with loop.tracer.span("tool_call", name=call.name, call_id=call.id) as span:
+        with self.tracer.span("tool_call", name=call.name, call_id=call.id) as span:
             try:
                 raw = await run_tool(
                     tool, ready.args, ctx, retries=retries, timeout=timeout, on_attempt_failed=failures.append
@@ -210,38 +232,50 @@ class ToolPhase:
             except Exception as exc:
                 span.record_exception(exc)
                 for failure in failures[:-1]:
-                    await loop.emit(ToolCallFailed(error=failure, call=call))
+                    await self.emit(ToolCallFailed(error=failure, call=call))
                 await self._finish_error(call, exc)
                 return
         for failure in failures:
-            await loop.emit(ToolCallFailed(error=failure, call=call))
+            await self.emit(ToolCallFailed(error=failure, call=call))
         if tool.is_handoff:
-            loop.fire_handoff(call.name)  # before the result save, so the checkpoint records it
+            self._fire_handoff(call.name)  # before the result save, so the checkpoint records it
         await self._finish_ok(call, tool, raw, ctx)
 
+    def _fire_handoff(self, tool_name: str) -> None:
+        for h in self.active.agent.handoff_list:
+            if h.tool_name == tool_name:
+                self.state.fire_handoff(h.target)
+                return
+
     async def _finish_ok(self, call: ToolCall, tool: Tool[Any], raw: Any, ctx: Any) -> None:
-        loop = self.loop
-        renderer = tool.result_renderer or loop.agent.tool_result_renderer
+        agent = self.active.agent
+        renderer = tool.result_renderer or agent.tool_result_renderer
         try:
             output, parts = render_tool_result(raw, ctx, renderer=renderer)
         except Exception as exc:
             await self._finish_error(call, exc)
             return
-        cap = tool.max_output_chars if tool.max_output_chars is not None else loop.agent.max_tool_output_chars
+        cap = tool.max_output_chars if tool.max_output_chars is not None else agent.max_tool_output_chars
         truncated = truncate_tool_output(output, cap)
         keep_raw = raw if truncated is output else None
         entry = ToolResultEntry(call_id=call.id, output=truncated, raw=keep_raw, parts=parts)
-        await loop.record_result(call, entry, raw=raw)
+        await self._record(call, entry, raw=raw)
 
     async def _finish_error(self, call: ToolCall, exc: BaseException) -> None:
-        loop = self.loop
         logger.info("tool.error %s call_id=%s error=%s", call.name, call.id, exc)
-        await loop.emit(ToolCallFailed(error=exc, call=call))
+        await self.emit(ToolCallFailed(error=exc, call=call))
         if isinstance(exc, ToolError):
             message = f"Tool error: {exc.message}" + (f" (hint: {exc.hint})" if exc.hint else "")
         else:
             message = f"Tool error: {type(exc).__name__}: {exc}"
-        await loop.record_result(call, ToolResultEntry(call_id=call.id, output=message, is_error=True), raw=None)
+        await self._record(call, ToolResultEntry(call_id=call.id, output=message, is_error=True), raw=None)
+
+    async def _record(self, call: ToolCall, entry: ToolResultEntry, *, raw: Any) -> None:
+        """Append one tool result, emit ``ToolCallCompleted`` and save."""
+        self.state.call_finished(call.id)
+        self.state.append([entry])
+        await self.emit(completed_event(call, entry, raw))
+        await self.save()
 
 
 def completed_event(call: ToolCall, entry: ToolResultEntry, raw: Any) -> ToolCallCompleted:

@@ -1,14 +1,15 @@
 """Testing helpers.
 
 * ``ScriptedProvider`` and its turn builders ``text``, ``call``, ``batch``, ``fail``: a model that
-  replays canned turns (or a function of the transcript), for offline tests of agents.
+  replays canned turns (or a function of the transcript), for offline tests of agents (it lives
+  in :mod:`lovia.providers.scripted`).
 * ``SessionContract`` / ``CheckpointerContract``: pytest suites any store implementation can run.
 * The crash kit (:mod:`lovia.testing.crash`): kill real processes at persistence boundaries.
 """
 
 from __future__ import annotations
 
-from ._scripted import ScriptedProvider, ScriptedRequest, ScriptedTurn, batch, call, fail, text
+from ..providers.scripted import ScriptedProvider, ScriptedRequest, ScriptedTurn, batch, call, fail, text
 from .crash import Boundary, CrashReport, CrashScenario, crash_point, crash_test, record_effect
 
 

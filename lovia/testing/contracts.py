@@ -306,8 +306,12 @@ class CheckpointerContract:
             last_input_tokens=118,
             context_state={"stage": "offload", "ids": ["call_1"]},
             pending_handoff="billing",
+            started_calls=["call_9"],
+            repair_attempts=1,
             started_at=1_700_000_000.25,
             updated_at=1_700_000_123.5,
+            model_usage={"openai:gpt-4o": Usage(input_tokens=100, output_tokens=20), "anthropic:claude": Usage(20, 10)},
+            trace={"trace_id": "0af7651916cd43dd8448eb211c80319c", "span_id": "b7ad6b7169203331"},
         )
         await checkpointer.append("r", every_entry_kind(), head)
         snap = await checkpointer.load("r")

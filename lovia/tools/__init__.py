@@ -18,16 +18,7 @@ from ._tool import (
     tool,
     truncate_tool_output,
 )
-
-
-def __getattr__(name: str) -> object:
-    # recall imports the context package, which imports tools: resolve it on first use.
-    if name == "make_recall_tool":
-        from .recall import make_recall_tool
-
-        return make_recall_tool
-    raise AttributeError(f"module 'lovia.tools' has no attribute {name!r}")
-
+from .recall import make_recall_tool, recall_tool_result
 
 __all__ = [
     "RERUN",
@@ -40,6 +31,7 @@ __all__ = [
     "default_result_renderer",
     "make_recall_tool",
     "parse_arguments",
+    "recall_tool_result",
     "render_tool_result",
     "result_to_text",
     "run_tool",

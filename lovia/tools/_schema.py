@@ -82,7 +82,7 @@ def _describe(annotation: Any, doc: str | None) -> Any:
             others.append(Field(description=" ".join(texts)))
         elif doc and not any(getattr(m, "description", None) for m in others):
             others.append(Field(description=doc))
-        return Annotated.__class_getitem__((base, *others)) if others else base  # type: ignore[attr-defined]
+        return Annotated.__class_getitem__((base, *others)) if others else base
     if doc:
         return Annotated[annotation, Field(description=doc)]
     return annotation

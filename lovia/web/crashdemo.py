@@ -21,8 +21,8 @@ from typing import Any
 
 from ..agent import Agent
 from ..checkpointer import CheckpointOptions
+from ..providers.scripted import ScriptedProvider, call, text
 from ..runner import Runner
-from ..testing import ScriptedProvider, call, text
 from ..tools import tool
 from ..transcript import ToolCallEntry, ToolResultEntry, TranscriptEntry
 

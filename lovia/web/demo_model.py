@@ -6,16 +6,15 @@ tool (``clock``) when the message mentions the time or a tool, to show how tool 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ..agent import Agent
 from ..messages import Usage
-from ..providers.base import ModelSettings, ToolDefinition
+from ..providers.base import ToolDefinition
+from ..providers.scripted import ScriptedProvider, ScriptedTurn
 from ..tools import tool
 from ..transcript import (
     FinishDelta,
@@ -47,54 +46,38 @@ def clock() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-class DemoModel:
-    """A provider that answers from a fixed script (offline, deterministic, no tokens spent)."""
+class DemoModel(ScriptedProvider):
+    """A scripted provider that answers every message from a fixed script (offline, no tokens spent)."""
 
     def __init__(self, *, delay: float = 0.01) -> None:
         self._delay = delay
+        super().__init__(self._answer, model="offline-demo", record=False)
 
     @property
     def name(self) -> str:
         """Provider name."""
         return "demo"
 
-    @property
-    def model(self) -> str:
-        """Model name."""
-        return "offline-demo"
-
-    @property
-    def supports_json_schema(self) -> bool:
-        """The demo model has no structured output."""
-        return False
-
-    async def stream(
-        self,
-        entries: Sequence[TranscriptEntry],
-        *,
-        tools: Sequence[ToolDefinition] | None = None,
-        response_format: dict[str, Any] | None = None,
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[ModelDelta]:
-        """Stream the canned reply to the last entry."""
+    def _answer(self, entries: list[TranscriptEntry], tools: list[ToolDefinition]) -> ScriptedTurn:
         last = entries[-1] if entries else None
-        tool_names = {t.name for t in tools or []}
+        tool_names = {t.name for t in tools}
         if isinstance(last, InputEntry) and "clock" in tool_names and any(w in last.text.lower() for w in _TOOL_WORDS):
-            yield ToolCallDelta(index=0, call_id=f"call_{uuid.uuid4().hex[:10]}", name="clock")
-            yield ToolCallDelta(index=0, arguments=json.dumps({}))
-            yield UsageDelta(Usage(input_tokens=0, output_tokens=0))
-            yield FinishDelta("tool_calls")
-            return
-        for piece in _chunks(_reply(last)):
-            await asyncio.sleep(self._delay)
-            yield TextDelta(piece)
-        yield UsageDelta(Usage(input_tokens=0, output_tokens=0))
-        yield FinishDelta("stop")
+            calls: tuple[ModelDelta, ...] = (
+                ToolCallDelta(index=0, call_id=f"call_{uuid.uuid4().hex[:10]}", name="clock"),
+                ToolCallDelta(index=0, arguments=json.dumps({})),
+                UsageDelta(Usage(input_tokens=0, output_tokens=0)),
+                FinishDelta("tool_calls"),
+            )
+            return ScriptedTurn(calls)
+        pieces: list[ModelDelta] = [TextDelta(piece) for piece in _chunks(_reply(last))]
+        pieces += [UsageDelta(Usage(input_tokens=0, output_tokens=0)), FinishDelta("stop")]
+        return ScriptedTurn(tuple(pieces), delay=self._delay)
 
 
 def _reply(last: TranscriptEntry | None) -> str:
     if isinstance(last, ToolResultEntry):
-        return f"The `clock` tool says: **{last.output}**.\n\n_(Offline demo model: canned reply, no language model involved.)_"
+        note = "_(Offline demo model: canned reply, no language model involved.)_"
+        return f"The `clock` tool says: **{last.output}**.\n\n{note}"
     said = last.text if isinstance(last, InputEntry) else ""
     quoted = "\n".join(f"> {line}" for line in said.splitlines()[:6]) or "> (empty)"
     return (

@@ -18,7 +18,7 @@ __all__ = ["serve"]
 def _server_class() -> Any:
     import uvicorn
 
-    class LoviaServer(uvicorn.Server):  # type: ignore[misc]
+    class LoviaServer(uvicorn.Server):
         """Cancels live runs (keeping their checkpoints) before uvicorn waits for connections to close."""
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:

@@ -158,7 +158,7 @@ async def main() -> None:
         handle = Runner.stream(
             build(CFG["scenario"]),
             CFG.get("input", "go"),
-            context=CFG.get("deps"),
+            deps=CFG.get("deps"),
             session=session,
             session_id="s1",
             checkpoint=CheckpointOptions(cp, CFG["run_id"]),

@@ -683,10 +683,10 @@ async def test_deps_are_not_snapshotted(cp: Any) -> None:
 
     agent = Agent(name="a", model=ScriptedProvider(decide), tools=[who], retry=None)
     with pytest.raises(ProviderError):
-        await Runner.run(agent, "go", context=Deps("first-process"), checkpoint=CheckpointOptions(cp, "r"))
+        await Runner.run(agent, "go", deps=Deps("first-process"), checkpoint=CheckpointOptions(cp, "r"))
     snap = await cp.load("r")
     assert "first-process" not in snap.to_json()
-    await Runner.run(agent, "go", context=Deps("second-process"), checkpoint=CheckpointOptions(cp, "r"))
+    await Runner.run(agent, "go", deps=Deps("second-process"), checkpoint=CheckpointOptions(cp, "r"))
     assert seen == ["first-process", "second-process"], "the resumed run sees the deps re-supplied to it"
 
 
@@ -1028,7 +1028,7 @@ async def test_resume_rebuilds_and_drains_dangling_calls(session: Any, cp: Any) 
     model = Counter(lambda e: text("all done"))
     agent = Agent(name="a", instructions=lambda ctx: f"deps say {ctx.deps}", model=model.provider, tools=[act])
     result = await Runner.run(
-        agent, "ignored", context="v2", session=session, session_id="s", checkpoint=CheckpointOptions(cp, "r")
+        agent, "ignored", deps="v2", session=session, session_id="s", checkpoint=CheckpointOptions(cp, "r")
     )
     assert executions == [("act2", 3)], "completed results are never re-run; the dangling call runs under its turn"
     prompt = model.prompts[0]

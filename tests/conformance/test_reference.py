@@ -329,11 +329,11 @@ async def test_instructions_callable_sync_and_async_and_with_instructions() -> N
     provider = ScriptedProvider([text("ok")])
     base = Agent(name="a", instructions=dynamic, model=provider)
     derived = base.with_instructions(lambda ctx: "MORE")
-    await Runner.run(derived, "hi", context=7)
+    await Runner.run(derived, "hi", deps=7)
     assert provider.calls[0][0].text == "deps=7\n\nMORE"
     # with_instructions is functional: the original gained nothing
     provider2 = ScriptedProvider([text("ok")])
-    await Runner.run(base.clone(model=provider2), "hi", context=1)
+    await Runner.run(base.clone(model=provider2), "hi", deps=1)
     assert provider2.calls[0][0].text == "deps=1"
 
 
@@ -370,9 +370,9 @@ async def test_handoff_and_as_tool_names_derive_from_agent_name() -> None:
 # =========================================================================== 1.3 Runner
 
 RUN_KWARGS = {
-    "context": None, "output_type": None, "extra_instructions": None, "max_turns": 50, "budget": None,
+    "deps": None, "output_type": None, "extra_instructions": None, "max_turns": 50, "budget": None,
     "cancel_token": None, "mailbox": None, "retry": None, "context_policy": None, "session": None,
-    "session_id": None, "checkpoint": None, "tracer": None,
+    "session_id": None, "checkpoint": None, "tracer": None, "context": None,
 }  # fmt: skip
 
 
@@ -438,7 +438,7 @@ async def test_context_is_deps_and_control_objects_always_present() -> None:
         return "ok"
 
     deps = object()
-    await Runner.run(mk(ScriptedProvider([call("probe"), text("x")]), probe), "hi", context=deps)
+    await Runner.run(mk(ScriptedProvider([call("probe"), text("x")]), probe), "hi", deps=deps)
     assert seen["deps"] is deps and seen["context"] is deps
     assert isinstance(seen["cancel"], CancelToken) and isinstance(seen["mailbox"], Mailbox)
 

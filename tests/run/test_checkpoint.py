@@ -18,6 +18,7 @@ from lovia import (
     RunSnapshot,
     SQLiteCheckpointer,
     SQLiteSession,
+    Usage,
     UserError,
     events,
     tool,
@@ -446,3 +447,26 @@ async def test_a_healing_replay_times_its_segment_to_the_append():
     timing = (await session.segments("u"))[0].meta["timing"]
     assert timing["started_at"] == first_start
     assert timing["finished_at"] >= before_heal
+
+
+async def test_usage_per_model_survives_a_resume_and_reaches_the_session():
+    @tool
+    def look() -> str:
+        """Look."""
+        return "seen"
+
+    cp, session = InMemoryCheckpointer(), InMemorySession()
+    first = Agent(
+        name="a", model=ScriptedProvider([call("look"), fail(RuntimeError("crash"))], model="m1"), tools=[look]
+    )
+    with pytest.raises(RuntimeError):
+        await Runner.run(first, "go", session=session, session_id="s", checkpoint=CheckpointOptions(cp, "r"))
+    snap = await cp.load("r")
+    assert snap is not None and snap.head.model_usage == {"scripted:m1": snap.head.usage}
+    second = first.clone(model=ScriptedProvider([text("done", usage=Usage(7, 3))], model="m2"))
+    result = await Runner.run(second, "go", session=session, session_id="s", checkpoint=CheckpointOptions(cp, "r"))
+    assert result.output == "done"
+    [segment] = await session.segments("s")
+    models = segment.meta["usage"]["models"]
+    assert set(models) == {"scripted:m1", "scripted:m2"}  # nothing left unattributed ("?")
+    assert Usage.from_dict(models["scripted:m2"]) == Usage(7, 3)

@@ -197,12 +197,12 @@ async def test_dynamic_instructions_and_clone():
         return "Answer in French."
 
     other = agent.with_instructions("Be terse.")
-    result = await Runner.run(agent, "hi", context="Ada", extra_instructions="Per-run note.")
+    result = await Runner.run(agent, "hi", deps="Ada", extra_instructions="Per-run note.")
     provider = agent.model
     assert provider.calls[0][0].content == "User is Ada.\n\nAnswer in French.\n\nPer-run note."
     assert result.output == "a"
     clone = other.clone(model=ScriptedProvider([text("b")]))
-    await Runner.run(clone, "hi", context="Bo")
+    await Runner.run(clone, "hi", deps="Bo")
     assert clone.model.calls[0][0].content == "User is Bo.\n\nAnswer in French.\n\nBe terse."
 
 

@@ -104,7 +104,7 @@ async def run_once(session: Any, cp: Any, run_id: str, deps: Deps) -> Any:
     return await Runner.run(
         agent(),
         "Write the report.",
-        context=deps,
+        deps=deps,
         session=session,
         session_id="s",
         checkpoint=CheckpointOptions(cp, run_id, lease_ttl=TTL),
@@ -212,7 +212,7 @@ async def test_busy_restart_deletes_nothing(open_stores):
             await Runner.run(
                 agent(),
                 "Start over.",
-                context=Deps(),
+                deps=Deps(),
                 checkpoint=CheckpointOptions(cp, "job-4", if_run_exists="restart", lease_ttl=TTL),
             )
         after = await cp.load("job-4")

@@ -198,7 +198,7 @@ async def test_run_context_injection_and_deps():
 
     assert "ctx" not in whoami.parameters["properties"]
     provider = ScriptedProvider([call("whoami", {}), text("ok")])
-    result = await Runner.run(agent_with(provider, whoami), "go", context={"name": "ada"})
+    result = await Runner.run(agent_with(provider, whoami), "go", deps={"name": "ada"})
     assert result.entries[2].output == "ada!"
     assert seen["turn"] == 1 and seen["call_id"] == "call_whoami" and len(seen["key"]) == 32
 

@@ -178,7 +178,7 @@ async def work(backend: str, location: str) -> None:
             await Runner.run(
                 agent,
                 f"Do job {job}",
-                context=queue,
+                deps=queue,
                 session=session,
                 session_id=run_id,
                 checkpoint=CheckpointOptions(checkpointer, run_id, lease_ttl=LEASE_TTL),

@@ -219,6 +219,28 @@ async def test_a_resumed_run_links_to_its_first_attempt(tmp_path: Any) -> None:
     await cp.close()
 
 
+async def test_a_resumed_run_links_to_its_first_attempt_across_processes(tmp_path: Any) -> None:
+    # Two tracers that share nothing (as two processes would): the link comes from the checkpoint.
+    (tracer1, exporter1), (tracer2, exporter2) = _setup(), _setup()
+    cp = SQLiteCheckpointer(str(tmp_path / "cp.db"))
+    opts = CheckpointOptions(cp, run_id="order-8")
+    first = Agent(name="a", model=ScriptedProvider([fail(ProviderError("gone", status_code=400))]), tools=[lookup])
+    with pytest.raises(ProviderError):
+        await Runner.run(first, "go", tracer=tracer1, checkpoint=opts)
+    snap = await cp.load("order-8")
+    [attempt1] = [s for s in exporter1.get_finished_spans() if s.name == "invoke_agent a"]
+    assert snap is not None and snap.head.trace is not None and attempt1.context is not None
+    assert int(snap.head.trace["span_id"], 16) == attempt1.context.span_id
+    second = Agent(name="a", model=ScriptedProvider([text("done")]), tools=[lookup])
+    assert (await Runner.run(second, [], tracer=tracer2, checkpoint=opts)).output == "done"
+    [attempt2] = [s for s in exporter2.get_finished_spans() if s.name == "invoke_agent a"]
+    assert len(attempt2.links) == 1
+    link = attempt2.links[0]
+    assert (link.context.trace_id, link.context.span_id) == (attempt1.context.trace_id, attempt1.context.span_id)
+    assert link.attributes is not None and link.attributes["lovia.link"] == "first_attempt"
+    await cp.close()
+
+
 def test_span_names_are_strings() -> None:
     assert SpanName.RUN == "run" and str(SpanName.MODEL_CALL) == "model_call"
     assert {n.value for n in SpanName} >= {"run", "turn", "model_call", "tool_call", "handoff", "guardrail"}

@@ -90,4 +90,5 @@ def test_runs_and_sessions_show_usage_and_cost(tmp_path: Path, capsys: pytest.Ca
     assert main(["runs", "show", "r0", "--db", db]) == 0
     shown = capsys.readouterr().out
     assert "1,000 in (200 cache read, 0 cache write) / 100 out" in shown
-    assert "cost unknown" in shown  # checkpoints do not record the model yet
+    cost_row = next(line for line in shown.splitlines() if line.startswith("cost"))
+    assert cost_row.split(None, 1)[1].strip() == str(first)  # the checkpoint head records usage per model

@@ -1,4 +1,8 @@
-"""``ScriptedProvider``: an in-memory provider that replays canned assistant turns."""
+"""``ScriptedProvider``: an in-memory provider that replays canned assistant turns.
+
+It is a real provider (no network, no tokens): tests drive the loop with it, ``lovia.testing``
+re-exports it, and the web app's offline demo model is one.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..messages import Message, Usage
-from ..providers.base import ModelSettings, ToolDefinition
 from ..transcript import (
     FinishDelta,
     ModelDelta,
@@ -21,6 +24,7 @@ from ..transcript import (
     UsageDelta,
     entries_to_messages,
 )
+from .base import ModelSettings, ToolDefinition
 
 __all__ = ["ScriptedProvider", "ScriptedRequest", "ScriptedTurn", "batch", "call", "fail", "text"]
 
@@ -78,7 +82,7 @@ def batch(*calls: tuple[str, dict[str, Any] | str] | tuple[str, dict[str, Any] |
     deltas: list[ModelDelta] = []
     for index, spec in enumerate(calls):
         name, args = spec[0], spec[1]
-        call_id = spec[2] if len(spec) > 2 else f"call_{name}_{index}"  # type: ignore[misc]
+        call_id = spec[2] if len(spec) > 2 else f"call_{name}_{index}"
         deltas.extend(_call_deltas(index, name, args, call_id))
     deltas.append(UsageDelta(Usage(input_tokens=10, output_tokens=5)))
     deltas.append(FinishDelta("tool_calls"))
@@ -98,21 +102,24 @@ class ScriptedProvider:
     """Replays canned turns, one per model call; records every prompt.
 
     Pass a list of turns (``text``, ``call``, ``batch``, ``fail``, or plain strings), or a
-    function ``(entries, tools) -> turn`` (sync or async) that decides each response. It is
-    single-use and not safe for concurrent runs; running out of turns raises ``AssertionError``.
+    function ``(entries, tools) -> turn`` (sync or async) that decides each response. A list
+    is single-use and not safe for concurrent runs; running out of turns raises
+    ``AssertionError``. ``record=False`` keeps no copy of the prompts (for a long-lived provider).
     """
 
     def __init__(
         self,
-        turns: Sequence[ScriptedTurn | str] | TurnFunction,
+        script: Sequence[ScriptedTurn | str] | TurnFunction,
         *,
-        model: str = "scripted",
+        model: str | None = None,
         supports_json_schema: bool = False,
+        record: bool = True,
     ) -> None:
-        self._fn: TurnFunction | None = turns if callable(turns) else None
-        self._turns: list[ScriptedTurn] = [] if callable(turns) else [_coerce(t) for t in turns]
-        self._model = model
+        self._fn: TurnFunction | None = script if callable(script) else None
+        self._turns: list[ScriptedTurn] = [] if callable(script) else [_coerce(t) for t in script]
+        self._model = model or "scripted"
         self._supports_json_schema = supports_json_schema
+        self._record = record
         self.calls: list[list[Message]] = []
         self.requests: list[ScriptedRequest] = []
 
@@ -145,8 +152,9 @@ class ScriptedProvider:
         settings: ModelSettings | None = None,
     ) -> AsyncIterator[ModelDelta]:
         """Stream the next canned turn."""
-        self.calls.append(entries_to_messages(entries))
-        self.requests.append(ScriptedRequest(list(entries), list(tools or []), response_format, settings))
+        if self._record:
+            self.calls.append(entries_to_messages(entries))
+            self.requests.append(ScriptedRequest(list(entries), list(tools or []), response_format, settings))
         turn = await self._next(list(entries), list(tools or []))
         for delta in turn.deltas:
             if turn.delay:

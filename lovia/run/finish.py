@@ -1,0 +1,110 @@
+"""Internal: how a run ends — the completed checkpoint, the session segment, the result, a replay,
+and the terminal save of a failed run."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from ..agent import Agent
+from ..checkpointer import RunSnapshot
+from ..exceptions import LeaseLostError
+from ..output import OutputSpec
+from ..result import RunResult
+from ..tracing import detail_span
+from ..transcript import TranscriptEntry, to_json_safe
+from ..usage import usage_meta
+from .options import RunOptions
+from .persist import CheckpointWriter, classify, error_payload, now
+from .state import RunState
+
+__all__ = ["append_session", "revive_output", "run_result", "save_completed", "save_failed"]
+
+logger = logging.getLogger("lovia")
+
+
+async def save_completed(writer: CheckpointWriter, state: RunState, output: Any, options: RunOptions) -> None:
+    """Store the terminal ``completed`` head with the JSON-safe output (or why it has none)."""
+    safe = to_json_safe(output)
+    error = None
+    if safe is None and output is not None:
+        error = {"type": "OutputNotSerializable", "message": f"{type(output).__name__} is not JSON-serializable"}
+    with detail_span(options.tracer, "checkpoint_save", run_id=state.run_id, status="completed"):
+        await writer.save(state, status="completed", output=safe, error=error)
+
+
+async def save_failed(writer: CheckpointWriter, state: RunState, exc: BaseException) -> None:
+    """The terminal save of a run that stopped on ``exc`` (shielded; a refused lease is only logged)."""
+    try:
+        await asyncio.shield(writer.save(state, status=classify(exc), error=error_payload(exc)))
+    except LeaseLostError:
+        logger.warning("run %s: lease lost, the terminal save was refused (another worker owns the run)", state.run_id)
+    except BaseException:
+        logger.exception("terminal checkpoint save failed for run %s", state.run_id)
+
+
+async def append_session(
+    options: RunOptions, state: RunState, entries: Sequence[TranscriptEntry], *, started_at: float
+) -> None:
+    """Append the run's segment to the session (timed "to the append"), with usage and context meta."""
+    session, sid = options.session, options.session_id
+    if session is None or sid is None or not entries:
+        return
+    meta: dict[str, Any] = {"timing": {"started_at": started_at, "finished_at": now()}}
+    meta["usage"] = usage_meta(state.usage, state.model_usage)
+    if state.head.context_state:
+        meta["context_state"] = dict(state.head.context_state)
+    if state.context_notice is not None:
+        meta["context_notice"] = state.context_notice.to_dict()
+    await session.append(sid, list(entries), run_id=state.run_id, meta=meta)
+
+
+def run_result(
+    state: RunState,
+    options: RunOptions,
+    output: Any,
+    *,
+    entries: Sequence[TranscriptEntry],
+    turns: int,
+    replayed: bool = False,
+) -> RunResult[Any]:
+    """The run's result (usage copied: the live object stays the run's)."""
+    return RunResult(
+        output=output,
+        entries=list(entries),
+        final_agent=state.agent,
+        usage=state.usage.copy(),
+        turns=turns,
+        finish_reason=None if replayed else state.finish_reason,
+        run_id=state.run_id,
+        session_id=options.session_id,
+        replayed=replayed,
+    )
+
+
+def replay_agent(graph: dict[str, Agent[Any]], snap: RunSnapshot, entry: Agent[Any]) -> Agent[Any]:
+    """The agent that finished ``snap`` (the entry agent when it no longer exists)."""
+    agent = graph.get(snap.head.agent_name)
+    if agent is None:
+        logger.warning(
+            "replaying run %s: agent %r no longer exists; using entry agent %r",
+            snap.run_id,
+            snap.head.agent_name,
+            entry.name,
+        )
+        return entry
+    return agent
+
+
+def revive_output(stored: Any, agent: Agent[Any], options: RunOptions, run_id: str) -> Any:
+    """A stored output validated back into the run's output type (as stored when that fails)."""
+    output_type = options.output_type if options.output_type is not None else agent.output_type
+    if output_type is str or stored is None:
+        return stored
+    try:
+        return OutputSpec(output_type).adapter.validate_python(stored)
+    except Exception:
+        logger.warning("stored output of run %s no longer validates as %r; returning it as stored", run_id, output_type)
+        return stored

@@ -1,0 +1,91 @@
+"""``lovia web``: the command's flags and what it runs (also ``python -m lovia.web``).
+
+The ``lovia`` command (:mod:`lovia.cli`) registers this subcommand from here; the web package
+itself never imports the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ..exceptions import LoviaError
+
+__all__ = ["DEFAULT_DB", "add_db_argument", "add_web_parser", "main", "run_web"]
+
+DEFAULT_DB = "./.lovia/lovia.db"
+"""The store file ``lovia web``, ``lovia runs`` and ``lovia sessions`` use unless given ``--db``."""
+
+
+def add_db_argument(parser: argparse.ArgumentParser) -> None:
+    """The ``--db PATH`` flag (``LOVIA_DB`` in the environment sets its default)."""
+    parser.add_argument(
+        "--db", default=os.environ.get("LOVIA_DB", DEFAULT_DB), help="SQLite store file (default %(default)s)"
+    )
+
+
+def add_web_parser(sub: Any) -> argparse.ArgumentParser:
+    """Register the ``web`` subcommand on an ``add_subparsers()`` object."""
+    web: argparse.ArgumentParser = sub.add_parser(
+        "web", help="serve the chat web app", description="Serve the chat web app (needs lovia[web])."
+    )
+    web.add_argument(
+        "--host", default=os.environ.get("LOVIA_HOST", "127.0.0.1"), help="bind address (default %(default)s)"
+    )
+    web.add_argument(
+        "--port", type=int, default=int(os.environ.get("LOVIA_PORT", "8000")), help="port (default %(default)s)"
+    )
+    add_db_argument(web)
+    web.add_argument("--app", default=os.environ.get("LOVIA_APP"), help="serve your own agent(s): module:attr")
+    web.add_argument(
+        "--token", default=os.environ.get("LOVIA_WEB_TOKEN"), help="API token (generated for non-loopback binds)"
+    )
+    web.add_argument("--title", default="lovia", help="page title")
+    web.add_argument("--max-turns", type=int, default=50, help="turn limit per run")
+    web.add_argument("--log-level", default="info", help="uvicorn log level")
+    web.add_argument(
+        "--check", action="store_true", help="probe the configured model endpoint(s) and exit (does not serve)"
+    )
+    return web
+
+
+def run_web(args: argparse.Namespace) -> int:
+    """Serve the app (or, with ``--check``, probe the model endpoints); the exit status."""
+    if args.check:
+        from .check import run_check
+
+        return run_check(args.app)
+    from .agents import load_app
+    from .server import serve
+
+    agents = load_app(args.app) if args.app else None
+    serve(
+        agents,
+        host=args.host,
+        port=args.port,
+        db_path=args.db,
+        token=args.token,
+        title=args.title,
+        max_turns=args.max_turns,
+        log_level=args.log_level,
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m lovia.web [flags]``: the same as ``lovia web [flags]``."""
+    parser = argparse.ArgumentParser(prog="lovia", description="lovia: an agent runtime whose spine is durable state.")
+    add_web_parser(parser.add_subparsers(dest="command", required=True, metavar="{web}"))
+    args = parser.parse_args(["web", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return run_web(args)
+    except LoviaError as exc:
+        print(f"lovia: error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"  hint: {exc.hint}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

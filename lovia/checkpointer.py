@@ -70,6 +70,8 @@ class RunHead:
     """``usage`` split by ``"vendor:model"`` over every attempt (what the run's cost is computed from)."""
     trace: dict[str, str] | None = None
     """``{"trace_id", "span_id"}`` (hex) of the first attempt's run span, for tracers that link attempts."""
+    provider_state: dict[str, Any] = field(default_factory=dict)
+    """State the run's provider carries (e.g. which failover member answers), JSON-safe."""
 
     def __post_init__(self) -> None:
         if self.started_at is None:
@@ -97,6 +99,7 @@ class RunHead:
             "updated_at": self.updated_at,
             "model_usage": {model: usage.to_dict() for model, usage in self.model_usage.items()},
             "trace": self.trace,
+            "provider_state": self.provider_state,
         }
 
     @classmethod
@@ -127,6 +130,7 @@ class RunHead:
             updated_at=float(_first_number(data.get("updated_at"), now)),
             model_usage=_model_usage(data.get("model_usage")),
             trace=_trace(data.get("trace")),
+            provider_state=dict(data.get("provider_state") or {}),
         )
 
     def to_json(self) -> str:
@@ -157,6 +161,7 @@ def _copy_head(head: RunHead) -> RunHead:
         updated_at=head.updated_at,
         model_usage={model: usage.copy() for model, usage in head.model_usage.items()},
         trace=dict(head.trace) if head.trace is not None else None,
+        provider_state=dict(head.provider_state),
     )
 
 

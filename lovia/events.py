@@ -34,6 +34,7 @@ __all__ = [
     "MessageEvent",
     "ModelRetrying",
     "OutputDiscarded",
+    "ProviderFailedOver",
     "ReasoningDelta",
     "RunCompleted",
     "RunEvent",
@@ -277,3 +278,17 @@ class ContextCompacted(ContextEvent):
     entries_before: int
     entries_after: int
     notice: CompactionNotice
+
+
+@dataclass(slots=True)
+class ProviderFailedOver(ErrorEvent):
+    """A :class:`~lovia.providers.failover.FailoverProvider` gave up on one member for the next."""
+
+    from_provider: str
+    """``name:model`` of the member that kept failing."""
+    to_provider: str
+    """``name:model`` of the member that answers from now on."""
+    error: BaseException
+    """The last error of the member given up on."""
+    attempts: int
+    """How many calls that member failed."""

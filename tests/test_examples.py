@@ -88,3 +88,10 @@ def test_builtin_tools_example():
     assert "--- BEGIN EXTERNAL CONTENT (reference material) ---" in out and "# v2" in out
     assert "refused to fetch 'http://127.0.0.1:" in out
     assert "[ask_human] yes" in out and "answer: Summary published." in out
+
+
+def test_provider_failover_example():
+    out = _run_example("provider_failover.py")
+    assert "primary calls: 3, then failed over: openai-compatible:big-model -> gemini:gemini-2.5-flash" in out
+    assert "answer: 'Hello from the secondary.'" in out
+    assert "primary calls still 3" in out

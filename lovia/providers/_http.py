@@ -86,6 +86,17 @@ def resolve_verify() -> ssl.SSLContext | bool:
     return truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
+def _verify_setting(verify: ssl.SSLContext | str | bool | None) -> ssl.SSLContext | bool:
+    """An explicit ``verify=`` (a context, a CA bundle path or a flag), else :func:`resolve_verify`."""
+    if verify is None:
+        return resolve_verify()
+    if isinstance(verify, str):
+        if not os.path.exists(verify):
+            raise UserError(f"verify={verify!r}: no such CA bundle", hint="pass the path of a PEM file, or True/False")
+        return ssl.create_default_context(cafile=verify)
+    return verify
+
+
 def error_body_text(raw: str) -> str:
     """A readable preview of an error body (first 500 characters, whitespace collapsed)."""
     text = " ".join(raw.split())
@@ -146,22 +157,35 @@ class HTTPProviderBase:
         client: httpx.AsyncClient | None,
         timeout: float | httpx.Timeout | None,
         trust_env: bool | None,
+        extra_body: Mapping[str, Any] | None = None,
+        proxy: str | None = None,
+        verify: ssl.SSLContext | str | bool | None = None,
+        root: str | None = None,
     ) -> None:
         if not model or not model.strip():
             raise UserError("a model name is required", hint="pass the model id, e.g. 'gpt-4.1-mini'")
+        if extra_body is not None and not isinstance(extra_body, Mapping):
+            raise UserError("extra_body must be a dict of raw request fields", hint='e.g. extra_body={"seed": 7}')
         self._model = model
-        self._base_url = api_root(base_url)
+        self._base_url = root if root is not None else api_root(base_url)
+        self._extra_body: dict[str, Any] = dict(extra_body or {})
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(
             timeout=resolve_timeout(timeout),
             trust_env=resolve_trust_env(trust_env),
-            verify=resolve_verify(),
+            verify=_verify_setting(verify),
+            proxy=proxy,
         )
 
     @property
     def model(self) -> str:
         """The model id sent to the endpoint."""
         return self._model
+
+    @property
+    def extra_body(self) -> dict[str, Any]:
+        """Raw request fields sent with every call through this provider (a copy)."""
+        return dict(self._extra_body)
 
     @property
     def base_url(self) -> str:

@@ -46,7 +46,8 @@ from ..transcript import (
     leading_system_count,
 )
 from ._http import RETRYABLE_STATUS, HTTPProviderBase, apply_options, error_body_text
-from .base import ModelSettings, ToolDefinition
+from ._windows import known_window
+from .base import ModelSettings, ToolDefinition, request_extras
 
 __all__ = ["AnthropicProvider"]
 
@@ -59,7 +60,6 @@ _TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)", re.I
 # "input length and `max_tokens` exceed context limit: 195000 + 16384 > 200000, decrease ..."
 _OVER_LIMIT = re.compile(r"exceed context limit:\s*(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)", re.I)
 _RETRYABLE_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
-_EPHEMERAL = {"type": "ephemeral"}
 
 
 class AnthropicProvider(HTTPProviderBase):
@@ -78,6 +78,10 @@ class AnthropicProvider(HTTPProviderBase):
         official_dialect: Force official-host behaviour (stale thinking stripped when thinking is
             off); default: decided by the host name.
         supports_vision: Whether the model accepts images (default True).
+        extra_body: Raw request fields sent with every call (after the typed settings, before
+            ``provider_options``).
+        proxy: An explicit proxy URL for this provider's client.
+        verify: TLS verification for this provider's client (context, CA bundle path or flag).
     """
 
     vendor = "anthropic"
@@ -96,9 +100,22 @@ class AnthropicProvider(HTTPProviderBase):
         trust_env: bool | None = None,
         official_dialect: bool | None = None,
         supports_vision: bool | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        proxy: str | None = None,
+        verify: Any = None,
     ) -> None:
         url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
-        super().__init__(model=model, base_url=url, client=client, timeout=timeout, trust_env=trust_env)
+        super().__init__(
+            model=model,
+            base_url=url,
+            client=client,
+            timeout=timeout,
+            trust_env=trust_env,
+            extra_body=extra_body,
+            proxy=proxy,
+            verify=verify,
+        )
+        self._host = urlparse(url).hostname
         self._official = urlparse(url).hostname == OFFICIAL_HOST if official_dialect is None else official_dialect
         self._api_key = (api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")) or None
         self._version = anthropic_version
@@ -137,13 +154,14 @@ class AnthropicProvider(HTTPProviderBase):
     ) -> dict[str, Any]:
         """The JSON body :meth:`stream` would POST (``response_format`` is not sent natively)."""
         settings = settings or ModelSettings()
-        options = settings.options_for(*_VENDOR_KEYS)
-        cache_system = bool(options.pop("cache_system", False))
+        options = request_extras(self._extra_body, settings, *_VENDOR_KEYS)
+        cache_ttl = options.pop("cache_ttl", None)
+        cache_system = bool(options.pop("cache_system", False)) or cache_ttl is not None
         thinking = options.get("thinking")
         keep_thinking = not self._official or (
             isinstance(thinking, dict) and thinking.get("type") not in (None, "disabled")
         )
-        system, messages = entries_to_anthropic(entries, keep_thinking=keep_thinking)
+        system, messages = entries_to_anthropic(entries, keep_thinking=keep_thinking, include_images=self._vision)
         payload: dict[str, Any] = {
             "model": self._model,
             "max_tokens": settings.max_tokens if settings.max_tokens is not None else self._default_max_tokens,
@@ -165,7 +183,7 @@ class AnthropicProvider(HTTPProviderBase):
         if settings.stop:
             payload["stop_sequences"] = list(settings.stop)
         if cache_system:
-            _add_cache_breakpoints(payload)
+            _add_cache_breakpoints(payload, ttl=str(cache_ttl) if cache_ttl else None)
         apply_options(payload, options)
         return payload
 
@@ -236,6 +254,14 @@ class AnthropicProvider(HTTPProviderBase):
             return overflow
         return self._error(f"stream error {kind or 'unknown'}: {text}", retryable=kind in _RETRYABLE_TYPES)
 
+    def context_window(self) -> int | None:
+        """What ``/models/{id}`` already reported for this endpoint (no I/O).
+
+        The bundled table is consulted by :meth:`discover_context_window` only after the endpoint
+        could not answer: the Models API states the window as served to your organisation.
+        """
+        return _WINDOW_CACHE.get((self._base_url, self._model))
+
     async def discover_context_window(self) -> int | None:
         """Ask ``/models/{id}`` for ``max_input_tokens`` (memoized per base URL and model)."""
         key = (self._base_url, self._model)
@@ -245,7 +271,7 @@ class AnthropicProvider(HTTPProviderBase):
             )
             value = data.get("max_input_tokens") if isinstance(data, dict) else None
             _WINDOW_CACHE[key] = int(value) if isinstance(value, int) and value > 0 else None
-        return _WINDOW_CACHE[key]
+        return _WINDOW_CACHE[key] or known_window(self._host, self._model)
 
 
 # --------------------------------------------------------------------------- request mapping
@@ -261,7 +287,10 @@ def _source_block(kind: str, part: ImagePart | FilePart) -> dict[str, Any]:
     return {"type": kind, "source": {"type": "base64", "media_type": mime, "data": part.data}}
 
 
-def _parts_to_blocks(content: str | Sequence[ContentPart]) -> list[dict[str, Any]]:
+_NO_IMAGE = "[image omitted: this model does not accept images]"
+
+
+def _parts_to_blocks(content: str | Sequence[ContentPart], include_images: bool = True) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     blocks: list[dict[str, Any]] = []
@@ -270,7 +299,8 @@ def _parts_to_blocks(content: str | Sequence[ContentPart]) -> list[dict[str, Any
             if part.text:
                 blocks.append({"type": "text", "text": part.text})
         elif isinstance(part, ImagePart):
-            blocks.append(_source_block("image", part))
+            image = _source_block("image", part) if include_images else {"type": "text", "text": _NO_IMAGE}
+            blocks.append(image)
         else:
             block = _source_block("document", part)
             if part.filename:
@@ -300,13 +330,15 @@ def _reasoning_block(entry: ReasoningEntry) -> dict[str, Any] | None:
     return None  # unsigned thinking (another vendor, or a hand-made entry) cannot be replayed
 
 
-def _entry_blocks(entry: TranscriptEntry, keep_thinking: bool) -> tuple[str, list[dict[str, Any]]]:
+def _entry_blocks(
+    entry: TranscriptEntry, keep_thinking: bool, include_images: bool = True
+) -> tuple[str, list[dict[str, Any]]]:
     """(role, blocks) for one non-system entry."""
     if isinstance(entry, InputEntry):
-        return "user", _parts_to_blocks(entry.content)
+        return "user", _parts_to_blocks(entry.content, include_images)
     if isinstance(entry, ToolResultEntry):
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": entry.call_id}
-        if entry.parts and any(isinstance(p, ImagePart) for p in entry.parts):
+        if include_images and entry.parts and any(isinstance(p, ImagePart) for p in entry.parts):
             block["content"] = _parts_to_blocks(entry.parts) or [{"type": "text", "text": entry.output}]
         else:
             block["content"] = entry.output
@@ -325,13 +357,13 @@ def _entry_blocks(entry: TranscriptEntry, keep_thinking: bool) -> tuple[str, lis
 
 
 def entries_to_anthropic(
-    entries: Sequence[TranscriptEntry], *, keep_thinking: bool = True
+    entries: Sequence[TranscriptEntry], *, keep_thinking: bool = True, include_images: bool = True
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Map entries to (``system`` blocks, ``messages``); the messages are memoized by transcript
     prefix (a turn converts only its new entries; the dicts are shared, treat them as read-only)."""
     n = leading_system_count(entries)
     system = [block for e in entries[:n] for block in _parts_to_blocks(e.text)]  # type: ignore[union-attr]
-    return system, _ANTHROPIC_MEMOS[keep_thinking](list(entries[n:]))
+    return system, _ANTHROPIC_MEMOS[keep_thinking, include_images](list(entries[n:]))
 
 
 def _anthropic_cut(previous: TranscriptEntry, entry: TranscriptEntry) -> bool:
@@ -348,19 +380,24 @@ def _anthropic_cut(previous: TranscriptEntry, entry: TranscriptEntry) -> bool:
     )
 
 
-def _anthropic_messages(body: Sequence[TranscriptEntry], keep_thinking: bool) -> list[dict[str, Any]]:
+def _anthropic_messages(
+    body: Sequence[TranscriptEntry], keep_thinking: bool, include_images: bool
+) -> list[dict[str, Any]]:
     # ``body`` never starts with a system entry (entries_to_anthropic strips the leading ones).
-    return _entries_to_anthropic(body, keep_thinking=keep_thinking)[1]
+    return _entries_to_anthropic(body, keep_thinking=keep_thinking, include_images=include_images)[1]
 
 
 _ANTHROPIC_MEMOS = {
-    flag: PrefixMemo(functools.partial(_anthropic_messages, keep_thinking=flag), _anthropic_cut)
-    for flag in (False, True)
+    (thinking, images): PrefixMemo(
+        functools.partial(_anthropic_messages, keep_thinking=thinking, include_images=images), _anthropic_cut
+    )
+    for thinking in (False, True)
+    for images in (False, True)
 }
 
 
 def _entries_to_anthropic(
-    entries: Sequence[TranscriptEntry], *, keep_thinking: bool = True
+    entries: Sequence[TranscriptEntry], *, keep_thinking: bool = True, include_images: bool = True
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Map entries to (``system`` blocks, ``messages``).
 
@@ -376,7 +413,7 @@ def _entries_to_anthropic(
             system.extend(_parts_to_blocks(entry.text))
             continue
         head = False
-        role, blocks = _entry_blocks(entry, keep_thinking)
+        role, blocks = _entry_blocks(entry, keep_thinking, include_images)
         if not blocks:
             continue
         if messages and messages[-1]["role"] == role:
@@ -386,13 +423,34 @@ def _entries_to_anthropic(
     return system, messages
 
 
-def _add_cache_breakpoints(payload: dict[str, Any]) -> None:
+def _add_cache_breakpoints(payload: dict[str, Any], *, ttl: str | None = None) -> None:
+    """Mark the last tool, the last system block and the conversation's last stable block.
+
+    The history breakpoint goes on the last tool result or assistant block, never on trailing
+    user text: what follows it (a new question, per-call reminders) changes from call to call,
+    while everything up to it is byte-identical in the next request.
+    """
+    marker: dict[str, Any] = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
     system = payload.get("system")
     if isinstance(system, list) and system:
-        system[-1]["cache_control"] = dict(_EPHEMERAL)
+        system[-1]["cache_control"] = dict(marker)
     tools = payload.get("tools")
     if isinstance(tools, list) and tools:
-        tools[-1] = {**tools[-1], "cache_control": dict(_EPHEMERAL)}
+        tools[-1] = {**tools[-1], "cache_control": dict(marker)}
+    for message in reversed(payload.get("messages") or []):
+        blocks = message.get("content")
+        if not isinstance(blocks, list):
+            continue
+        stable = [
+            b
+            for b in blocks
+            if message["role"] == "assistant"
+            and b.get("type") in ("text", "tool_use")
+            or b.get("type") == "tool_result"
+        ]
+        if stable:
+            stable[-1]["cache_control"] = dict(marker)
+            return
 
 
 # --------------------------------------------------------------------------- response parsing

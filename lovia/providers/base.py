@@ -24,6 +24,8 @@ __all__ = [
     "VisionCapable",
     "context_window",
     "discover_context_window",
+    "provider_options",
+    "request_extras",
     "supports_vision",
 ]
 
@@ -50,6 +52,22 @@ class ModelSettings:
         for key in vendor_keys:
             merged.update(self.provider_options.get(key) or {})
         return merged
+
+
+def provider_options(settings: ModelSettings | None, *keys: str) -> dict[str, Any]:
+    """The merged ``provider_options`` of ``settings`` for these vendor keys (later keys win)."""
+    return settings.options_for(*keys) if settings is not None else {}
+
+
+def request_extras(connection: dict[str, Any] | None, settings: ModelSettings | None, *keys: str) -> dict[str, Any]:
+    """The raw request fields for one call: the provider's ``extra_body``, then ``provider_options``.
+
+    Top-level keys only, later layers winning (a nested object replaces the earlier one wholesale);
+    a ``None`` value survives the merge so the adapter can delete that field from its payload.
+    """
+    merged: dict[str, Any] = dict(connection or {})
+    merged.update(provider_options(settings, *keys))
+    return merged
 
 
 class ToolDefinition(Protocol):

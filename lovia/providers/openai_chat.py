@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
-import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
@@ -26,7 +26,7 @@ import httpx
 from .._entry_memo import PrefixMemo
 from .._text import loads
 from ..exceptions import ContextOverflowError, ProviderError, UserError
-from ..messages import FilePart, ImagePart, TextPart, Usage
+from ..messages import FilePart, ImagePart, Message, TextPart, Usage
 from ..transcript import (
     AssistantTextEntry,
     FinishDelta,
@@ -41,30 +41,22 @@ from ..transcript import (
     TranscriptEntry,
     UsageDelta,
     leading_system_count,
+    messages_to_entries,
 )
 from ._http import RETRYABLE_STATUS, HTTPProviderBase, apply_options, error_body_text
-from .base import ModelSettings, ToolDefinition
+from ._openai import as_int, error_fields, overflow_from, window_from_models
+from ._windows import known_window
+from .base import ModelSettings, ToolDefinition, request_extras
 
-__all__ = ["OpenAIChatProvider"]
+__all__ = ["OpenAIChatProvider", "entries_to_openai_messages", "message_to_openai"]
+
+logger = logging.getLogger("lovia")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 OFFICIAL_HOST = "api.openai.com"
+PROVIDER_TAG = "openai-chat"
 _VENDOR_KEYS = ("openai", "openai-chat")
 _WINDOW_CACHE: dict[tuple[str, str], int | None] = {}
-_WINDOW_PATTERNS = (
-    re.compile(r"maximum context length is (\d[\d,]*)", re.I),
-    re.compile(r"context (?:length|window|size) (?:of|is) (\d[\d,]*)", re.I),
-    re.compile(r"n_ctx[\"']?\s*[:=]\s*(\d+)", re.I),
-)
-_OVERFLOW_NEEDLES = (
-    "context_length_exceeded",
-    "maximum context length",
-    "exceed_context_size",
-    "exceeds the available context size",
-    "context window",
-    "prompt is too long",
-    "too many tokens",
-)
 
 
 class OpenAIChatProvider(HTTPProviderBase):
@@ -84,6 +76,11 @@ class OpenAIChatProvider(HTTPProviderBase):
         official_dialect: Force the official (True) or compatible (False) dialect; default:
             decided by the host name.
         supports_vision: Whether the model accepts images (default True).
+        extra_body: Raw request fields sent with every call (after the typed settings, before
+            ``provider_options``).
+        proxy: An explicit proxy URL for this provider's client.
+        verify: TLS verification for this provider's client (context, CA bundle path or flag);
+            default: the shared resolution of :mod:`lovia.http_config`.
     """
 
     vendor = "openai"
@@ -102,6 +99,9 @@ class OpenAIChatProvider(HTTPProviderBase):
         replay_reasoning: bool | None = None,
         official_dialect: bool | None = None,
         supports_vision: bool | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        proxy: str | None = None,
+        verify: Any = None,
     ) -> None:
         url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         official = urlparse(url).hostname == OFFICIAL_HOST if official_dialect is None else official_dialect
@@ -111,9 +111,19 @@ class OpenAIChatProvider(HTTPProviderBase):
                 "the official OpenAI API needs an API key",
                 hint="set OPENAI_API_KEY or pass api_key=; for a local OpenAI-compatible server set OPENAI_BASE_URL",
             )
-        super().__init__(model=model, base_url=url, client=client, timeout=timeout, trust_env=trust_env)
+        super().__init__(
+            model=model,
+            base_url=url,
+            client=client,
+            timeout=timeout,
+            trust_env=trust_env,
+            extra_body=extra_body,
+            proxy=proxy,
+            verify=verify,
+        )
         self._api_key = key or None
         self._official = official
+        self._host = urlparse(url).hostname
         self._json_schema = official if supports_json_schema is None else supports_json_schema
         self._replay_reasoning = (not official) if replay_reasoning is None else replay_reasoning
         self._headers = dict(default_headers or {})
@@ -157,7 +167,7 @@ class OpenAIChatProvider(HTTPProviderBase):
         settings = settings or ModelSettings()
         payload: dict[str, Any] = {
             "model": self._model,
-            "messages": entries_to_chat(entries, replay_reasoning=self._replay_reasoning),
+            "messages": entries_to_chat(entries, replay_reasoning=self._replay_reasoning, include_images=self._vision),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -177,7 +187,10 @@ class OpenAIChatProvider(HTTPProviderBase):
             payload["max_completion_tokens" if self._official else "max_tokens"] = settings.max_tokens
         if settings.stop:
             payload["stop"] = list(settings.stop)
-        apply_options(payload, settings.options_for(*_VENDOR_KEYS))
+        extras = request_extras(self._extra_body, settings, *_VENDOR_KEYS)
+        if extras:
+            logger.debug("openai request extras: %s", ", ".join(sorted(extras)))
+        apply_options(payload, extras)
         return payload
 
     async def stream(
@@ -210,9 +223,9 @@ class OpenAIChatProvider(HTTPProviderBase):
             yield delta
 
     def _map_error(self, status: int, body: Any, raw: str) -> ProviderError | ContextOverflowError:
-        message, code = _error_fields(body)
+        message, code = error_fields(body)
         text = message or error_body_text(raw) or f"HTTP {status}"
-        is_overflow, window = _overflow_from(text, code, body, status)
+        is_overflow, window = overflow_from(text, code, body, status)
         if is_overflow:
             return ContextOverflowError(
                 f"{self.vendor} ({self._model}): {text}",
@@ -234,7 +247,7 @@ class OpenAIChatProvider(HTTPProviderBase):
         """An ``{"error": ...}`` object sent inside the event stream."""
         body = {"error": error}
         status = error.get("code") if isinstance(error, dict) and isinstance(error.get("code"), int) else None
-        message, code = _error_fields(body)
+        message, code = error_fields(body)
         text = message or error_body_text(json.dumps(error))
         mapped = self._map_error(status or 500, body, text)
         if isinstance(mapped, ProviderError) and status is None:
@@ -244,6 +257,15 @@ class OpenAIChatProvider(HTTPProviderBase):
             )
             mapped.status_code = None
         return mapped
+
+    def context_window(self) -> int | None:
+        """The window this endpoint's ``/models`` reported, else the bundled table for its host.
+
+        The table only knows the vendors' own hosts (api.openai.com, api.deepseek.com): the same
+        model name on another server may be deployed with a different window.
+        """
+        found = _WINDOW_CACHE.get((self._base_url, self._model))
+        return found if found is not None else known_window(self._host, self._model)
 
     async def discover_context_window(self) -> int | None:
         """Ask a compatible server's ``/models`` for ``max_model_len`` (memoized; None if unknown).
@@ -255,7 +277,7 @@ class OpenAIChatProvider(HTTPProviderBase):
         key = (self._base_url, self._model)
         if key not in _WINDOW_CACHE:
             data = await self._get_json(f"{self._base_url}/models", self._request_headers())
-            _WINDOW_CACHE[key] = _window_from_models(data, self._model)
+            _WINDOW_CACHE[key] = window_from_models(data, self._model)
         return _WINDOW_CACHE[key]
 
 
@@ -282,21 +304,31 @@ def _part_to_wire(part: TextPart | ImagePart | FilePart) -> dict[str, Any]:
     return {"type": "text", "text": f"[file: {part.filename or part.url}] {part.url}"}
 
 
-def _input_to_message(entry: InputEntry) -> dict[str, Any]:
+_NO_IMAGE = {"type": "text", "text": "[image omitted: this model does not accept images]"}
+
+
+def _input_to_message(entry: InputEntry, *, include_images: bool = True) -> dict[str, Any]:
     if isinstance(entry.content, str):
         return {"role": entry.role, "content": entry.content}
     if entry.role == "system":
         return {"role": "system", "content": entry.text}
-    return {"role": "user", "content": [_part_to_wire(p) for p in entry.content]}
+    parts = [
+        _part_to_wire(p) if include_images or not isinstance(p, ImagePart) else dict(_NO_IMAGE) for p in entry.content
+    ]
+    return {"role": "user", "content": parts}
 
 
-def _append_assistant(messages: list[dict[str, Any]], entry: TranscriptEntry, *, replay_reasoning: bool) -> None:
+def _append_assistant(
+    messages: list[dict[str, Any]], entry: TranscriptEntry, *, replay_reasoning: bool, reasoning_provider: str
+) -> None:
     last = messages[-1] if messages else None
     if last is None or last.get("role") != "assistant":
         last = {"role": "assistant", "content": None}
         messages.append(last)
     if isinstance(entry, ReasoningEntry):
-        if replay_reasoning and entry.content:
+        # Only reasoning this adapter produced goes back: another vendor's thinking (signed,
+        # encrypted, or a summary) means nothing to this endpoint.
+        if replay_reasoning and entry.content and entry.provider in (None, reasoning_provider):
             last["reasoning_content"] = (last.get("reasoning_content") or "") + entry.content
     elif isinstance(entry, AssistantTextEntry):
         last["content"] = (last.get("content") or "") + entry.content
@@ -305,10 +337,20 @@ def _append_assistant(messages: list[dict[str, Any]], entry: TranscriptEntry, *,
         last.setdefault("tool_calls", []).append(call)
 
 
-def entries_to_chat(entries: Sequence[TranscriptEntry], *, replay_reasoning: bool) -> list[dict[str, Any]]:
+def entries_to_chat(
+    entries: Sequence[TranscriptEntry],
+    *,
+    replay_reasoning: bool,
+    reasoning_provider: str = PROVIDER_TAG,
+    include_images: bool = True,
+) -> list[dict[str, Any]]:
     """Map transcript entries to chat-completions ``messages`` (memoized by transcript prefix:
     a turn converts only its new entries; the message dicts are shared, treat them as read-only)."""
-    return _CHAT_MEMOS[replay_reasoning](entries)
+    key = (replay_reasoning, reasoning_provider, include_images)
+    memo = _CHAT_MEMOS.get(key)
+    if memo is None:
+        memo = _CHAT_MEMOS[key] = _chat_memo(*key)
+    return memo(entries)
 
 
 def _chat_cut(previous: TranscriptEntry, entry: TranscriptEntry) -> bool:
@@ -319,12 +361,21 @@ def _chat_cut(previous: TranscriptEntry, entry: TranscriptEntry) -> bool:
     )
 
 
-def _entries_to_chat(entries: Sequence[TranscriptEntry], *, replay_reasoning: bool) -> list[dict[str, Any]]:
+def _entries_to_chat(
+    entries: Sequence[TranscriptEntry],
+    *,
+    replay_reasoning: bool,
+    reasoning_provider: str = PROVIDER_TAG,
+    include_images: bool = True,
+) -> list[dict[str, Any]]:
     """Map transcript entries to chat-completions ``messages``.
 
     Consecutive reasoning/text/tool-call entries merge into one assistant message; tool results
     become ``tool`` messages carrying ``tool_call_id``. Images attached to tool results follow the
-    run of tool messages as one user message (``tool`` messages are text-only).
+    run of tool messages as one user message (``tool`` messages are text-only). Reasoning goes
+    back as ``reasoning_content`` only with ``replay_reasoning`` and only when it came from
+    ``reasoning_provider`` (or is untagged). Without ``include_images`` an image becomes a short
+    note and tool-result images are left out.
     """
     messages: list[dict[str, Any]] = []
     pending_images: list[dict[str, Any]] = []
@@ -333,21 +384,50 @@ def _entries_to_chat(entries: Sequence[TranscriptEntry], *, replay_reasoning: bo
             messages.append({"role": "user", "content": pending_images})
             pending_images = []
         if isinstance(entry, InputEntry):
-            messages.append(_input_to_message(entry))
+            messages.append(_input_to_message(entry, include_images=include_images))
         elif isinstance(entry, ToolResultEntry):
             messages.append({"role": "tool", "tool_call_id": entry.call_id, "content": entry.output})
-            images = [p for p in entry.parts or () if isinstance(p, ImagePart)]
+            images = [p for p in entry.parts or () if isinstance(p, ImagePart)] if include_images else []
             if images:
                 pending_images.append({"type": "text", "text": f"Images returned by tool call {entry.call_id}:"})
                 pending_images.extend(_part_to_wire(p) for p in images)
         else:
-            _append_assistant(messages, entry, replay_reasoning=replay_reasoning)
+            _append_assistant(messages, entry, replay_reasoning=replay_reasoning, reasoning_provider=reasoning_provider)
     if pending_images:
         messages.append({"role": "user", "content": pending_images})
     for message in messages:
         if message["role"] == "assistant" and message.get("tool_calls") and message["content"] == "":
             message["content"] = None
     return messages
+
+
+def entries_to_openai_messages(
+    entries: list[TranscriptEntry],
+    *,
+    reasoning_provider: str = PROVIDER_TAG,
+    include_reasoning: bool = True,
+    include_images: bool = False,
+) -> list[dict[str, Any]]:
+    """Chat-completions ``messages`` for ``entries`` (the public form of the adapter's mapping).
+
+    Args:
+        entries: The transcript view.
+        reasoning_provider: Whose reasoning entries are sent back as ``reasoning_content``.
+        include_reasoning: Send reasoning back at all.
+        include_images: Send image parts (otherwise each becomes a short text note).
+    """
+    return entries_to_chat(
+        entries,
+        replay_reasoning=include_reasoning,
+        reasoning_provider=reasoning_provider,
+        include_images=include_images,
+    )
+
+
+def message_to_openai(msg: Message) -> dict[str, Any]:
+    """One chat :class:`~lovia.messages.Message` as a chat-completions message dict."""
+    rendered = entries_to_chat(messages_to_entries([msg]), replay_reasoning=True, include_images=True)
+    return rendered[0] if rendered else {"role": msg.role, "content": msg.text}
 
 
 # --------------------------------------------------------------------------- response parsing
@@ -456,69 +536,27 @@ def _is_json(text: str) -> bool:
     return True
 
 
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
 def _usage_from(raw: dict[str, Any]) -> Usage:
     details = raw.get("prompt_tokens_details") or {}
-    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    cached = cached or _int(raw.get("prompt_cache_hit_tokens"))  # DeepSeek's spelling
+    cached = as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    cached = cached or as_int(raw.get("prompt_cache_hit_tokens"))  # DeepSeek's spelling
     return Usage(
-        input_tokens=_int(raw.get("prompt_tokens")),
-        output_tokens=_int(raw.get("completion_tokens")),
+        input_tokens=as_int(raw.get("prompt_tokens")),
+        output_tokens=as_int(raw.get("completion_tokens")),
         cache_read_tokens=cached,
     )
 
 
-def _error_fields(body: Any) -> tuple[str | None, str | None]:
-    """(message, code) from ``{"error": {"message", "code"|"type"}}`` or ``{"error": "text"}``."""
-    if not isinstance(body, dict):
-        return None, None
-    error = body.get("error", body)
-    if isinstance(error, str):
-        return error, None
-    if not isinstance(error, dict):
-        return None, None
-    message = error.get("message") or body.get("message") or body.get("detail")
-    code = error.get("code") or error.get("type")
-    return (str(message) if message else None), (str(code) if code is not None else None)
-
-
-def _overflow_from(text: str, code: str | None, body: Any, status: int) -> tuple[bool, int | None]:
-    """(is this a context overflow, the window the server named if any)."""
-    haystack = f"{code or ''} {text}".lower()
-    if status not in (400, 413, 422, 500) or not any(needle in haystack for needle in _OVERFLOW_NEEDLES):
-        return False, None
-    for pattern in _WINDOW_PATTERNS:
-        match = pattern.search(text)
-        if match:
-            return True, int(match.group(1).replace(",", ""))
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("n_ctx"), int):
-        return True, int(error["n_ctx"])
-    return True, None
-
-
-def _window_from_models(data: Any, model: str) -> int | None:
-    items = data.get("data") if isinstance(data, dict) else data
-    if not isinstance(items, list):
-        return None
-    for item in items:
-        if isinstance(item, dict) and item.get("id") == model:
-            for key in ("max_model_len", "context_length", "context_window", "max_context_length"):
-                if isinstance(item.get(key), int) and item[key] > 0:
-                    return int(item[key])
-            meta = item.get("meta")
-            if isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
-                return int(meta["n_ctx_train"])
-    return None
-
-
-def _chat_memo(replay_reasoning: bool) -> PrefixMemo[TranscriptEntry, dict[str, Any]]:
-    return PrefixMemo(
-        functools.partial(_entries_to_chat, replay_reasoning=replay_reasoning), _chat_cut, head=leading_system_count
+def _chat_memo(
+    replay_reasoning: bool, reasoning_provider: str, include_images: bool
+) -> PrefixMemo[TranscriptEntry, dict[str, Any]]:
+    convert = functools.partial(
+        _entries_to_chat,
+        replay_reasoning=replay_reasoning,
+        reasoning_provider=reasoning_provider,
+        include_images=include_images,
     )
+    return PrefixMemo(convert, _chat_cut, head=leading_system_count)
 
 
-_CHAT_MEMOS = {flag: _chat_memo(flag) for flag in (False, True)}
+_CHAT_MEMOS: dict[tuple[bool, str, bool], PrefixMemo[TranscriptEntry, dict[str, Any]]] = {}

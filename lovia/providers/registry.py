@@ -1,7 +1,8 @@
 """``vendor:model`` strings → provider instances.
 
 Lookup order for a prefix: explicit :func:`register_provider` registrations (which may override
-the built-ins), then the built-ins (``openai``/``oai``/``openai-chat``, ``anthropic``/``claude``),
+the built-ins), then the built-ins (``openai``/``oai``/``openai-chat``, ``anthropic``/``claude``,
+``openai-responses``, ``gemini``/``google``),
 then the ``lovia.providers`` entry-point group, loaded lazily on the first miss and never allowed
 to shadow a built-in. A string without a prefix is an OpenAI-compatible model name, and so is a
 string whose part before the first ``:`` is no known prefix (an Ollama-style tag such as
@@ -26,7 +27,9 @@ from typing import Any
 from ..exceptions import UserError
 from .anthropic import AnthropicProvider
 from .base import Provider
+from .gemini import GeminiProvider
 from .openai_chat import OpenAIChatProvider
+from .openai_responses import OpenAIResponsesProvider
 
 __all__ = [
     "ProviderFactory",
@@ -57,12 +60,23 @@ def _anthropic(model: str, **kwargs: Any) -> Provider:
     return AnthropicProvider(model, **kwargs)
 
 
+def _responses(model: str, **kwargs: Any) -> Provider:
+    return OpenAIResponsesProvider(model, **kwargs)
+
+
+def _gemini(model: str, **kwargs: Any) -> Provider:
+    return GeminiProvider(model, **kwargs)
+
+
 _BUILTINS: dict[str, ProviderFactory] = {
     "openai": _openai,
     "oai": _openai,
     "openai-chat": _openai,
     "anthropic": _anthropic,
     "claude": _anthropic,
+    "openai-responses": _responses,
+    "gemini": _gemini,
+    "google": _gemini,
 }
 _registered: dict[str, ProviderFactory] = {}
 _entry_points: dict[str, ProviderFactory] | None = None
@@ -156,7 +170,11 @@ def provider_from_string(
     """
     text = (spec or "").strip()
     if not text:
-        raise UserError("empty model string", hint="use 'openai:<model>', 'anthropic:<model>' or set LOVIA_MODEL")
+        raise UserError(
+            "empty model string",
+            hint="use 'openai:<model>', 'anthropic:<model>', 'openai-responses:<model>', 'gemini:<model>' "
+            "or set LOVIA_MODEL",
+        )
     prefix, sep, model = text.partition(":")
     kwargs = {
         k: v
@@ -211,7 +229,8 @@ def model_from_env(*, required: bool = True) -> str | None:
     if required:
         raise UserError(
             "no model configured: LOVIA_MODEL is not set",
-            hint="export LOVIA_MODEL=openai:gpt-4.1-mini (or anthropic:<model>, or a local model name with OPENAI_BASE_URL)",
+            hint="export LOVIA_MODEL=openai:gpt-4.1-mini (or anthropic:<model>, openai-responses:<model>, "
+            "gemini:<model>, or a local model name with OPENAI_BASE_URL)",
         )
     return None
 

@@ -42,6 +42,7 @@ from ..events import (
 from ..exceptions import MaxTurnsExceeded
 from ..guardrails import run_guardrails
 from ..handle import EventSink
+from ..providers.failover import provider_state, restore_provider_state
 from ..result import RunResult
 from ..run_context import RunContext
 from ..session import new_run_id
@@ -135,6 +136,8 @@ class RunLoop:
         else:
             link_first_attempt(span, state.head.trace)
         active = await self._activate(state.agent)
+        if plan.mode == "resume":
+            restore_provider_state(active.provider, state.head.provider_state)
         state.transcript[:] = [await system_entry(active, state.ctx, options.extra_instructions), *history]
         state.transcript.extend(state.entries)
         await self._open_writer(persisted=len(plan.snapshot.entries) if plan.snapshot else 0)
@@ -211,6 +214,8 @@ class RunLoop:
     async def save(self) -> None:
         """Checkpoint the run if it has a checkpointer."""
         if self.writer is not None:
+            if self.active is not None:
+                self.state.head.provider_state = provider_state(self.active.provider)
             with detail_span(self.options.tracer, "checkpoint_save", run_id=self.state.run_id):
                 await self.writer.save(self.state)
 

@@ -7,9 +7,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .._text import clean_text
-from ..events import Event, ModelRetrying, OutputDiscarded, ReasoningDelta, TextDelta
+from ..events import Event, ModelRetrying, OutputDiscarded, ProviderFailedOver, ReasoningDelta, TextDelta
 from ..exceptions import ContextOverflowError
 from ..providers.base import ModelSettings, Provider, ToolDefinition
+from ..providers.failover import FailoverDelta
 from ..reliability import RetryPolicy
 from ..tracing import Tracer, record_model_response
 from ..transcript import EntryCompletedDelta, FinishDelta, ToolCallDelta, TranscriptEntry, UsageDelta
@@ -91,4 +92,6 @@ async def _fold(delta: Any, asm: TurnAssembler, emit: Callable[[Event], Awaitabl
         asm.finish_reason = delta.reason
     elif isinstance(delta, EntryCompletedDelta):
         asm.add_completed(delta)
+    elif isinstance(delta, FailoverDelta):
+        await emit(ProviderFailedOver(delta.from_provider, delta.to_provider, delta.error, delta.attempts))
     return False

@@ -86,6 +86,7 @@ class RunState:
         head.started_at = stored.started_at
         head.model_usage = {model: usage.copy() for model, usage in stored.model_usage.items()}
         head.trace = stored.trace
+        head.provider_state = dict(stored.provider_state)
         if pending is not None:
             self.fire_handoff(pending)
         self.entries.extend(snap.entries)

@@ -76,7 +76,8 @@ class Reply:
     def json(cls, status: int, payload: Any, **kwargs: Any) -> Reply:
         """A JSON response with Content-Length."""
         body = json.dumps(payload).encode()
-        return cls(status=status, chunks=[body], headers={"Content-Type": "application/json"}, mode="length", **kwargs)
+        headers = {"Content-Type": "application/json", **kwargs.pop("headers", {})}
+        return cls(status=status, chunks=[body], headers=headers, mode="length", **kwargs)
 
     @classmethod
     def text(cls, status: int, body: str, content_type: str = "text/html", **kwargs: Any) -> Reply:

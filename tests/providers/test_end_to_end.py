@@ -141,3 +141,63 @@ async def test_anthropic_overloaded_then_success(server: FakeServer, monkeypatch
     )
     result = await Runner.run(anthropic_agent(server, monkeypatch), "hi")
     assert result.output == "ok now" and len(server.posts()) == 2
+
+
+# ------------------------------------------------------------------ Responses and Gemini through the runner
+
+
+async def test_structured_output_through_responses_and_gemini(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Agent(output_type=...)`` goes out as each API's native JSON schema and comes back parsed."""
+    from pydantic import BaseModel
+
+    from .sdk_wire import ResponsesStream, check_gemini_request, check_responses_request, gemini_text_stream
+
+    class Forecast(BaseModel):
+        city: str
+        celsius: int
+
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("GEMINI_API_KEY", "g")
+    server.enqueue(Reply.sse(ResponsesStream().created().message('{"city": "Oslo", "celsius": 4}').completed().body()))
+    result = await Runner.run(
+        Agent(name="r", model="openai-responses:m", output_type=Forecast, retry=FAST_RETRY), "oslo?"
+    )
+    assert result.output == Forecast(city="Oslo", celsius=4)
+    body = server.posts()[-1].json
+    check_responses_request(body)
+    assert body["text"]["format"]["type"] == "json_schema" and "celsius" in json.dumps(body["text"]["format"]["schema"])
+    with FakeServer(prefix="/v1beta") as gemini:
+        monkeypatch.setenv("GEMINI_BASE_URL", f"http://127.0.0.1:{gemini.port}")
+        gemini.enqueue(Reply.sse(gemini_text_stream('{"city": "Rome", "celsius": 21}')))
+        result = await Runner.run(
+            Agent(name="g", model="gemini:gemini-x", output_type=Forecast, retry=FAST_RETRY), "rome?"
+        )
+        assert result.output == Forecast(city="Rome", celsius=21)
+        body = gemini.posts()[-1].json
+        check_gemini_request(body)
+        assert body["generationConfig"]["responseMimeType"] == "application/json"
+        assert "celsius" in json.dumps(body["generationConfig"]["responseJsonSchema"])
+
+
+async def test_gemini_parallel_tools_through_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two calls in one Gemini turn run, and their results go back in one user turn."""
+    from .sdk_wire import check_gemini_request, gemini_chunk, gemini_sse, gemini_text_stream
+
+    with FakeServer(prefix="/v1beta") as gemini:
+        monkeypatch.setenv("GEMINI_BASE_URL", f"http://127.0.0.1:{gemini.port}")
+        monkeypatch.setenv("GEMINI_API_KEY", "g")
+        calls = [{"function_call": {"name": "weather", "args": {"city": c}}} for c in ("Paris", "Oslo")]
+        gemini.enqueue(
+            Reply.sse(gemini_sse([gemini_chunk(calls, finish="STOP")])),
+            Reply.sse(gemini_text_stream("Paris sunny, Oslo sunny.")),
+        )
+        agent = Agent(name="g", instructions="be brief", model="gemini:gemini-x", tools=[weather], retry=FAST_RETRY)
+        result = await Runner.run(agent, "weather in Paris and Oslo?")
+        assert result.output == "Paris sunny, Oslo sunny."
+        second = gemini.posts()[1].json
+        check_gemini_request(second)
+        responses = [p["functionResponse"] for p in second["contents"][2]["parts"]]
+        assert sorted(r["response"]["output"] for r in responses) == ["sunny in Oslo", "sunny in Paris"]
+        assert all(r["name"] == "weather" for r in responses)

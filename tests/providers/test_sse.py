@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lovia.providers._sse import SSEDecoder, SSEEvent
+
+from .servers import split_at
 
 STREAM = (
     "event: message_start\r\n"
@@ -66,3 +72,43 @@ def test_event_without_data_is_not_dispatched_and_resets_type() -> None:
 
 def test_invalid_utf8_is_replaced_not_raised() -> None:
     assert decode([b"data: \xff\n\n"]) == [SSEEvent(data="\ufffd")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=st.lists(
+        st.sampled_from(["data: é€ x", 'data: {"a": 1}', "event: e", ": ping", "", "id: 7", "data:"]), max_size=30
+    ),
+    ending=st.sampled_from(["\n", "\r\n", "\r"]),
+    cuts=st.lists(st.integers(min_value=1, max_value=400), max_size=12),
+)
+def test_any_chunking_of_any_line_ending_gives_the_same_events(lines, ending, cuts) -> None:
+    """The region splitter agrees with a whole-buffer parse for every cut (CR, LF, CRLF)."""
+    body = ending.join(lines).encode() + ending.encode() * 2
+    expected = _reference(body)
+    decoder = SSEDecoder()
+    got = []
+    for piece in split_at(body, cuts):
+        got += decoder.feed(piece)
+    got += decoder.close()
+    assert got == expected
+
+
+def _reference(body: bytes) -> list[SSEEvent]:
+    """A deliberately naive SSE parser over the whole body (the spec's steps, nothing clever)."""
+    events, data, kind, last_id = [], [], None, None
+    for line in re.split("\r\n|\r|\n", body.decode("utf-8", errors="replace")):
+        if line == "":
+            if data:
+                events.append(SSEEvent(data="\n".join(data), event=kind or "message", id=last_id))
+            data, kind = [], None
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "data":
+                data.append(value)
+            elif name == "event":
+                kind = value
+            elif name == "id":
+                last_id = value
+    return events

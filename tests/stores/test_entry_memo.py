@@ -42,10 +42,11 @@ step = st.tuples(st.integers(0, 1), st.booleans(), st.lists(entry, max_size=4), 
 def _check(transcript: list) -> None:
     assert entries_to_messages(transcript) == _entries_to_messages(transcript)
     for flag in (False, True):
-        assert entries_to_chat(transcript, replay_reasoning=flag) == _entries_to_chat(transcript, replay_reasoning=flag)
-        assert entries_to_anthropic(transcript, keep_thinking=flag) == _entries_to_anthropic(
-            transcript, keep_thinking=flag
-        )
+        for images in (False, True):
+            chat = {"replay_reasoning": flag, "include_images": images}
+            assert entries_to_chat(transcript, **chat) == _entries_to_chat(transcript, **chat)
+            claude = {"keep_thinking": flag, "include_images": images}
+            assert entries_to_anthropic(transcript, **claude) == _entries_to_anthropic(transcript, **claude)
 
 
 @settings(max_examples=150, deadline=None)

@@ -24,3 +24,18 @@ def test_crash_and_resume_example():
     assert "finished: 'Total: 42.'" in out
     assert "replayed from the checkpoint: 'Total: 42.' (model calls in this process: 0)" in out
     assert "status=completed" in out and "session: 1 run(s)" in out
+
+
+def test_mcp_tools_example():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "mcp_tools.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    out = proc.stdout
+    assert "tools offered: units__convert, units__order_map" in out
+    assert "tool result: 42.195 km = 26.22 mi" in out
+    assert "order_map' was not approved. (error)" in out
+    assert "answer: A marathon is about 26.2 miles." in out

@@ -280,7 +280,7 @@ class RunLoop:
         return provider
 
     async def _setup_plugins(self, agent: Agent[Any]) -> list[PluginInstance]:
-        instances = await setup_plugins(agent)
+        instances = await setup_plugins(agent, self.ctx)
         self._closers.extend(instance.aclose for instance in instances)
         return instances
 

@@ -27,7 +27,7 @@ from .handle import RunHandle
 from .handoff import Handoff
 from .hooks import AgentHooks
 from .messages import FilePart, ImagePart, Message, TextPart, Usage, assistant, system, user
-from .plugins import Plugin, PluginInstance
+from .plugins import Plugin, PluginInstance, Todo
 from .providers import AnthropicProvider, ModelSettings, OpenAIChatProvider, Provider, model_from_env
 from .reliability import CancelToken, Mailbox, RetryPolicy, RunBudget
 from .result import RunResult
@@ -90,6 +90,7 @@ __all__ = [
     "Session",
     "StoreError",
     "TextPart",
+    "Todo",
     "Tool",
     "ToolError",
     "TranscriptEntry",

@@ -39,3 +39,17 @@ def test_mcp_tools_example():
     assert "tool result: 42.195 km = 26.22 mi" in out
     assert "order_map' was not approved. (error)" in out
     assert "answer: A marathon is about 26.2 miles." in out
+
+
+def test_todo_list_example():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "todo_list.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    run1, run2 = out.split("reminder in the first view of run 2:")
+    assert "[x] Outline the talk\n[~] Write the slides\n[ ] Rehearse" in run1
+    assert "[x] Outline the talk\n[~] Write the slides\n[ ] Rehearse" in run2
+    assert "rebuilt from the session: ['Outline the talk=completed', 'Write the slides=in_progress'" in out

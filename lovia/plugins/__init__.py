@@ -1,10 +1,24 @@
 """Plugins: bundles of tools, prompt text, per-turn view entries, hooks and guardrails.
 
-The protocol and the per-run instance live in :mod:`lovia.plugins.base`; they are re-exported here.
+The protocol and the per-run instance live in :mod:`lovia.plugins.base`; the built-in plugins in
+their own modules (``todo``, ``skills``, ``memory``, ``subagents``, and ``mcp``, which is imported
+on its own because it needs the optional ``mcp`` package). Everything is re-exported here.
 """
 
 from __future__ import annotations
 
 from .base import Plugin, PluginInstance, ViewInjector, setup_plugin
+from .todo import Todo, TodoItem, TodoList, TodoStatus, render_todos, todos_from_entries
 
-__all__ = ["Plugin", "PluginInstance", "ViewInjector", "setup_plugin"]
+__all__ = [
+    "Plugin",
+    "PluginInstance",
+    "Todo",
+    "TodoItem",
+    "TodoList",
+    "TodoStatus",
+    "ViewInjector",
+    "render_todos",
+    "setup_plugin",
+    "todos_from_entries",
+]

@@ -27,7 +27,7 @@ from .handle import RunHandle
 from .handoff import Handoff
 from .hooks import AgentHooks
 from .messages import FilePart, ImagePart, Message, TextPart, Usage, assistant, system, user
-from .plugins import Plugin, PluginInstance, Todo
+from .plugins import Plugin, PluginInstance, SkillNotFoundError, Skills, SkillsError, Todo
 from .providers import AnthropicProvider, ModelSettings, OpenAIChatProvider, Provider, model_from_env
 from .reliability import CancelToken, Mailbox, RetryPolicy, RunBudget
 from .result import RunResult
@@ -88,6 +88,9 @@ __all__ = [
     "SQLiteSession",
     "Segment",
     "Session",
+    "SkillNotFoundError",
+    "Skills",
+    "SkillsError",
     "StoreError",
     "TextPart",
     "Todo",

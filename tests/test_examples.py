@@ -53,3 +53,17 @@ def test_todo_list_example():
     assert "[x] Outline the talk\n[~] Write the slides\n[ ] Rehearse" in run1
     assert "[x] Outline the talk\n[~] Write the slides\n[ ] Rehearse" in run2
     assert "rebuilt from the session: ['Outline the talk=completed', 'Write the slides=in_progress'" in out
+
+
+def test_skills_catalog_example():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "skills_catalog.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert "  - `refund-policy` — Use when a customer asks for a refund" in out
+    assert "tool result: BEGIN SKILL REFERENCE MATERIAL (skill: refund-policy) ..." in out
+    assert "file: references/tiers.md) ..." in out
+    assert "leaves the skill's directory" in out

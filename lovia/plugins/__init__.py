@@ -8,11 +8,31 @@ on its own because it needs the optional ``mcp`` package). Everything is re-expo
 from __future__ import annotations
 
 from .base import Plugin, PluginInstance, ViewInjector, setup_plugin
+from .skills import (
+    DirectorySkillSource,
+    Skill,
+    SkillCatalog,
+    SkillFilter,
+    SkillMetadata,
+    SkillNotFoundError,
+    Skills,
+    SkillsError,
+    SkillSource,
+)
 from .todo import Todo, TodoItem, TodoList, TodoStatus, render_todos, todos_from_entries
 
 __all__ = [
+    "DirectorySkillSource",
     "Plugin",
     "PluginInstance",
+    "Skill",
+    "SkillCatalog",
+    "SkillFilter",
+    "SkillMetadata",
+    "SkillNotFoundError",
+    "SkillSource",
+    "Skills",
+    "SkillsError",
     "Todo",
     "TodoItem",
     "TodoList",

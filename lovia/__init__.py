@@ -27,7 +27,16 @@ from .handle import RunHandle
 from .handoff import Handoff
 from .hooks import AgentHooks
 from .messages import FilePart, ImagePart, Message, TextPart, Usage, assistant, system, user
-from .plugins import Plugin, PluginInstance, SkillNotFoundError, Skills, SkillsError, Todo
+from .plugins import (
+    Memory,
+    OpenAIEmbedder,
+    Plugin,
+    PluginInstance,
+    SkillNotFoundError,
+    Skills,
+    SkillsError,
+    Todo,
+)
 from .providers import AnthropicProvider, ModelSettings, OpenAIChatProvider, Provider, model_from_env
 from .reliability import CancelToken, Mailbox, RetryPolicy, RunBudget
 from .result import RunResult
@@ -64,10 +73,12 @@ __all__ = [
     "MCPError",
     "Mailbox",
     "MaxTurnsExceeded",
+    "Memory",
     "Message",
     "ModelSettings",
     "NoopContextPolicy",
     "OpenAIChatProvider",
+    "OpenAIEmbedder",
     "OutputValidationError",
     "Plugin",
     "PluginInstance",

@@ -67,3 +67,16 @@ def test_skills_catalog_example():
     assert "tool result: BEGIN SKILL REFERENCE MATERIAL (skill: refund-policy) ..." in out
     assert "file: references/tiers.md) ..." in out
     assert "leaves the skill's directory" in out
+
+
+def test_memory_notes_example():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "memory_notes.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert "MEMORY.md after run 1: - [" in out and "] Is vegetarian" in out
+    assert "notes in run 2's prompt: ['- [" in out
+    assert "recall: Earlier the user planned a vegetarian dinner party." in out

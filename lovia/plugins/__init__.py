@@ -8,6 +8,20 @@ on its own because it needs the optional ``mcp`` package). Everything is re-expo
 from __future__ import annotations
 
 from .base import Plugin, PluginInstance, ViewInjector, setup_plugin
+from .memory import (
+    Doc,
+    Embedder,
+    FileNotesStore,
+    Fusable,
+    Hit,
+    HybridIndex,
+    Index,
+    KeywordIndex,
+    Memory,
+    NotesStore,
+    OpenAIEmbedder,
+    VectorIndex,
+)
 from .skills import (
     DirectorySkillSource,
     Skill,
@@ -23,6 +37,17 @@ from .todo import Todo, TodoItem, TodoList, TodoStatus, render_todos, todos_from
 
 __all__ = [
     "DirectorySkillSource",
+    "Doc",
+    "Embedder",
+    "FileNotesStore",
+    "Fusable",
+    "Hit",
+    "HybridIndex",
+    "Index",
+    "KeywordIndex",
+    "Memory",
+    "NotesStore",
+    "OpenAIEmbedder",
     "Plugin",
     "PluginInstance",
     "Skill",
@@ -37,6 +62,7 @@ __all__ = [
     "TodoItem",
     "TodoList",
     "TodoStatus",
+    "VectorIndex",
     "ViewInjector",
     "render_todos",
     "setup_plugin",

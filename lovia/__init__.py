@@ -35,6 +35,7 @@ from .plugins import (
     SkillNotFoundError,
     Skills,
     SkillsError,
+    Subagents,
     Todo,
 )
 from .providers import AnthropicProvider, ModelSettings, OpenAIChatProvider, Provider, model_from_env
@@ -103,6 +104,7 @@ __all__ = [
     "Skills",
     "SkillsError",
     "StoreError",
+    "Subagents",
     "TextPart",
     "Todo",
     "Tool",

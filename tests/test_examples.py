@@ -80,3 +80,17 @@ def test_memory_notes_example():
     assert "MEMORY.md after run 1: - [" in out and "] Is vegetarian" in out
     assert "notes in run 2's prompt: ['- [" in out
     assert "recall: Earlier the user planned a vegetarian dinner party." in out
+
+
+def test_subagents_background_example():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "subagents_background.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert out.count("spawn_subagent: Started subagent sa-") == 2
+    assert "report: Findings on 'solar panels'" in out
+    assert "report: Findings on 'heat pumps' (also: compare running costs)" in out
+    assert "answer: Both reports are in" in out

@@ -33,9 +33,12 @@ from .skills import (
     SkillsError,
     SkillSource,
 )
+from .subagents import ChildSpec, DeliverFn, RunChildFn, SubagentReport, Subagents
 from .todo import Todo, TodoItem, TodoList, TodoStatus, render_todos, todos_from_entries
 
 __all__ = [
+    "ChildSpec",
+    "DeliverFn",
     "DirectorySkillSource",
     "Doc",
     "Embedder",
@@ -50,6 +53,7 @@ __all__ = [
     "OpenAIEmbedder",
     "Plugin",
     "PluginInstance",
+    "RunChildFn",
     "Skill",
     "SkillCatalog",
     "SkillFilter",
@@ -58,6 +62,8 @@ __all__ = [
     "SkillSource",
     "Skills",
     "SkillsError",
+    "SubagentReport",
+    "Subagents",
     "Todo",
     "TodoItem",
     "TodoList",

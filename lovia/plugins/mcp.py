@@ -16,7 +16,7 @@ import contextlib
 import inspect
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -208,7 +208,7 @@ class MCPConnection:
     prefix: str | None = None
     include_tools: set[str] | None = None
     exclude_tools: set[str] | None = None
-    needs_approval: bool | ApprovalPredicate = False
+    needs_approval: bool | ApprovalPredicate | Collection[str] = False
     retries: int | None = None
     timeout: float | None = None
     max_output_chars: int | None = None
@@ -379,12 +379,18 @@ class MCPConnection:
         async def invoke(args: dict[str, Any], ctx: RunContext[Any]) -> MCPToolResult:
             return await self.call_tool(raw, args, exposed_name=exposed)
 
+        wanted = self.needs_approval
+        gate: bool | ApprovalPredicate
+        if isinstance(wanted, bool) or callable(wanted):
+            gate = wanted
+        else:  # per tool: the raw names that need approval
+            gate = raw in set(wanted)
         return Tool(
             name=exposed,
             description=str(_field(spec, "description") or ""),
             parameters=params,
             invoke=invoke,
-            needs_approval=self.needs_approval,
+            needs_approval=gate,
             retries=self.retries,
             max_output_chars=self.max_output_chars,
             result_renderer=self.result_renderer or _default_renderer,
@@ -537,7 +543,7 @@ class MCPServer:
     name: str | None = None
     include_tools: list[str] | None = None
     exclude_tools: list[str] | None = None
-    needs_approval: bool | ApprovalPredicate = False
+    needs_approval: bool | ApprovalPredicate | Collection[str] = False
     retries: int | None = None
     timeout: float | None = None
     max_output_chars: int | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 from typing import Any
 
@@ -41,10 +42,13 @@ def add(a: int, b: int) -> str:
 
 
 @server.tool()
-def create_ticket(title: str) -> str:
+async def create_ticket(title: str) -> str:
     """Create a ticket (a side effect: not idempotent)."""
     calls["n"] += 1
     log(f"ticket {title}")
+    if os.environ.get("LOVIA_CRASH_AT") == "in_tool:mcp":  # the crash kit's run: SIGKILL our client
+        os.kill(os.getppid(), signal.SIGKILL)
+        await asyncio.sleep(3600)
     return f"ticket #{calls['n']}: {title}"
 
 

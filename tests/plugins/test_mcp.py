@@ -277,6 +277,12 @@ async def test_approval_gates_every_tool_of_a_server(log: Path) -> None:
     assert "ticket t" not in log_lines(log)  # the denied call never reached the server
 
 
+async def test_approval_can_name_single_tools(log: Path) -> None:
+    async with await stdio(log, needs_approval={"create_ticket"}).open() as conn:
+        gates = {t.name: t.needs_approval for t in conn.tools()}
+        assert gates["create_ticket"] is True and gates["echo"] is False
+
+
 async def test_twenty_concurrent_calls_over_stdio(log: Path) -> None:
     async with await stdio(log).open() as conn:
         results = await asyncio.gather(*(conn.call_tool("slow_echo", {"text": str(i)}) for i in range(20)))
@@ -425,3 +431,35 @@ def test_a_sigkilled_parent_leaves_no_server_behind(tmp_path: Path) -> None:
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait()
     assert wait_gone([child]) == [], "the MCP server survived its parent's SIGKILL"
+
+
+# ----------------------------------------------------------------------------- crash resume
+
+
+async def test_a_crash_mid_call_never_repeats_a_non_idempotent_mcp_tool(tmp_path: Path) -> None:
+    from lovia.stores import SQLiteCheckpointer, SQLiteSession
+    from lovia.testing.crash import Boundary, crash_test
+
+    async def open_sqlite(path: str):
+        return SQLiteSession(path, wal=True), SQLiteCheckpointer(path, wal=True)
+
+    crash_db = str(tmp_path / "crash.db")
+    report = await crash_test(
+        "tests.plugins.mcp_scenarios:mcp_scenario",
+        store=crash_db,
+        reference_store=str(tmp_path / "reference.db"),
+        run_id="desk-1",
+        boundary=Boundary.IN_TOOL,
+        tool="mcp",
+        workdir=tmp_path,
+        open_stores=open_sqlite,
+    )
+    assert report.crashed.killed, report.crashed.stderr
+    assert report.ok, report.problems
+    server_log = Path(crash_db + ".server.log")
+    assert log_lines(server_log).count("ticket printer") == 1  # started once, never re-run on resume
+    stored = await SQLiteSession(crash_db).load("crash-session")
+    results = {e.call_id: e for e in stored if isinstance(e, ToolResultEntry)}
+    assert results["c-echo"].output == "echo: hello"  # read-only: safe to run again
+    assert results["c-ticket"].is_error and "not idempotent" in results["c-ticket"].output
+    assert wait_gone(pids(server_log)) == []  # the killed client's server exited too

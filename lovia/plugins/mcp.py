@@ -666,6 +666,25 @@ class MCP:
                 )
         self.servers: tuple[MCPServerLike, ...] = servers
         self.name = name
+        self._kept: dict[int, MCPConnection] = {}
+
+    async def close(self) -> None:
+        """Close the connections kept open across runs (configs with ``close_after_run=False``)."""
+        kept, self._kept = list(self._kept.values()), {}
+        for conn in kept:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def _connection(self, index: int, server: MCPServerLike) -> MCPConnection:
+        if isinstance(server, MCPConnection):
+            return await server.open()
+        if server.close_after_run:
+            return await server.open()
+        kept = self._kept.get(index)  # one connection reused by this plugin's sequential runs
+        if kept is None or not kept.is_open:
+            kept = await server.open()
+            self._kept[index] = kept
+        return kept
 
     async def setup(self, ctx: RunContext[Any]) -> PluginInstance:
         """Open each server, convert its tools and register the connections' cleanup."""
@@ -679,13 +698,9 @@ class MCP:
         direct: list[Tool[Any]] = []
         deferred: list[Tool[Any]] = []
         try:
-            for server in self.servers:
-                if isinstance(server, MCPConnection):
-                    conn = server
-                    await conn.open()
-                else:
-                    conn = await server.open()
-                if conn.close_after_run:
+            for index, server in enumerate(self.servers):
+                conn = await self._connection(index, server)
+                if conn.close_after_run and not isinstance(server, MCPConnection):
                     opened.append(conn)
                 (deferred if conn.defer else direct).extend(conn.tools())
         except BaseException:

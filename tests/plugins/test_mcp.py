@@ -301,6 +301,16 @@ async def test_a_persistent_connection_serves_sequential_runs_and_is_not_closed_
     assert not conn.is_open
 
 
+async def test_a_config_kept_open_is_reused_by_the_plugin_until_closed(log: Path) -> None:
+    plugin = MCP(stdio(log, close_after_run=False))
+    for n in range(2):
+        provider = ScriptedProvider([call("add", {"a": n, "b": 2}), text("ok")])
+        await Runner.run(Agent(name="a", model=provider, plugins=[plugin]), "go")
+    assert len(pids(log)) == 1 and alive(pids(log)[0])
+    await plugin.close()
+    assert wait_gone(pids(log)) == []
+
+
 async def test_a_custom_renderer_receives_the_raw_result(log: Path) -> None:
     def shout(raw, ctx) -> str:
         assert isinstance(raw, MCPToolResult)

@@ -262,3 +262,57 @@ async def test_lost_children_are_reported_after_a_resume_without_a_checkpointer(
     ]
     [reminder] = run.status(RunContext(context=None, agent=Agent(name="p"), run_id="r", entries=entries))
     assert "sa-123: lost when this run was interrupted" in str(reminder.content)
+
+
+async def test_cancelling_the_parent_cancels_its_children() -> None:
+    from lovia import CancelToken, RunCancelled
+
+    child_stopped = asyncio.Event()
+    token = CancelToken()
+
+    async def forever(entries, tools):
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            child_stopped.set()
+            raise
+        return text("late")
+
+    async def parent_turn(entries, tools):
+        if not any(isinstance(e, ToolResultEntry) for e in entries):
+            return call("spawn_subagent", {"prompt": "x"}, call_id="s")
+        token.cancel("user pressed stop")
+        return call("wait_subagents", {"timeout_seconds": 30}, call_id="w")
+
+    child = Agent(name="slow", model=ScriptedProvider(forever))
+    agent = Agent(name="p", model=ScriptedProvider(parent_turn), plugins=[Subagents([child])])
+    with pytest.raises(RunCancelled):
+        await asyncio.wait_for(Runner.run(agent, "go", cancel_token=token), 30)
+    assert child_stopped.is_set()
+
+
+async def test_a_child_budget_is_fresh_per_spawn_and_enforced() -> None:
+    from lovia import RunBudget
+
+    def chatty(entries, tools):
+        return call("noop", {}, call_id=f"n{len(entries)}")
+
+    @tool
+    def noop() -> str:
+        """Nothing."""
+        return "ok"
+
+    child = Agent(name="chatty", model=ScriptedProvider(chatty), tools=[noop])
+    parent = ScriptedProvider(
+        [
+            call("spawn_subagent", {"prompt": "a"}, call_id="s1"),
+            call("spawn_subagent", {"prompt": "b"}, call_id="s2"),
+            call("wait_subagents", {"timeout_seconds": 20}, call_id="w"),
+            text("ok"),
+        ]
+    )
+    plugin = Subagents([child], budget=RunBudget(max_tool_calls=2))
+    result = await Runner.run(Agent(name="p", model=parent, plugins=[plugin]), "go")
+    [waited] = outputs(result, "wait_subagents")
+    assert waited.count('status="failed"') == 2 and waited.count("BudgetExceeded") == 2
+    assert plugin.budget is not None and plugin.budget.tool_calls == 0  # each child got its own copy

@@ -287,8 +287,9 @@ class MCPConnection:
             await self._shutdown(force=True)
             if isinstance(exc, asyncio.CancelledError):
                 raise
+            leaf = _leaf(exc)
             raise MCPError(
-                f"{self.label}: could not connect: {type(exc).__name__}: {_one_line(exc)}",
+                f"{self.label}: could not connect: {type(leaf).__name__}: {_one_line(leaf)}",
                 hint="check the server command/URL and run it by hand to see its error output",
             ) from exc
 
@@ -441,6 +442,8 @@ class MCPConnection:
         except MCPError:
             raise
         except Exception as exc:
+            if isinstance(exc, _sdk_error_type()) and "session not found" in str(exc).lower():
+                raise _Gone() from exc  # an HTTP server that restarted forgot our session
             if isinstance(exc, _sdk_error_type()):
                 raise MCPError(
                     f"{self.label}: {label!r} failed: {_one_line(exc)}",
@@ -505,6 +508,15 @@ class MCPConnection:
 
 _WIRE_ERROR = "lovia-mcp-wire-error"
 _DIED_HINT = "the server process exited or the connection dropped; check its stderr output"
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups, which anyio task groups raise."""
+    while True:
+        inner = getattr(exc, "exceptions", None)
+        if not inner:
+            return exc
+        exc = inner[0]
 
 
 def _one_line(exc: BaseException) -> str:

@@ -406,6 +406,34 @@ async def test_streamable_http_lists_calls_and_handles_twenty_concurrent_calls(h
         await wait_for_line(log, "hang cancelled")
 
 
+async def test_streamable_http_reconnects_after_the_server_restarts(http_server) -> None:
+    url, log, proc = http_server
+    port = int(url.split(":")[2].split("/")[0])
+    async with await MCPServerStreamableHTTP(url=url, timeout=5.0).open() as conn:
+        assert render_mcp_content((await conn.call_tool("echo", {"text": "1"})).content) == "echo: 1"
+        proc.kill()
+        proc.wait()
+        with subprocess.Popen(
+            [sys.executable, SERVER, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        ) as again:
+            try:
+                deadline = time.monotonic() + 30
+                while True:
+                    try:
+                        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                        break
+                    except OSError:
+                        assert time.monotonic() < deadline
+                        time.sleep(0.1)
+                result = await conn.call_tool("echo", {"text": "2"})  # the new server forgot our session
+                assert render_mcp_content(result.content) == "echo: 2"
+            finally:
+                again.kill()
+        with pytest.raises(MCPError, match="could not connect: Connect") as err:
+            await conn.call_tool("echo", {"text": "3"})
+        assert err.value.hint
+
+
 async def test_streamable_http_server_that_is_down_is_an_mcp_error() -> None:
     server = MCPServerStreamableHTTP(url=f"http://127.0.0.1:{free_port()}/mcp")
     with pytest.raises(MCPError) as err:

@@ -27,7 +27,17 @@ from .handle import RunHandle
 from .handoff import Handoff
 from .hooks import AgentHooks
 from .messages import FilePart, ImagePart, Message, TextPart, Usage, assistant, system, user
-from .plugins import Plugin, PluginInstance
+from .plugins import (
+    Memory,
+    OpenAIEmbedder,
+    Plugin,
+    PluginInstance,
+    SkillNotFoundError,
+    Skills,
+    SkillsError,
+    Subagents,
+    Todo,
+)
 from .providers import AnthropicProvider, ModelSettings, OpenAIChatProvider, Provider, model_from_env
 from .reliability import CancelToken, Mailbox, RetryPolicy, RunBudget
 from .result import RunResult
@@ -64,10 +74,12 @@ __all__ = [
     "MCPError",
     "Mailbox",
     "MaxTurnsExceeded",
+    "Memory",
     "Message",
     "ModelSettings",
     "NoopContextPolicy",
     "OpenAIChatProvider",
+    "OpenAIEmbedder",
     "OutputValidationError",
     "Plugin",
     "PluginInstance",
@@ -88,8 +100,13 @@ __all__ = [
     "SQLiteSession",
     "Segment",
     "Session",
+    "SkillNotFoundError",
+    "Skills",
+    "SkillsError",
     "StoreError",
+    "Subagents",
     "TextPart",
+    "Todo",
     "Tool",
     "ToolError",
     "TranscriptEntry",

@@ -95,3 +95,73 @@ def test_provider_failover_example():
     assert "primary calls: 3, then failed over: openai-compatible:big-model -> gemini:gemini-2.5-flash" in out
     assert "answer: 'Hello from the secondary.'" in out
     assert "primary calls still 3" in out
+
+
+def test_mcp_tools_example():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "mcp_tools.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    out = proc.stdout
+    assert "tools offered: units__convert, units__order_map" in out
+    assert "tool result: 42.195 km = 26.22 mi" in out
+    assert "order_map' was not approved. (error)" in out
+    assert "answer: A marathon is about 26.2 miles." in out
+
+
+def test_todo_list_example():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "todo_list.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    run1, run2 = out.split("reminder in the first view of run 2:")
+    assert "[x] Outline the talk\n[~] Write the slides\n[ ] Rehearse" in run1
+    assert "[x] Outline the talk\n[~] Write the slides\n[ ] Rehearse" in run2
+    assert "rebuilt from the session: ['Outline the talk=completed', 'Write the slides=in_progress'" in out
+
+
+def test_skills_catalog_example():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "skills_catalog.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert "  - `refund-policy` — Use when a customer asks for a refund" in out
+    assert "tool result: BEGIN SKILL REFERENCE MATERIAL (skill: refund-policy) ..." in out
+    assert "file: references/tiers.md) ..." in out
+    assert "leaves the skill's directory" in out
+
+
+def test_memory_notes_example():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "memory_notes.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert "MEMORY.md after run 1: - [" in out and "] Is vegetarian" in out
+    assert "notes in run 2's prompt: ['- [" in out
+    assert "recall: Earlier the user planned a vegetarian dinner party." in out
+
+
+def test_subagents_background_example():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "subagents_background.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert out.count("spawn_subagent: Started subagent sa-") == 2
+    assert "report: Findings on 'solar panels'" in out
+    assert "report: Findings on 'heat pumps' (also: compare running costs)" in out
+    assert "answer: Both reports are in" in out

@@ -39,7 +39,6 @@ KNOWN_TYPE_CYCLES: list[tuple[str, ...]] = [
         "lovia.handle",
         "lovia.handoff",
         "lovia.hooks",
-        "lovia.plugins",
         "lovia.plugins.base",
         "lovia.result",
         "lovia.run.activate",

@@ -1,10 +1,76 @@
 """Plugins: bundles of tools, prompt text, per-turn view entries, hooks and guardrails.
 
-The protocol and the per-run instance live in :mod:`lovia.plugins.base`; they are re-exported here.
+The protocol and the per-run instance live in :mod:`lovia.plugins.base`; the built-in plugins in
+their own modules (``todo``, ``skills``, ``memory``, ``subagents``, and ``mcp``, which is imported
+on its own because it needs the optional ``mcp`` package). Everything is re-exported here.
 """
 
 from __future__ import annotations
 
 from .base import Plugin, PluginInstance, ViewInjector, setup_plugin
+from .memory import (
+    Doc,
+    Embedder,
+    FileNotesStore,
+    Fusable,
+    Hit,
+    HybridIndex,
+    Index,
+    KeywordIndex,
+    Memory,
+    NotesStore,
+    OpenAIEmbedder,
+    VectorIndex,
+)
+from .skills import (
+    DirectorySkillSource,
+    Skill,
+    SkillCatalog,
+    SkillFilter,
+    SkillMetadata,
+    SkillNotFoundError,
+    Skills,
+    SkillsError,
+    SkillSource,
+)
+from .subagents import ChildSpec, DeliverFn, RunChildFn, SubagentReport, Subagents
+from .todo import Todo, TodoItem, TodoList, TodoStatus, render_todos, todos_from_entries
 
-__all__ = ["Plugin", "PluginInstance", "ViewInjector", "setup_plugin"]
+__all__ = [
+    "ChildSpec",
+    "DeliverFn",
+    "DirectorySkillSource",
+    "Doc",
+    "Embedder",
+    "FileNotesStore",
+    "Fusable",
+    "Hit",
+    "HybridIndex",
+    "Index",
+    "KeywordIndex",
+    "Memory",
+    "NotesStore",
+    "OpenAIEmbedder",
+    "Plugin",
+    "PluginInstance",
+    "RunChildFn",
+    "Skill",
+    "SkillCatalog",
+    "SkillFilter",
+    "SkillMetadata",
+    "SkillNotFoundError",
+    "SkillSource",
+    "Skills",
+    "SkillsError",
+    "SubagentReport",
+    "Subagents",
+    "Todo",
+    "TodoItem",
+    "TodoList",
+    "TodoStatus",
+    "VectorIndex",
+    "ViewInjector",
+    "render_todos",
+    "setup_plugin",
+    "todos_from_entries",
+]

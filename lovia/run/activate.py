@@ -13,7 +13,7 @@ from typing import Any
 from ..agent import Agent
 from ..exceptions import UserError
 from ..output import OutputSpec
-from ..plugins import PluginInstance
+from ..plugins.base import PluginInstance
 from ..providers.base import Provider
 from ..providers.registry import provider_from_string
 from ..run_context import RunContext
@@ -49,10 +49,15 @@ class Active:
         return self.output.response_format() if self.output is not None and self.native_output else None
 
 
-async def activate(agent: Agent[Any], options: RunOptions, scope: RunScope) -> Active:
-    """Resolve ``agent`` for a run: providers it builds and plugins it sets up belong to ``scope``."""
+async def activate(
+    agent: Agent[Any], options: RunOptions, scope: RunScope, ctx: RunContext[Any] | None = None
+) -> Active:
+    """Resolve ``agent`` for a run: providers it builds and plugins it sets up belong to ``scope``.
+
+    ``ctx`` is the run's context, handed to plugins whose ``setup`` takes it.
+    """
     provider = _provider_for(agent, scope)
-    plugins = await setup_plugins(agent)
+    plugins = await setup_plugins(agent, ctx)
     scope.closers.extend(instance.aclose for instance in plugins)
     policy_tools = getattr(options.context_policy, "tools", None)
     tools = merge_tools(agent, plugins, policy_tools() if callable(policy_tools) else [])

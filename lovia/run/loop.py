@@ -164,7 +164,7 @@ class RunLoop:
 
     async def _activate(self, agent: Agent[Any]) -> Active:
         self.state.switch_to(agent)
-        active = await activate(agent, self.options, self.scope)
+        active = await activate(agent, self.options, self.scope, self.state.ctx)
         self.active = await with_workspace(active, self.state.ctx, self.scope.closers)
         return self.active
 

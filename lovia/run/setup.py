@@ -8,16 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UserError
 from ..handoff import handoff_tool
-from ..plugins import Plugin, PluginInstance
+from ..plugins.base import Plugin, PluginInstance, setup_plugin
 from ..tools import Tool
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from ..run_context import RunContext
 
 __all__ = ["merge_tools", "setup_plugins"]
 
 
-async def setup_plugins(agent: Agent[Any]) -> list[PluginInstance]:
+async def setup_plugins(agent: Agent[Any], ctx: RunContext[Any] | None = None) -> list[PluginInstance]:
     """Validate the agent's plugins (before any setup runs), then set each one up in order."""
     names = [getattr(p, "name", None) for p in agent.plugins]
     for plugin, name in zip(agent.plugins, names, strict=True):
@@ -32,7 +33,7 @@ async def setup_plugins(agent: Agent[Any]) -> list[PluginInstance]:
     instances: list[PluginInstance] = []
     try:
         for plugin in agent.plugins:
-            instances.append(await plugin.setup())
+            instances.append(await setup_plugin(plugin, ctx))
     except BaseException:
         for instance in reversed(instances):  # a later setup failed: undo the earlier ones
             with contextlib.suppress(Exception):

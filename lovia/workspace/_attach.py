@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..exceptions import UserError
-from ..plugins import PluginInstance
+from ..plugins.base import PluginInstance
 from .protocol import WorkspaceLike, WorkspaceSession
 
 __all__ = ["attach_workspace", "with_workspace"]

@@ -21,7 +21,7 @@ from .types import (
 )
 
 if TYPE_CHECKING:
-    from ..plugins import ViewInjector
+    from ..plugins.base import ViewInjector
     from ..tools import Tool
 
 __all__ = ["ShellExecutor", "WorkspaceLike", "WorkspaceSession"]

@@ -14,7 +14,7 @@ from .protocol import ShellExecutor, WorkspaceSession
 from .types import WorkspaceLimits, WorkspaceMode
 
 if TYPE_CHECKING:
-    from ..plugins import ViewInjector
+    from ..plugins.base import ViewInjector
     from ..tools import Tool
 
 __all__ = ["SCRATCH_DIR", "LocalWorkspace", "Workspace", "WorkspaceSessionBinding"]

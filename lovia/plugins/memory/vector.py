@@ -1,0 +1,193 @@
+"""The semantic arm: embeddings in SQLite, cosine search; and an OpenAI-compatible embedder.
+
+Vectors are a recall cache keyed by the embedder's ``id``: opening an index with a different
+embedder wipes the stored vectors instead of mixing two spaces.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import math
+import os
+import sqlite3
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+from ...exceptions import ProviderError, UserError
+from ...providers._http import api_root, resolve_timeout, resolve_trust_env, resolve_verify
+from ._sqlite import SQLiteStore
+from .index import Doc, Fusable, Hit
+
+__all__ = ["Embedder", "OpenAIEmbedder", "VectorIndex"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors; ``id`` names the vector space (model and dimensions)."""
+
+    id: str
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order."""
+        ...
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``/embeddings`` endpoint.
+
+    The endpoint and key come from the arguments, else ``LOVIA_EMBEDDING_BASE_URL`` /
+    ``LOVIA_EMBEDDING_API_KEY``, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``.
+    """
+
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        dimensions: int | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeout: float | None = None,
+        default_headers: dict[str, str] | None = None,
+        trust_env: bool | None = None,
+        batch_size: int = 32,
+    ) -> None:
+        if batch_size < 1:
+            raise UserError("OpenAIEmbedder: batch_size must be at least 1", hint="use batch_size=32")
+        self.model = model
+        self.dimensions = dimensions
+        self.batch_size = batch_size
+        self.api_key = api_key or os.environ.get("LOVIA_EMBEDDING_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        root = base_url or os.environ.get("LOVIA_EMBEDDING_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+        self.base_url = api_root(root or "https://api.openai.com/v1")
+        self.headers = dict(default_headers or {})
+        self._owns = client is None
+        self._client = client or httpx.AsyncClient(
+            timeout=resolve_timeout(timeout), trust_env=resolve_trust_env(trust_env), verify=resolve_verify()
+        )
+        self.id = f"openai:{model}:{dimensions or 'default'}"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this embedder created it."""
+        if self._owns:
+            await self._client.aclose()
+
+    def _error(
+        self, message: str, *, status: int | None = None, retryable: bool = False, hint: str | None = None
+    ) -> ProviderError:
+        return ProviderError(
+            f"embeddings ({self.model}): {message}",
+            vendor="openai-embeddings",
+            model=self.model,
+            status_code=status,
+            retryable=retryable,
+            hint=hint,
+        )
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """Embed in batches of ``batch_size``."""
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            out.extend(await self._batch(texts[start : start + self.batch_size]))
+        return out
+
+    async def _batch(self, texts: list[str]) -> list[list[float]]:
+        payload: dict[str, Any] = {"model": self.model, "input": texts}
+        if self.dimensions is not None:
+            payload["dimensions"] = self.dimensions
+        headers = dict(self.headers)
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        try:
+            response = await self._client.post(f"{self.base_url}/embeddings", json=payload, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise self._error("request timed out", retryable=True, hint="pass timeout= or retry later") from exc
+        except httpx.HTTPError as exc:
+            raise self._error(f"connection failed: {exc}", retryable=True, hint="check base_url") from exc
+        if response.status_code >= 300:
+            retryable = response.status_code == 429 or response.status_code >= 500
+            hint = "check the API key" if response.status_code in (401, 403) else "check the model name and base_url"
+            raise self._error(
+                f"HTTP {response.status_code}: {response.text[:300]}",
+                status=response.status_code,
+                retryable=retryable,
+                hint=hint,
+            )
+        try:
+            data = response.json()["data"]
+            rows = sorted(data, key=lambda row: int(row.get("index", 0)))
+            vectors = [[float(x) for x in row["embedding"]] for row in rows]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise self._error(
+                "malformed response (no data[].embedding)", hint="is base_url an embeddings API?"
+            ) from exc
+        if len(vectors) != len(texts):
+            raise self._error(f"got {len(vectors)} vectors for {len(texts)} texts", hint="check the endpoint")
+        return vectors
+
+
+def _norm(vec: list[float]) -> list[float]:
+    size = math.sqrt(sum(x * x for x in vec)) or 1.0
+    return [x / size for x in vec]
+
+
+class VectorIndex(Fusable, SQLiteStore):
+    """Cosine search over embeddings stored in SQLite (exact scan: fine for a personal archive)."""
+
+    def __init__(self, path: str | os.PathLike[str], embedder: Embedder) -> None:
+        SQLiteStore.__init__(self, path)
+        self.embedder = embedder
+
+    def _schema(self, conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE IF NOT EXISTS vec_meta (key TEXT PRIMARY KEY, value TEXT)")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (id TEXT PRIMARY KEY, text TEXT, at REAL, meta TEXT, vec BLOB)"
+        )
+        row = conn.execute("SELECT value FROM vec_meta WHERE key = 'embedder'").fetchone()
+        if row is None or row[0] != self.embedder.id:
+            conn.execute("DELETE FROM vectors")  # another vector space: start over rather than mix
+            conn.execute("INSERT OR REPLACE INTO vec_meta VALUES ('embedder', ?)", (self.embedder.id,))
+
+    async def add(self, docs: list[Doc]) -> None:
+        """Embed and upsert ``docs``."""
+        if not docs:
+            return
+        vectors = await self.embedder.embed([d.text for d in docs])
+
+        def write(conn: sqlite3.Connection) -> None:
+            for d, v in zip(docs, vectors, strict=True):
+                blob = array.array("f", _norm(v)).tobytes()
+                conn.execute(
+                    "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?)",
+                    (d.id, d.text, d.when, json.dumps(d.meta), blob),
+                )
+
+        await self._run(write)
+
+    async def remove(self, ids: list[str]) -> None:
+        """Delete by id."""
+        if ids:
+            await self._run(lambda conn: conn.executemany("DELETE FROM vectors WHERE id = ?", [(i,) for i in ids]))
+
+    async def search(self, query: str, k: int = 5) -> list[Hit]:
+        """The ``k`` stored docs nearest to the query's embedding."""
+        if not query.strip() or k <= 0:
+            return []
+        [qv] = await self.embedder.embed([query])
+        q = _norm(qv)
+
+        def read(conn: sqlite3.Connection) -> list[Hit]:
+            scored: list[tuple[float, Doc]] = []
+            for id_, text, at, meta, blob in conn.execute("SELECT id, text, at, meta, vec FROM vectors"):
+                vec = array.array("f")
+                vec.frombytes(blob)
+                if len(vec) != len(q):
+                    continue
+                score = sum(a * b for a, b in zip(q, vec, strict=True))
+                scored.append((score, Doc(id_, text, float(at or 0.0), json.loads(meta or "{}"))))
+            scored.sort(key=lambda s: (-s[0], s[1].id))
+            return [Hit(doc, score) for score, doc in scored[:k]]
+
+        return await self._run(read)

@@ -99,11 +99,23 @@ async def _with_stores(path: str, body: Callable[[Any, Any], Coroutine[Any, Any,
 
 async def _runs_ls(args: argparse.Namespace, _s: Any, cp: Any) -> int:
     runs = await cp.list_runs(status=args.status, limit=args.limit)
+    # The owner of a live run is its lease holder, "host:pid:nonce" (set by the worker driving it).
+    owners = {lease.run_id: lease.owner for lease in await cp.live_leases()} if hasattr(cp, "live_leases") else {}
     rows = [
-        (r.run_id, r.agent_name, r.status, r.turns, r.entries, _when(r.started_at), _when(r.updated_at)) for r in runs
+        (
+            r.run_id,
+            r.agent_name,
+            r.status,
+            r.turns,
+            r.entries,
+            _when(r.started_at),
+            _when(r.updated_at),
+            owners.get(r.run_id, ""),
+        )
+        for r in runs
     ]
     print(
-        format_table(["run_id", "agent", "status", "turns", "entries", "started", "updated"], rows)
+        format_table(["run_id", "agent", "status", "turns", "entries", "started", "updated", "owner"], rows)
         if rows
         else "no runs"
     )

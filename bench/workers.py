@@ -16,7 +16,7 @@ the whole machine, read from ``/proc``), which is what bounds scaling when it fa
 
 Run: ``.venv/bin/python bench/workers.py`` (LangGraph side needs ``langgraph`` and
 ``langgraph-checkpoint-postgres``: ``bench/setup_peers.sh`` puts them in ``bench/.peers``).
-``LOVIA_BENCH_PG_DSN`` overrides the server; ``LOVIA_BENCH_RUNS`` (default 240) and
+``LOVIA_BENCH_PG_DSN`` overrides the server; ``LOVIA_BENCH_RUNS`` (default 400) and
 ``LOVIA_BENCH_CONCURRENCY`` (default 4) the sizes.
 """
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 DSN = os.environ.get("LOVIA_BENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-RUNS = int(os.environ.get("LOVIA_BENCH_RUNS", "240"))
+RUNS = int(os.environ.get("LOVIA_BENCH_RUNS", "400"))
 CONCURRENCY = int(os.environ.get("LOVIA_BENCH_CONCURRENCY", "4"))
 PROCESSES = (1, 2, 4)
 CALLS = 3
@@ -202,6 +202,8 @@ async def _langgraph_worker(schema: str, counter: Any, barrier: Any, out: Any) -
 
 
 async def _timed(one: Any, counter: Any, barrier: Any, out: Any, saves: Any) -> None:
+    """Run the shared counter down with ``CONCURRENCY`` lanes, report, and wait until the parent has
+    sampled CPU (closing the pools first would end PostgreSQL backends before they are counted)."""
     tag = uuid.uuid4().hex[:8]
     await asyncio.to_thread(barrier.wait)
     before, cpu0, t0 = saves(), time.process_time(), time.time()
@@ -222,6 +224,7 @@ async def _timed(one: Any, counter: Any, barrier: Any, out: Any, saves: Any) -> 
     out.put(
         {"runs": done, "saves": saves() - before, "start": t0, "end": time.time(), "cpu": time.process_time() - cpu0}
     )
+    await asyncio.to_thread(barrier.wait)  # second use: the parent has sampled CPU
 
 
 def _worker_main(kind: str, schema: str, counter: Any, barrier: Any, out: Any) -> None:
@@ -240,6 +243,7 @@ def run_case(kind: str, processes: int, schema: str) -> dict[str, float]:
     window.start()
     reports = [out.get(timeout=600) for _ in procs]
     cpu = window.stop()
+    barrier.wait(timeout=60)  # now the workers may close their pools
     for p in procs:
         p.join(timeout=60)
         if p.exitcode != 0:
@@ -258,6 +262,46 @@ def run_case(kind: str, processes: int, schema: str) -> dict[str, float]:
         "worker_ms_per_run": worker_cpu / runs * 1000,
         **cpu,
     }
+
+
+async def _langgraph_setup(schema: str) -> None:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg import AsyncConnection
+    from psycopg.rows import dict_row
+
+    conn = await AsyncConnection.connect(
+        DSN, autocommit=True, prepare_threshold=0, row_factory=dict_row, options=f"-c search_path={schema}"
+    )
+    async with conn:
+        await AsyncPostgresSaver(conn).setup()  # type: ignore[arg-type]
+
+
+def _spin(seconds: float, out: Any) -> None:
+    n, end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        n += 1
+    out.put(n)
+
+
+def machine_ceiling(processes: int, seconds: float = 2.0) -> float:
+    """How much more pure-Python work ``processes`` spinning processes get done than one, right now.
+
+    On an idle 2-core machine: about 2 for 2 and 4 processes. Other tenants lower it: no workload
+    of ours can scale past it.
+    """
+    ctx = mp.get_context("spawn")
+
+    def total(p: int) -> int:
+        out = ctx.Queue()
+        procs = [ctx.Process(target=_spin, args=(seconds, out)) for _ in range(p)]
+        for proc in procs:
+            proc.start()
+        n = sum(out.get(timeout=60) for _ in procs)
+        for proc in procs:
+            proc.join()
+        return n
+
+    return total(processes) / total(1)
 
 
 def _has_langgraph() -> bool:
@@ -283,26 +327,32 @@ def main() -> int:
     with psycopg.connect(DSN, autocommit=True) as conn:
         for schema in schemas.values():
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    if "langgraph" in schemas:
+        asyncio.run(_langgraph_setup(schemas["langgraph"]))  # its tables, once, before the workers start
     results: dict[str, dict[int, dict[str, float]]] = {k: {} for k in kinds}
     print(
         f"worker scaling on one PostgreSQL database: {RUNS} runs per case, {CALLS} tool calls per run, "
         f"{CONCURRENCY} runs in flight per process, {os.cpu_count()} cores"
     )
     head = "runs/s  saves/s s/run ms/run w.cpu pg.cpu  busy"
-    print(f"{'procs':>5} | {'lovia ' + head:<52} | {'langgraph ' + head}")
+    print(f"{'procs':>5} | {'lovia ' + head:<52} | {'langgraph ' + head:<52} | ceiling")
+    ceilings: dict[int, float] = {}
     try:
         for processes in PROCESSES:
             row = f"{processes:>5} |"
             for kind in kinds:  # lovia and LangGraph back to back for each size
                 results[kind][processes] = r = run_case(kind, processes, schemas[kind])
                 row += f" {_line(kind, r):<52} |"
-            print(row, flush=True)
+            ceilings[processes] = machine_ceiling(processes)
+            print(row + f" {ceilings[processes]:.2f}x", flush=True)
     finally:
         with psycopg.connect(DSN, autocommit=True) as conn:
             for schema in schemas.values():
                 conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     print("columns: s/run = saves per run; ms/run = worker CPU per run; w.cpu / pg.cpu = cores used by the")
-    print("workers / the PostgreSQL server; busy = the whole machine's CPU (other tenants included)")
+    print("workers / the PostgreSQL server; busy = the whole machine's CPU (other tenants included);")
+    print("ceiling = pure-Python work N spinning processes got done vs one, measured right after the row:")
+    print("the most any workload could scale on this machine at that moment")
     for kind in kinds:
         r = results[kind]
         print(

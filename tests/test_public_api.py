@@ -39,6 +39,7 @@ MODULES = [
     "lovia.plugins.base",
     "lovia.context.policy",
     "lovia.guardrails",
+    "lovia.integrations.celery",
 ]
 
 

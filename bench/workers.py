@@ -17,7 +17,7 @@ the whole machine, read from ``/proc``), which is what bounds scaling when it fa
 Run: ``.venv/bin/python bench/workers.py`` (LangGraph side needs ``langgraph`` and
 ``langgraph-checkpoint-postgres``: ``bench/setup_peers.sh`` puts them in ``bench/.peers``).
 ``LOVIA_BENCH_PG_DSN`` overrides the server; ``LOVIA_BENCH_RUNS`` (default 400) and
-``LOVIA_BENCH_CONCURRENCY`` (default 4) the sizes.
+``LOVIA_BENCH_CONCURRENCY`` (default 4) and ``LOVIA_BENCH_REPS`` (default 3) the sizes.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import os
+import statistics
 import sys
 import time
 import uuid
@@ -34,6 +35,7 @@ from typing import Any
 DSN = os.environ.get("LOVIA_BENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 RUNS = int(os.environ.get("LOVIA_BENCH_RUNS", "400"))
 CONCURRENCY = int(os.environ.get("LOVIA_BENCH_CONCURRENCY", "4"))
+REPS = int(os.environ.get("LOVIA_BENCH_REPS", "3"))
 PROCESSES = (1, 2, 4)
 CALLS = 3
 TICK = os.sysconf("SC_CLK_TCK")
@@ -238,7 +240,7 @@ def run_case(kind: str, processes: int, schema: str) -> dict[str, float]:
     procs = [ctx.Process(target=_worker_main, args=(kind, schema, counter, barrier, out)) for _ in range(processes)]
     for p in procs:
         p.start()
-    barrier.wait()  # every worker is warmed up
+    barrier.wait(timeout=300)  # every worker is warmed up
     window = CpuWindow()
     window.start()
     reports = [out.get(timeout=600) for _ in procs]
@@ -312,11 +314,23 @@ def _has_langgraph() -> bool:
     return True
 
 
-def _line(label: str, r: dict[str, float]) -> str:
+def _median_case(cases: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(c[key] for c in cases) for key in cases[0]}
+
+
+def _line(r: dict[str, float]) -> str:
+    pg_ms = r["pg_cores"] / r["runs_s"] * 1000
     return (
-        f"{r['runs_s']:>7.1f} {r['saves_s']:>8.0f} {r['saves_per_run']:>5.1f} {r['worker_ms_per_run']:>7.1f} "
-        f"{r['worker_cores']:>5.2f} {r['pg_cores']:>5.2f} {r['machine_busy'] * 100:>5.0f}%"
+        f"{r['runs_s']:>7.1f} {r['saves_s']:>8.0f} {r['saves_per_run']:>5.1f} {r['worker_ms_per_run']:>6.1f} "
+        f"{pg_ms:>5.1f} {r['machine_busy'] * 100:>4.0f}%"
     )
+
+
+def idle_bound(r1: dict[str, float], processes: int, cores: int) -> float:
+    """Runs/s an otherwise idle machine allows: each process is one core; the server shares the cores."""
+    worker_s = r1["worker_ms_per_run"] / 1000
+    server_s = r1["pg_cores"] / r1["runs_s"]
+    return min(processes / worker_s, cores / (worker_s + server_s))
 
 
 def main() -> int:
@@ -329,35 +343,41 @@ def main() -> int:
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     if "langgraph" in schemas:
         asyncio.run(_langgraph_setup(schemas["langgraph"]))  # its tables, once, before the workers start
-    results: dict[str, dict[int, dict[str, float]]] = {k: {} for k in kinds}
+    cores = os.cpu_count() or 1
     print(
         f"worker scaling on one PostgreSQL database: {RUNS} runs per case, {CALLS} tool calls per run, "
-        f"{CONCURRENCY} runs in flight per process, {os.cpu_count()} cores"
+        f"{CONCURRENCY} runs in flight per process, {cores} cores, median of {REPS} repetitions"
     )
-    head = "runs/s  saves/s s/run ms/run w.cpu pg.cpu  busy"
-    print(f"{'procs':>5} | {'lovia ' + head:<52} | {'langgraph ' + head:<52} | ceiling")
-    ceilings: dict[int, float] = {}
+    raw: dict[str, dict[int, list[dict[str, float]]]] = {k: {p: [] for p in PROCESSES} for k in kinds}
+    ceilings: dict[int, list[float]] = {p: [] for p in PROCESSES}
     try:
-        for processes in PROCESSES:
-            row = f"{processes:>5} |"
-            for kind in kinds:  # lovia and LangGraph back to back for each size
-                results[kind][processes] = r = run_case(kind, processes, schemas[kind])
-                row += f" {_line(kind, r):<52} |"
-            ceilings[processes] = machine_ceiling(processes)
-            print(row + f" {ceilings[processes]:.2f}x", flush=True)
+        for _ in range(REPS):  # every size and framework once per repetition, back to back
+            for processes in PROCESSES:
+                for kind in kinds:
+                    raw[kind][processes].append(run_case(kind, processes, schemas[kind]))
+                ceilings[processes].append(machine_ceiling(processes))
     finally:
         with psycopg.connect(DSN, autocommit=True) as conn:
             for schema in schemas.values():
                 conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    print("columns: s/run = saves per run; ms/run = worker CPU per run; w.cpu / pg.cpu = cores used by the")
-    print("workers / the PostgreSQL server; busy = the whole machine's CPU (other tenants included);")
-    print("ceiling = pure-Python work N spinning processes got done vs one, measured right after the row:")
-    print("the most any workload could scale on this machine at that moment")
+    results = {k: {p: _median_case(raw[k][p]) for p in PROCESSES} for k in kinds}
+    head = "runs/s  saves/s s/run w.ms  pg.ms busy"
+    print(f"{'procs':>5} | {'lovia ' + head:<46} | {'langgraph ' + head:<46} | ceiling")
+    for p in PROCESSES:
+        row = f"{p:>5} |" + "".join(f" {_line(results[k][p]):<46} |" for k in kinds)
+        print(row + f" {statistics.median(ceilings[p]):.2f}x")
+    print("s/run = saves per run; w.ms / pg.ms = CPU ms per run in the workers / in the PostgreSQL server;")
+    print("busy = the whole machine's CPU during the case (other tenants included); ceiling = pure-Python")
+    print("work N spinning processes got done vs one, right after the case: what the machine allowed then")
     for kind in kinds:
         r = results[kind]
+        per_rep = [b["runs_s"] / a["runs_s"] for a, b in zip(raw[kind][1], raw[kind][2], strict=True)]
+        bound2, bound4 = (idle_bound(r[1], p, cores) / idle_bound(r[1], 1, cores) for p in (2, 4))
         print(
-            f"{kind}: runs/s scaling 1->2 {r[2]['runs_s'] / r[1]['runs_s']:.2f}x, 2->4 {r[4]['runs_s'] / r[2]['runs_s']:.2f}x, "
-            f"1->4 {r[4]['runs_s'] / r[1]['runs_s']:.2f}x"
+            f"{kind}: runs/s scaling 1->2 {r[2]['runs_s'] / r[1]['runs_s']:.2f}x "
+            f"(per repetition {', '.join(f'{x:.2f}' for x in per_rep)}), 2->4 {r[4]['runs_s'] / r[2]['runs_s']:.2f}x; "
+            f"an idle {cores}-core machine allows 1->2 {bound2:.2f}x, 1->4 {bound4:.2f}x "
+            f"({r[1]['worker_ms_per_run']:.1f} ms worker + {r[1]['pg_cores'] / r[1]['runs_s'] * 1000:.1f} ms server CPU per run)"
         )
     if "langgraph" in results:
         for p in PROCESSES:

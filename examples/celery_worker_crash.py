@@ -38,12 +38,13 @@ DB = os.environ.get("EXAMPLE_DB", "jobs.db")
 @tool
 def ship(ctx: RunContext, order: int) -> str:
     """Ship an order (the side effect is recorded once per idempotency key)."""
+    with sqlite3.connect(DB, timeout=30) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS attempts (run_id TEXT, order_no INT)")
+        conn.execute("INSERT INTO attempts VALUES (?, ?)", (ctx.run_id, order))
     Path(DB + ".in-flight").write_text(f"{order} {os.getpid()}")
     time.sleep(0.5 if order == 1 else 0.05)  # order 1 is slow: the kill lands here
     with sqlite3.connect(DB, timeout=30) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS shipped (key TEXT PRIMARY KEY, run_id TEXT, order_no INT)")
-        conn.execute("CREATE TABLE IF NOT EXISTS attempts (run_id TEXT, order_no INT)")
-        conn.execute("INSERT INTO attempts VALUES (?, ?)", (ctx.run_id, order))
         conn.execute("INSERT OR IGNORE INTO shipped VALUES (?, ?, ?)", (ctx.idempotency_key, ctx.run_id, order))
     return f"order {order} shipped"
 

@@ -306,7 +306,7 @@ class CeleryRuns:
                     job.input,
                     context=proc.deps,
                     max_turns=self.max_turns,
-                    session=proc.session,
+                    session=proc.session if job.session_id is not None else None,
                     session_id=job.session_id,
                     checkpoint=options,
                 )

@@ -168,12 +168,14 @@ def test_resubmitting_an_id_with_other_input_is_refused(env: Env) -> None:
 def test_completed_replays_and_a_live_run_is_refused_by_its_lease(env: Env) -> None:
     runs = env.runs
     proc = runs.process()
-    busy = f"busy-{random.getrandbits(32)}"
-    # Another "worker" holds the lease: the delivery is refused and retried until the lease expires.
-    proc.call(proc.checkpointer.acquire_lease(busy, owner="elsewhere:1:x", ttl=3))
+    busy, warm = f"busy-{random.getrandbits(32)}", f"warm-{random.getrandbits(32)}"
     workers = env.workers()
     workers.start("w0")
     try:
+        runs.submit("worker", "job warm", run_id=warm)
+        env.wait_done([warm], workers, timeout=60)  # the worker is up and idle: the next delivery is immediate
+        # Another "worker" holds the lease: the delivery is refused and retried until the lease expires.
+        proc.call(proc.checkpointer.acquire_lease(busy, owner="elsewhere:1:x", ttl=3))
         runs.submit("worker", "job busy", run_id=busy, session_id=busy)
         time.sleep(1.5)
         assert {j.run_id: j.state for j in runs.jobs()}[busy] == "pending"

@@ -289,6 +289,20 @@ class CeleryRuns:
         return found
 
     def _run_task(self, task: Any, run_id: str) -> dict[str, Any]:
+        """The task body: drive the run, and map lease and store trouble to Celery retries."""
+        try:
+            return self._drive(run_id)
+        except RunBusy as exc:
+            # Someone else drives it: come back when the lease could have run out, and replay.
+            wait = (exc.expires_in or self.lease_ttl) + random.uniform(0.1, 1.0)
+            raise task.retry(exc=exc, countdown=wait, max_retries=self.busy_retries) from exc
+        except LeaseLostError as exc:
+            raise task.retry(exc=exc, countdown=self.lease_ttl, max_retries=self.busy_retries) from exc
+        except StoreError as exc:  # the book or a store is unreachable (before or during the run)
+            wait = min(2.0**task.request.retries, 60.0) * random.uniform(0.5, 1.0)
+            raise task.retry(exc=exc, countdown=wait, max_retries=self.store_retries) from exc
+
+    def _drive(self, run_id: str) -> dict[str, Any]:
         proc = self.process()
         job = proc.book.get(run_id)
         if job is None:
@@ -298,7 +312,6 @@ class CeleryRuns:
         proc.book.delivered(run_id)
         agent = self.agent(job.agent)
         options = CheckpointOptions(proc.checkpointer, run_id, lease_ttl=self.lease_ttl)
-        retries = task.request.retries
         try:
             result = proc.call(
                 Runner.run(
@@ -311,15 +324,8 @@ class CeleryRuns:
                     checkpoint=options,
                 )
             )
-        except RunBusy as exc:
-            # Someone else drives it: come back when the lease could have run out, and replay.
-            wait = (exc.expires_in or self.lease_ttl) + random.uniform(0.1, 1.0)
-            raise task.retry(exc=exc, countdown=wait, max_retries=self.busy_retries) from exc
-        except LeaseLostError as exc:
-            raise task.retry(exc=exc, countdown=self.lease_ttl, max_retries=self.busy_retries) from exc
-        except StoreError as exc:
-            wait = min(2.0**retries, 60.0) * random.uniform(0.5, 1.0)
-            raise task.retry(exc=exc, countdown=wait, max_retries=self.store_retries) from exc
+        except (RunBusy, StoreError):
+            raise  # not the run's own failure: retried by the caller
         except LoviaError:
             proc.book.finish(run_id, "failed")
             raise

@@ -320,3 +320,34 @@ def test_runs_survive_sigkilled_workers_exactly_once(env: Env) -> None:
         f"  tool calls {attempts[1]} (3 per run), executions {attempts[0]} ({reexecuted} re-executed after a kill), "
         f"side effects applied {sum(c for _, c in effects)} (0 twice); session segments {n_runs} (0 duplicated)"
     )
+
+
+def test_an_unreachable_database_is_retried_then_reported(env: Env) -> None:
+    from celery import Celery
+    from celery.signals import task_retry
+
+    from lovia.exceptions import StoreError
+    from lovia.integrations.celery import CeleryRuns
+
+    from .celery_support import free_port
+
+    app = Celery("unreachable", broker=env.broker)
+    app.conf.task_always_eager = True  # the task body runs here; its retries run here too
+    dead = f"postgresql://postgres@127.0.0.1:{free_port()}/test?connect_timeout=2"
+    runs = CeleryRuns(app, db=dead, agents={"worker": env.module.worker_agent}, store_retries=2, sweep_every=None)
+    retries: list[str] = []
+
+    def count(request: Any = None, **_: Any) -> None:
+        retries.append(request.id)
+
+    task_retry.connect(count, weak=False)
+    try:
+        result = runs.run_task.apply(args=["no-such-run"], task_id="no-such-run")
+        assert result.failed() and isinstance(result.result, StoreError), result.result
+        assert "celery job book" in str(result.result) and result.result.hint
+        assert retries == ["no-such-run", "no-such-run"]  # store_retries=2, then the error is the result
+        with pytest.raises(StoreError):
+            runs.submit("worker", "hi")  # a producer learns at once
+    finally:
+        task_retry.disconnect(count)
+        runs.close()

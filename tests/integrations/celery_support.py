@@ -100,6 +100,7 @@ class Workers:
         if not kids:
             return False
         os.kill(kids[0], signal.SIGKILL)
+        self.born[name] = time.monotonic()  # its replacement needs time to start, too
         return True
 
     def kill_worker(self, name: str) -> None:
@@ -109,10 +110,23 @@ class Workers:
         self.procs[name].wait()
         self.start(name)
 
-    def check_alive(self) -> None:
-        for name, proc in self.procs.items():
-            if proc.poll() is not None and proc.returncode != -signal.SIGKILL:
+    def check_alive(self) -> int:
+        """Fail on a worker that died on its own; restart one that Celery gave up on; returns restarts.
+
+        When a pool process is killed before it finished starting, Celery's main process exits
+        ("Could not start worker processes"); a process supervisor (systemd, Kubernetes) would
+        start it again, and so does this harness.
+        """
+        restarts = 0
+        for name, proc in list(self.procs.items()):
+            if proc.poll() is None or proc.returncode == -signal.SIGKILL:
+                continue
+            if "Could not start worker processes" not in self.tail(name):
                 raise AssertionError(f"worker {name} exited with {proc.returncode}: {self.tail(name)}")
+            (self.logs / f"{name}.log").write_bytes(b"")  # the next failure must be a new one
+            self.start(name)
+            restarts += 1
+        return restarts
 
     def tail(self, name: str) -> str:
         return (self.logs / f"{name}.log").read_text(errors="replace")[-3000:]

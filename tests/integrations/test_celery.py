@@ -250,7 +250,7 @@ def test_runs_survive_sigkilled_workers_exactly_once(env: Env) -> None:
         runs.submit("worker", f"job {i}", run_id=f"{prefix}-{i}", session_id=f"{prefix}-{i}") for i in range(n_runs)
     ]
     kills = {"pool process": 0, "whole worker": 0}
-    requeued = 0
+    requeued = restarts = 0
     try:
         deadline = started + (600 if SOAK else 240)
         while True:
@@ -258,7 +258,7 @@ def test_runs_survive_sigkilled_workers_exactly_once(env: Env) -> None:
             left = sum(states.get(r) != "done" for r in run_ids)
             if left == 0:
                 break
-            workers.check_alive()
+            restarts += workers.check_alive()
             assert time.monotonic() < deadline, f"{left} runs left: " + workers.tail("w0")
             time.sleep(rng.uniform(0.3, 0.8))
             requeued += len(runs.sweep())
@@ -313,7 +313,7 @@ def test_runs_survive_sigkilled_workers_exactly_once(env: Env) -> None:
     print(
         f"\ncelery soak: {n_runs} runs on {n_workers} workers, {total_kills} SIGKILLs "
         f"({kills['pool process']} pool process, {kills['whole worker']} whole worker) in {elapsed:.1f}s "
-        f"= {n_runs / elapsed:.1f} runs/s\n"
+        f"= {n_runs / elapsed:.1f} runs/s; supervisor restarts {restarts}\n"
         f"  completed: {n_runs}/{n_runs} (checkpoint completed, one session segment); completed twice: 0; "
         f"finished by a replay after a kill: {n_runs - len(fresh)}; replayed deliveries {replays}; deliveries {deliveries} "
         f"({deliveries - n_runs} redelivered or retried); sweeper re-enqueued {requeued}\n"

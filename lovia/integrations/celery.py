@@ -82,6 +82,23 @@ def _jsonable(value: Any) -> Any:
         return dump(mode="json") if callable(dump) else str(value)
 
 
+def _check_config(db: Any, agents: Any, *, lease_ttl: Any, sweep_after: Any) -> None:
+    """Refuse a bad ``CeleryRuns`` configuration at construction, with the fix in the hint."""
+    if not isinstance(db, str) or not db:
+        raise UserError("db must be a PostgreSQL URL or a SQLite file path", hint="db='postgresql://user@host/app'")
+    if not isinstance(agents, Mapping) or not agents:
+        raise UserError("agents must be a non-empty mapping", hint="agents={'support': support_agent}")
+    for key, value in agents.items():
+        if not isinstance(key, str) or not key or not isinstance(value, (Agent, str)):
+            raise UserError(
+                f"agents entry {key!r} must map a name to an Agent or a 'module:attribute' string",
+                hint="agents={'support': 'myapp.agents:support'}",
+            )
+    for label, number in (("lease_ttl", lease_ttl), ("sweep_after", sweep_after)):
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or number <= 0:
+            raise UserError(f"{label} must be a positive number of seconds, got {number!r}", hint="e.g. 30")
+
+
 @dataclass
 class _Process:
     """One worker process's loop thread, stores and resolved agents (never shared across a fork)."""
@@ -141,19 +158,7 @@ class CeleryRuns:
         name: str = "lovia",
     ) -> None:
         _require_celery()
-        if not isinstance(db, str) or not db:
-            raise UserError("db must be a PostgreSQL URL or a SQLite file path", hint="db='postgresql://user@host/app'")
-        if not isinstance(agents, Mapping) or not agents:
-            raise UserError("agents must be a non-empty mapping", hint="agents={'support': support_agent}")
-        for key, value in agents.items():
-            if not isinstance(key, str) or not key or not isinstance(value, (Agent, str)):
-                raise UserError(
-                    f"agents entry {key!r} must map a name to an Agent or a 'module:attribute' string",
-                    hint="agents={'support': 'myapp.agents:support'}",
-                )
-        for label, number in (("lease_ttl", lease_ttl), ("sweep_after", sweep_after)):
-            if isinstance(number, bool) or not isinstance(number, (int, float)) or number <= 0:
-                raise UserError(f"{label} must be a positive number of seconds, got {number!r}", hint="e.g. 30")
+        _check_config(db, agents, lease_ttl=lease_ttl, sweep_after=sweep_after)
         self.app = app
         self.db = db
         self.schema = schema
@@ -168,18 +173,18 @@ class CeleryRuns:
         self._local: _Process | None = None
         self._lock = threading.Lock()
 
+        self._register(name, sweep_every=sweep_every, max_retries=max(busy_retries, store_retries))
+
+    def _register(self, name: str, *, sweep_every: float | None, max_retries: int) -> None:
         def run(task: Any, run_id: str) -> dict[str, Any]:
             return self._run_task(task, run_id)
 
         def sweep() -> list[str]:
             return self.sweep()
 
+        app = self.app
         self.run_task = app.task(
-            name=f"{name}.run",
-            bind=True,
-            acks_late=True,
-            reject_on_worker_lost=True,
-            max_retries=max(busy_retries, store_retries),
+            name=f"{name}.run", bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=max_retries
         )(run)
         """The Celery task ``<name>.run(run_id)``."""
         self.sweep_task = app.task(name=f"{name}.sweep", ignore_result=True)(sweep)
@@ -189,7 +194,7 @@ class CeleryRuns:
             schedule[f"{name}.sweep"] = {
                 "task": f"{name}.sweep",
                 "schedule": float(sweep_every),
-                "options": {"expires": float(sweep_every)},
+                "options": {"expires": float(sweep_every)},  # a missed sweep is dropped, not piled up
             }
             app.conf.beat_schedule = schedule
 

@@ -326,11 +326,14 @@ def _line(r: dict[str, float]) -> str:
     )
 
 
-def idle_bound(r1: dict[str, float], processes: int, cores: int) -> float:
-    """Runs/s an otherwise idle machine allows: each process is one core; the server shares the cores."""
-    worker_s = r1["worker_ms_per_run"] / 1000
-    server_s = r1["pg_cores"] / r1["runs_s"]
-    return min(processes / worker_s, cores / (worker_s + server_s))
+def cpu_ceiling(r: dict[str, float], cores: int) -> float:
+    """Runs/s at which worker plus server CPU per run would fill every core of the machine."""
+    return cores / (r["worker_ms_per_run"] / 1000 + r["pg_cores"] / r["runs_s"])
+
+
+def our_cores(r: dict[str, float]) -> float:
+    """Cores the workers and the server used together during the case."""
+    return r["worker_cores"] + r["pg_cores"]
 
 
 def main() -> int:
@@ -372,12 +375,12 @@ def main() -> int:
     for kind in kinds:
         r = results[kind]
         per_rep = [b["runs_s"] / a["runs_s"] for a, b in zip(raw[kind][1], raw[kind][2], strict=True)]
-        bound2, bound4 = (idle_bound(r[1], p, cores) / idle_bound(r[1], 1, cores) for p in (2, 4))
         print(
             f"{kind}: runs/s scaling 1->2 {r[2]['runs_s'] / r[1]['runs_s']:.2f}x "
             f"(per repetition {', '.join(f'{x:.2f}' for x in per_rep)}), 2->4 {r[4]['runs_s'] / r[2]['runs_s']:.2f}x; "
-            f"an idle {cores}-core machine allows 1->2 {bound2:.2f}x, 1->4 {bound4:.2f}x "
-            f"({r[1]['worker_ms_per_run']:.1f} ms worker + {r[1]['pg_cores'] / r[1]['runs_s'] * 1000:.1f} ms server CPU per run)"
+            f"{r[1]['worker_ms_per_run']:.1f} ms worker + {r[1]['pg_cores'] / r[1]['runs_s'] * 1000:.1f} ms server CPU "
+            f"per run: {cores} cores are full at {cpu_ceiling(r[1], cores):.0f} runs/s; cores used by workers + server "
+            f"at 1/2/4 processes: {', '.join(f'{our_cores(r[p]):.2f}' for p in PROCESSES)}"
         )
     if "langgraph" in results:
         for p in PROCESSES:

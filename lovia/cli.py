@@ -172,6 +172,8 @@ async def _runs_ls(args: argparse.Namespace, _s: Any, cp: Any) -> int:
     wanted = args.status
     fetch = None if wanted in ("running", "interrupted") else wanted
     runs = await cp.list_runs(status=fetch, limit=args.limit if fetch else 10_000)
+    # The owner of a live run is its lease holder, "host:pid:nonce" (set by the worker driving it).
+    holders = {lease.run_id: lease.owner for lease in await cp.live_leases()} if hasattr(cp, "live_leases") else {}
     rows = []
     for r in runs:
         lease = leases.get(r.run_id)
@@ -182,10 +184,12 @@ async def _runs_ls(args: argparse.Namespace, _s: Any, cp: Any) -> int:
             continue
         if status == "failed":
             why = await _failure_note(cp, r.run_id)
-        rows.append((r.run_id, r.agent_name, status, r.turns, r.entries, _when(r.started_at), _when(r.updated_at), why))
+        owner = holders.get(r.run_id) or owners.get(r.run_id, "")
+        started, updated = _when(r.started_at), _when(r.updated_at)
+        rows.append((r.run_id, r.agent_name, status, r.turns, r.entries, started, updated, owner, why))
         if len(rows) >= args.limit:
             break
-    headers = ["run_id", "agent", "status", "turns", "entries", "started", "updated", "note"]
+    headers = ["run_id", "agent", "status", "turns", "entries", "started", "updated", "owner", "note"]
     print(format_table(headers, rows) if rows else "no runs" + (f" with status {wanted}" if wanted else ""))
     _print_damaged((r.run_id, r.damaged) for r in runs)
     return 0

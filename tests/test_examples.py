@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -165,3 +167,22 @@ def test_subagents_background_example():
     assert "report: Findings on 'solar panels'" in out
     assert "report: Findings on 'heat pumps' (also: compare running costs)" in out
     assert "answer: Both reports are in" in out
+
+
+@pytest.mark.skipif(not Path("/usr/bin/redis-server").exists(), reason="redis-server is not installed")
+def test_celery_worker_crash_example():
+    pytest.importorskip("celery")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "celery_worker_crash.py")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "SIGKILL the worker's pool process" in out
+    for n in (1, 2, 3):
+        line = next(line for line in out.splitlines() if line.startswith(f"order-{n}:"))
+        assert f"'Order {n} is on its way.'" in line and "shipped 1x, session: 1 run(s)" in line, line
+    first = next(line for line in out.splitlines() if line.startswith("order-1:"))
+    assert "ship() ran 2x" in first, first  # the call in flight ran again; its effect did not

@@ -40,6 +40,7 @@ MODULES = [
     "lovia.context.policy",
     "lovia.guardrails",
     "lovia.workspace",
+    "lovia.integrations.celery",
 ]
 
 

@@ -204,6 +204,14 @@ class InMemoryCheckpointer:
         if row is not None and row[0] == lease.owner and row[1] == lease.token:
             self._leases[lease.run_id] = _leases.released(row)
 
+    async def live_leases(self) -> list[Lease]:
+        """Leases held right now (who drives which run), soonest to expire first."""
+        now = time.time()
+        held = [
+            Lease(run_id=r, owner=o, token=t, expires_at=e) for r, (o, t, e) in self._leases.items() if o and e > now
+        ]
+        return sorted(held, key=lambda lease: lease.expires_at)
+
     async def append_fenced(
         self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease
     ) -> None:

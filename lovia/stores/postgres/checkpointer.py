@@ -165,6 +165,13 @@ class PostgresCheckpointer:
         async with self._db.connection("releasing a run lease") as conn:
             await conn.execute(self._sql["lease_release"], (lease.run_id, lease.owner, lease.token))
 
+    async def live_leases(self) -> list[Lease]:
+        """Leases held right now (who drives which run), soonest to expire first (database clock)."""
+        async with self._db.connection("listing run leases") as conn:
+            cur = await conn.execute(self._sql["lease_live"])
+            rows = await cur.fetchall()
+        return [Lease(run_id=str(r), owner=str(o), token=int(t), expires_at=float(e)) for r, o, t, e in rows]
+
     async def _lease_row(self, conn: Any, run_id: str) -> _leases.LeaseRow | None:
         cur = await conn.execute(self._sql["lease_get"], (run_id,))
         row = await cur.fetchone()
@@ -234,4 +241,8 @@ def _statements(db: Database) -> dict[str, Any]:
             "UPDATE {leases} SET owner = '', expires_at = 0 WHERE run_id = %s AND owner = %s AND token = %s"
         ),
         "lease_get": q("SELECT owner, token, expires_at FROM {leases} WHERE run_id = %s"),
+        "lease_live": q(
+            f"SELECT run_id, owner, token, expires_at FROM {{leases}} WHERE owner <> '' AND expires_at > {_NOW} "
+            "ORDER BY expires_at"
+        ),
     }

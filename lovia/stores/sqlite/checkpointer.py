@@ -206,6 +206,19 @@ class SQLiteCheckpointer:
 
         await self._db.run(release)
 
+    async def live_leases(self) -> list[Lease]:
+        """Leases held right now (who drives which run), soonest to expire first."""
+
+        def read(conn: sqlite3.Connection) -> list[Lease]:
+            rows = conn.execute(
+                "SELECT run_id, owner, token, expires_at FROM run_leases WHERE owner != '' AND expires_at > ? "
+                "ORDER BY expires_at",
+                (time.time(),),
+            ).fetchall()
+            return [Lease(run_id=r, owner=o, token=int(t), expires_at=float(e)) for r, o, t, e in rows]
+
+        return await self._db.run(read)
+
     async def append_fenced(
         self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease
     ) -> None:

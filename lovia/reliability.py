@@ -43,10 +43,14 @@ class RetryPolicy:
         if self.max_attempts < 1:
             raise ValueError("RetryPolicy.max_attempts must be at least 1")
 
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait before retry number ``attempt`` (1-based)."""
+    def backoff_delay(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based), jitter included."""
         base = min(self.backoff_max, self.backoff_base * 2.0 ** (attempt - 1))
         return float(base * random.uniform(0.5, 1.5))
+
+    def delay(self, attempt: int) -> float:
+        """Same as :meth:`backoff_delay`."""
+        return self.backoff_delay(attempt)
 
     def delay_after(self, attempt: int, error: BaseException) -> float:
         """The wait before retry ``attempt``: the endpoint's ``retry_after`` when it gave one
@@ -96,6 +100,10 @@ class RunBudget:
     def count_tool_call(self, usage: Usage) -> None:
         """Count one tool call (rejected ones too) and check every limit."""
         self.check(usage)
+        self.record_tool_call()
+
+    def record_tool_call(self) -> None:
+        """Count one tool call; raise :class:`BudgetExceeded` if ``max_tool_calls`` are already spent."""
         if self.max_tool_calls is not None and self.tool_calls >= self.max_tool_calls:
             raise BudgetExceeded(
                 f"tool call limit {self.max_tool_calls} reached",

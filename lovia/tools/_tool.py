@@ -105,6 +105,33 @@ class Tool(Generic[T]):
         self.reconcile = fn
         return fn
 
+    def requires_approval(self, args: dict[str, Any], ctx: RunContext[Any]) -> bool:
+        """Whether this call needs a human's approval (``needs_approval`` applied to ``args``).
+
+        The run loop also accepts an ``async`` predicate; this synchronous form cannot wait for
+        one and raises instead.
+        """
+        gate = self.needs_approval
+        if not callable(gate):
+            return bool(gate)
+        verdict = gate(args, ctx)
+        if inspect.isawaitable(verdict):
+            close = getattr(verdict, "close", None)
+            if callable(close):
+                close()  # never awaited: close it so Python does not warn
+            raise UserError(
+                f"tool {self.name!r}: its needs_approval predicate is async",
+                hint="the run loop awaits it; call the predicate yourself and await it outside a run",
+            )
+        return bool(verdict)
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The tool as an OpenAI ``tools`` entry: ``{"type": "function", "function": {...}}``."""
+        function: dict[str, Any] = {"name": self.name, "description": self.description, "parameters": self.parameters}
+        if self.strict:
+            function["strict"] = True
+        return {"type": "function", "function": function}
+
 
 def _bind(fn: Callable[..., Any], sig: FunctionSignature) -> Invoke:
     is_async = inspect.iscoroutinefunction(fn)

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from fastapi import APIRouter, HTTPException, Request
@@ -32,10 +32,8 @@ from starlette.requests import ClientDisconnect
 from ..parts import IMAGE_MIME_BY_SUFFIX, ContentPart, FilePart, ImagePart, TextPart
 from ..providers.base import supports_vision
 from ..transcript import InputEntry, TranscriptEntry
-from .store import ChatMeta, UploadRecord
-
-if TYPE_CHECKING:
-    from .app import WebState
+from .store import ChatMeta, ChatStore, UploadRecord
+from .supervisor import RunSupervisor
 
 __all__ = [
     "DEFAULT_MAX_UPLOAD_MB",
@@ -59,6 +57,15 @@ DEFAULT_UPLOAD_EXTENSIONS = frozenset(
 """The extensions an upload may have unless ``upload_allowed_ext=`` / ``LOVIA_UPLOAD_ALLOWED_EXT`` overrides them."""
 
 _CHUNK_LIMIT = 1 << 20
+
+
+class WebState(Protocol):
+    """The part of :class:`lovia.web.app.WebState` these routes use (a protocol: no import back into the app)."""
+
+    store: ChatStore
+    supervisor: RunSupervisor
+    max_upload_bytes: int
+    upload_allowed_ext: frozenset[str] | None
 
 
 def parse_allowed_ext(value: str | Iterable[str] | None) -> frozenset[str] | None:

@@ -119,8 +119,8 @@ export function initUploads(transcript, page) {
     if (!files.length) return;
     const row = el("div", "sent-attachments");
     for (const part of files) {
-      const name = part.type === "image" ? "image" : part.filename || "file";
-      const chip = el("span", `attachment sent ${part.type}`, `${part.type === "image" ? "🖼" : "📄"} ${name}`);
+      const name = part.type === "image" ? part.mime_type || "picture" : part.filename || "unnamed";
+      const chip = el("span", `attachment sent ${part.type}`, `${part.type === "image" ? "image" : "file"}: ${name}`);
       chip.dataset.testid = "sent-attachment";
       row.append(chip);
     }

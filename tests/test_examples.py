@@ -186,3 +186,17 @@ def test_celery_worker_crash_example():
         assert f"'Order {n} is on its way.'" in line and "shipped 1x, session: 1 run(s)" in line, line
     first = next(line for line in out.splitlines() if line.startswith("order-1:"))
     assert "ship() ran 2x" in first, first  # the call in flight ran again; its effect did not
+
+
+def test_web_charts_example():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "web_charts.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = proc.stdout.splitlines()
+    assert lines[0] == 'show_chart: the model sees {"lovia_ui": {"kind": "chart", "from_args": "option"}}'
+    assert lines[1].startswith('top_products: the model sees {"lovia_ui": {"kind": "table", "props": {')
+    assert lines[2] == "swatch: the model sees [1 attachment(s)]"

@@ -45,6 +45,7 @@ function envelopeProps(envelope, argsText) {
 
 // -------------------------------------------------------------------------------- charts
 
+// ECharts is loaded on first use only, so chats without charts never fetch its megabyte.
 let echartsModule = null;
 function loadEcharts() {
   if (!echartsModule) echartsModule = import("./vendor/echarts.esm.min.js");

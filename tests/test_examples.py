@@ -200,3 +200,17 @@ def test_web_attachments_example():
     assert "refused: 415 unsupported_file_type" in proc.stdout
     assert "I got 1 image(s) and the files ['notes.md']." in proc.stdout
     assert "branch: 2 entries, origin fork" in proc.stdout
+
+
+def test_web_charts_example():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "web_charts.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = proc.stdout.splitlines()
+    assert lines[0] == 'show_chart: the model sees {"lovia_ui": {"kind": "chart", "from_args": "option"}}'
+    assert lines[1].startswith('top_products: the model sees {"lovia_ui": {"kind": "table", "props": {')
+    assert lines[2] == "swatch: the model sees [1 attachment(s)]"

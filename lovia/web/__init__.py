@@ -8,13 +8,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .charts import show_chart, validate_chart_option
+from .components import ui_result
 from .store import ChatMeta, ChatStore
 from .supervisor import RunSupervisor
+from .tables import show_table
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-__all__ = ["ChatMeta", "ChatStore", "RunSupervisor", "create_app", "serve"]
+__all__ = [
+    "ChatMeta",
+    "ChatStore",
+    "RunSupervisor",
+    "create_app",
+    "serve",
+    "show_chart",
+    "show_table",
+    "ui_result",
+    "validate_chart_option",
+]
 
 
 def create_app(*args: Any, **kwargs: Any) -> FastAPI:

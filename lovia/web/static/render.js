@@ -1,6 +1,7 @@
 // Renders a transcript (stored entries) and applies live SSE frames on top of it.
 // All model- or user-provided text goes through textContent or the safe Markdown renderer.
 
+import { renderToolView } from "./charts.js";
 import { copyButton, enhance, renderMarkdown } from "./markdown.js";
 
 const HANDOFF_PREFIX = "transfer_to_"; // lovia.handoff.HANDOFF_TOOL_PREFIX
@@ -137,7 +138,7 @@ export class Transcript {
     if (entry.type === "reasoning") msg.body.append(this.reasoningBlock(entry.content));
     else if (entry.type === "assistant_text") msg.body.append(this.textBlock(entry.content));
     else if (entry.type === "tool_call") this.storedCall(msg, entry);
-    else if (entry.type === "tool_result") this.toolResult({ id: entry.call_id, output: entry.output, is_error: entry.is_error });
+    else if (entry.type === "tool_result") this.toolResult({ id: entry.call_id, output: entry.output, is_error: entry.is_error, parts: entry.parts });
   }
 
   storedCall(msg, entry) {
@@ -192,6 +193,7 @@ export class Transcript {
     const details = el("details", "tool pending");
     details.dataset.testid = "tool-call";
     details.dataset.callId = id;
+    details.dataset.args = args || "{}";
     const summary = el("summary");
     summary.append(el("span", "tool-name", name), el("span", "tool-args", args && args !== "{}" ? args : ""), el("span", "status"));
     details.append(summary, el("pre", "tool-input", `arguments: ${pretty(args || "{}")}`));
@@ -299,6 +301,7 @@ export class Transcript {
     const shown = frame.output !== undefined && frame.output !== null ? frame.output : pretty(frame.result);
     node.append(el("pre", "tool-output", `result: ${shown}`));
     this.setToolState(node, frame.is_error ? "failed" : "done");
+    renderToolView(node, frame);
   }
 
   approval(frame, decide) {

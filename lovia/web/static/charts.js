@@ -1,0 +1,259 @@
+// Rich tool views: a tool's `lovia_ui` envelope drawn as a chart or a table, and the images a
+// tool returned. Every string from the model or a tool is written with textContent, never as HTML.
+
+const ENVELOPE_KEY = "lovia_ui";
+const PAGE_ROWS = 20;
+const MAX_ROWS = 10000;
+const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+const MAX_IMAGE_CHARS = 8 * 1024 * 1024;
+const renderers = new Map();
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+export function registerRenderer(kind, renderer) {
+  renderers.set(String(kind), renderer);
+}
+
+export function getRenderer(kind) {
+  return renderers.get(String(kind));
+}
+
+window.lovia = Object.assign(window.lovia || {}, { registerRenderer, getRenderer });
+
+function parseJson(text) {
+  if (typeof text !== "string" || !text.startsWith("{")) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+// The envelope's props: given inline, or taken from the call's arguments (all of them, or one field).
+function envelopeProps(envelope, argsText) {
+  if (envelope.props !== undefined) return envelope.props;
+  const args = parseJson(argsText || "{}") || {};
+  if (envelope.from_args === true) return args;
+  if (typeof envelope.from_args === "string") return args[envelope.from_args];
+  return undefined;
+}
+
+// -------------------------------------------------------------------------------- charts
+
+// ECharts is loaded on first use only, so chats without charts never fetch its megabyte.
+let echartsModule = null;
+function loadEcharts() {
+  if (!echartsModule) echartsModule = import("./vendor/echarts.esm.min.js");
+  return echartsModule;
+}
+
+const DROPPED_KEYS = new Set(["graphic", "toolbox", "link", "sublink", "formatter", "rich", "image"]);
+
+// Remove what could fetch, link or run markup: images, links, graphic/toolbox, HTML tooltips.
+function sanitize(value) {
+  if (Array.isArray(value)) return value.map(sanitize);
+  if (typeof value === "string") return /^\s*image:\/\//i.test(value) ? "circle" : value;
+  if (!value || typeof value !== "object") return value;
+  const out = {};
+  for (const [key, inner] of Object.entries(value)) {
+    if (DROPPED_KEYS.has(key) || key === "__proto__") continue;
+    out[key] = sanitize(inner);
+  }
+  return out;
+}
+
+function chartTitle(option) {
+  const title = Array.isArray(option.title) ? option.title[0] : option.title;
+  return title && typeof title.text === "string" ? title.text : "";
+}
+
+function cssVar(name, fallback) {
+  return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
+}
+
+function themed(option) {
+  const palette = [1, 2, 3, 4, 5, 6, 7, 8].map((i) => cssVar(`--chart-${i}`, ""));
+  const out = { ...option };
+  delete out.title;
+  if (!out.color && palette.every(Boolean)) out.color = palette;
+  out.tooltip = { ...(typeof out.tooltip === "object" && out.tooltip ? out.tooltip : {}), renderMode: "richText" };
+  out.textStyle = { color: cssVar("--chart-text", "#333"), ...(out.textStyle || {}) };
+  out.animation = false;
+  return out;
+}
+
+async function renderChart(view, props) {
+  if (!props || typeof props !== "object" || Array.isArray(props)) throw new Error("the chart option is not an object");
+  const option = sanitize(props);
+  const title = chartTitle(option);
+  if (title) view.append(el("div", "view-title", title));
+  const box = el("div", "chart-box");
+  box.dataset.testid = "chart";
+  view.append(box);
+  const echarts = await loadEcharts();
+  const chart = echarts.init(box, null, { renderer: "canvas" });
+  chart.setOption(themed(option));
+  const resize = new ResizeObserver(() => chart.resize());
+  resize.observe(box);
+  view.dataset.rendered = "chart";
+}
+
+// -------------------------------------------------------------------------------- tables
+
+function compareCells(a, b) {
+  if (a === b) return 0;
+  if (a === null || a === undefined) return 1;
+  if (b === null || b === undefined) return -1;
+  if (typeof a === "number" && typeof b === "number") return a - b;
+  return String(a).localeCompare(String(b), undefined, { numeric: true });
+}
+
+function cellText(value) {
+  if (value === null || value === undefined) return "";
+  return typeof value === "object" ? JSON.stringify(value) : String(value);
+}
+
+class TableView {
+  constructor(view, props) {
+    this.columns = props.columns.map(cellText);
+    const rows = props.rows.filter((r) => Array.isArray(r));
+    this.truncated = rows.length > MAX_ROWS ? rows.length : 0;
+    this.rows = rows.slice(0, MAX_ROWS);
+    this.order = this.rows.map((_, i) => i);
+    this.sort = { col: -1, dir: 0 };
+    this.page = 0;
+    if (typeof props.title === "string" && props.title) view.append(el("div", "view-title", props.title));
+    this.table = el("table", "ui-table");
+    this.table.dataset.testid = "ui-table";
+    this.pager = el("div", "pager");
+    view.append(el("div", "table-scroll"), this.pager);
+    view.lastChild.previousSibling.append(this.table);
+    if (this.truncated) view.append(el("div", "view-note", `Showing the first ${MAX_ROWS} of ${this.truncated} rows.`));
+    this.draw();
+  }
+
+  toggle(col) {
+    const dir = this.sort.col === col ? (this.sort.dir + 1) % 3 : 1;
+    this.sort = { col, dir };
+    this.order = this.rows.map((_, i) => i);
+    if (dir) this.order.sort((x, y) => (dir === 1 ? 1 : -1) * compareCells(this.rows[x][col], this.rows[y][col]) || x - y);
+    this.page = 0;
+    this.draw();
+  }
+
+  header() {
+    const tr = el("tr");
+    this.columns.forEach((name, col) => {
+      const th = el("th", "", name);
+      th.dataset.testid = "ui-table-header";
+      th.tabIndex = 0;
+      if (this.sort.col === col && this.sort.dir) th.dataset.sort = this.sort.dir === 1 ? "asc" : "desc";
+      th.onclick = () => this.toggle(col);
+      th.onkeydown = (e) => { if (e.key === "Enter") this.toggle(col); };
+      tr.append(th);
+    });
+    return tr;
+  }
+
+  draw() {
+    const head = el("thead");
+    head.append(this.header());
+    const body = el("tbody");
+    const start = this.page * PAGE_ROWS;
+    for (const index of this.order.slice(start, start + PAGE_ROWS)) {
+      const tr = el("tr");
+      this.columns.forEach((_, col) => {
+        const value = this.rows[index][col];
+        tr.append(el("td", typeof value === "number" ? "num" : "", cellText(value)));
+      });
+      body.append(tr);
+    }
+    this.table.replaceChildren(head, body);
+    this.drawPager();
+  }
+
+  drawPager() {
+    const pages = Math.ceil(this.rows.length / PAGE_ROWS);
+    this.pager.replaceChildren();
+    if (pages <= 1) return;
+    const prev = el("button", "", "‹ Prev");
+    const next = el("button", "", "Next ›");
+    prev.type = next.type = "button";
+    prev.dataset.testid = "ui-table-prev";
+    next.dataset.testid = "ui-table-next";
+    prev.disabled = this.page === 0;
+    next.disabled = this.page >= pages - 1;
+    prev.onclick = () => { this.page -= 1; this.draw(); };
+    next.onclick = () => { this.page += 1; this.draw(); };
+    const info = el("span", "", `Page ${this.page + 1} of ${pages} · ${this.rows.length} rows`);
+    info.dataset.testid = "ui-table-page";
+    this.pager.append(prev, info, next);
+  }
+}
+
+function renderTable(view, props) {
+  if (!props || !Array.isArray(props.columns) || !Array.isArray(props.rows)) throw new Error("the table needs columns and rows");
+  new TableView(view, props);
+  view.dataset.rendered = "table";
+}
+
+registerRenderer("chart", { render: (view, props) => renderChart(view, props) });
+registerRenderer("table", { render: (view, props) => renderTable(view, props) });
+
+// -------------------------------------------------------------------------------- images
+
+function imageParts(frame) {
+  const raw = frame.parts || frame.result;
+  const list = Array.isArray(raw) ? raw : raw && typeof raw === "object" ? [raw] : [];
+  return list.filter((p) => p && typeof p.data === "string" && IMAGE_TYPES.has(p.mime_type) && (p.type === undefined || p.type === "image"));
+}
+
+function renderImages(view, parts) {
+  for (const part of parts) {
+    if (part.data.length > MAX_IMAGE_CHARS) {
+      view.append(el("div", "view-note", "An image was too large to show."));
+      continue;
+    }
+    const img = el("img", "tool-image");
+    img.dataset.testid = "tool-image";
+    img.alt = "image returned by the tool";
+    img.src = `data:${part.mime_type};base64,${part.data.replace(/[^A-Za-z0-9+/=]/g, "")}`;
+    view.append(img);
+  }
+}
+
+// -------------------------------------------------------------------------------- entry point
+
+function failed(view, message) {
+  view.replaceChildren(el("div", "view-note error", `This view could not be drawn: ${message}`));
+}
+
+// Draw the rich view of a finished tool call below its card (`node`); returns nothing.
+export function renderToolView(node, frame) {
+  const id = node.dataset.callId;
+  node.parentNode?.querySelectorAll(".tool-view").forEach((v) => { if (v.dataset.viewFor === id) v.remove(); });
+  if (frame.is_error) return;
+  const view = el("div", "tool-view");
+  view.dataset.viewFor = id;
+  view.dataset.testid = "tool-view";
+  const images = imageParts(frame);
+  const envelope = parseJson(frame.output)?.[ENVELOPE_KEY];
+  if (!images.length && !(envelope && typeof envelope === "object")) return;
+  node.after(view);
+  if (images.length) renderImages(view, images);
+  if (!envelope || typeof envelope !== "object") return;
+  const renderer = getRenderer(envelope.kind);
+  if (!renderer) {
+    view.append(el("div", "view-note", `No renderer for "${String(envelope.kind)}".`));
+    return;
+  }
+  const props = envelopeProps(envelope, node.dataset.args);
+  Promise.resolve()
+    .then(() => renderer.render(view, props, { callId: id }))
+    .catch((err) => failed(view, err && err.message ? err.message : String(err)));
+}

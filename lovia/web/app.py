@@ -19,12 +19,15 @@ from fastapi.staticfiles import StaticFiles  # noqa: E402
 
 from ..agent import Agent  # noqa: E402
 from ..exceptions import LoviaError  # noqa: E402
+from ..tools.human import HumanChannel  # noqa: E402
 from .agents import AgentSet, default_agents, resolve_agents  # noqa: E402
 from .auth import HostOriginGuard, HostPolicy, token_matches  # noqa: E402
 from .events_hub import EventHub  # noqa: E402
 from .params import CleanJsonBodies, validation_response  # noqa: E402
+from .questions import QuestionRegistry, broadcast_question  # noqa: E402
 from .routes_chat import chat_router  # noqa: E402
 from .routes_info import info_router  # noqa: E402
+from .routes_questions import questions_router  # noqa: E402
 from .routes_sessions import sessions_router  # noqa: E402
 from .store import ChatStore  # noqa: E402
 from .supervisor import RunSupervisor  # noqa: E402
@@ -44,6 +47,8 @@ class WebState:
     agents: AgentSet
     token: str | None
     title: str
+    questions: QuestionRegistry | None = None
+    """Pending ``ask_human`` questions (``None``: the app has no question channel)."""
 
 
 def _auth_dependency(state: WebState) -> Any:
@@ -69,6 +74,8 @@ def create_app(
     max_turns: int = 50,
     ui: bool = True,
     allowed_hosts: Sequence[str] = (),
+    question_channel: HumanChannel | None = None,
+    question_timeout: float | None = 600.0,
 ) -> FastAPI:
     """Build the ASGI app.
 
@@ -83,6 +90,9 @@ def create_app(
         ui: serve the page at ``/`` (``False``: API only).
         allowed_hosts: ``Host`` names to answer besides loopback and the bound address
             (``.example.com`` for every subdomain, ``*`` for any); see :class:`~lovia.web.auth.HostPolicy`.
+        question_channel: the channel the agents' ``ask_human`` tool asks through; its questions
+            appear in the page and ``POST /api/chat/answer`` answers them.
+        question_timeout: seconds a question waits before it is cancelled (``None``: no limit).
 
     Returns:
         A FastAPI application; run it with a single uvicorn worker (runs are process-local).
@@ -94,13 +104,21 @@ def create_app(
         chat_store, agent_set.agents, default_agent=agent_set.default, max_turns=max_turns, hub=EventHub()
     )
     state = WebState(chat_store, supervisor, agent_set, token, title)
+    if question_channel is not None:
+        state.questions = QuestionRegistry(
+            question_channel, timeout=question_timeout, on_question=lambda q: broadcast_question(supervisor, q)
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if state.questions is not None:
+            state.questions.start()
         try:
             yield
         finally:
             await supervisor.shutdown()
+            if state.questions is not None:
+                await state.questions.aclose()
             if owned:
                 await chat_store.close()
 
@@ -127,6 +145,7 @@ def create_app(
     app.include_router(info_router(state), dependencies=[auth])
     app.include_router(chat_router(state), dependencies=[auth])
     app.include_router(sessions_router(state), dependencies=[auth])
+    app.include_router(questions_router(state), dependencies=[auth])
     if ui:
         _mount_ui(app)
     return app

@@ -35,6 +35,7 @@ FRAME_NAMES = (
     "tool_call",
     "tool_result",
     "approval_required",
+    "question",
     "handoff",
     "context_compacted",
     "retrying",

@@ -3,6 +3,7 @@
 import { AuthError, api, captureToken, setToken, streamFrames } from "./api.js";
 import { FRAMES } from "./frames.js";
 import { Transcript } from "./render.js";
+import { clearQuestion, showQuestion } from "./agentviews.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -298,8 +299,12 @@ const HANDLERS = {
   message_completed: (data) => transcript.messageCompleted(data.message),
   user_injected: (data) => transcript.userInjected(data.content),
   tool_call: (data) => transcript.toolCall(data),
-  tool_result: (data) => transcript.toolResult(data),
+  tool_result: (data) => {
+    if (data.name === "ask_human") clearQuestion();
+    transcript.toolResult(data);
+  },
   approval_required: (data) => transcript.approval(data, decide),
+  question: (data) => showQuestion(transcript, data, answerQuestion),
   handoff: (data) => transcript.handoff(data),
   context_compacted: (data) => transcript.compacted(data),
   retrying: (data) => transcript.retrying(data),
@@ -320,6 +325,11 @@ function onFrame(event, data) {
 
 async function decide(callId, decision) {
   await api("POST", "/api/chat/approve", { session_id: state.sessionId, call_id: callId, decision }).catch(fail);
+}
+
+async function answerQuestion(answer) {
+  const res = await api("POST", "/api/chat/answer", { session_id: state.sessionId, answer }).catch(fail);
+  return Boolean(res);
 }
 
 async function runStream(path, body) {

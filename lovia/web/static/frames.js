@@ -11,6 +11,7 @@ export const FRAMES = [
   "tool_call",
   "tool_result",
   "approval_required",
+  "question",
   "handoff",
   "context_compacted",
   "retrying",

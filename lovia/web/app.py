@@ -25,9 +25,9 @@ from .auth import HostOriginGuard, HostPolicy, token_matches  # noqa: E402
 from .events_hub import EventHub  # noqa: E402
 from .params import CleanJsonBodies, validation_response  # noqa: E402
 from .questions import QuestionRegistry, broadcast_question  # noqa: E402
+from .routes_agentviews import agentviews_router  # noqa: E402
 from .routes_chat import chat_router  # noqa: E402
 from .routes_info import info_router  # noqa: E402
-from .routes_questions import questions_router  # noqa: E402
 from .routes_sessions import sessions_router  # noqa: E402
 from .store import ChatStore  # noqa: E402
 from .supervisor import RunSupervisor  # noqa: E402
@@ -145,7 +145,7 @@ def create_app(
     app.include_router(info_router(state), dependencies=[auth])
     app.include_router(chat_router(state), dependencies=[auth])
     app.include_router(sessions_router(state), dependencies=[auth])
-    app.include_router(questions_router(state), dependencies=[auth])
+    app.include_router(agentviews_router(state), dependencies=[auth])
     if ui:
         _mount_ui(app)
     return app

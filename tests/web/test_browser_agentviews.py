@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from lovia.tools import HumanChannel
 from lovia.web import create_app
 
-from .agentviews_helpers import asking_agent
+from .agentviews_helpers import asking_agent, todo_agent
 from .helpers import ThreadServer
 from .test_browser import CHROMIUM, IMG, browser, idle, page, send
 
@@ -52,3 +53,24 @@ def test_question_answered_in_the_page_resumes_the_run(asking_server: ThreadServ
     page.get_by_test_id("question-input").press("Enter")
     page.get_by_text("You picked Green, actually.").wait_for()
     idle(page)
+
+
+def test_todo_list_updates_live(tmp_path: Path, page: Any) -> None:
+    release = threading.Event()
+    with ThreadServer(create_app(todo_agent(release), db_path=str(tmp_path / "t.db"))) as srv:
+        page.goto(srv.url)
+        send(page, "plan the report")
+        page.get_by_test_id("todo-panel").get_by_text("Fetching data").wait_for()
+        assert [i.get_attribute("data-status") for i in page.get_by_test_id("todo-item").all()] == [
+            "in_progress",
+            "pending",
+        ]
+        page.screenshot(path=str(IMG / "web-todos.png"))
+        release.set()
+        page.get_by_text("All done.").wait_for()
+        idle(page)
+        assert "Todo 2/2" in page.get_by_test_id("todo-panel").inner_text()
+        page.reload()  # rebuilt from the stored chat
+        page.get_by_test_id("todo-panel").get_by_text("Todo 2/2").wait_for()
+        page.get_by_test_id("new-chat").click()
+        assert page.get_by_test_id("todo-panel").is_hidden()

@@ -69,3 +69,48 @@ export function showQuestion(transcript, data, send) {
   transcript.scroll?.();
   input.focus();
 }
+
+// ------------------------------------------------------------------ the todo list
+
+const MARKS = { pending: "○", in_progress: "◐", completed: "●" };
+
+function todoPanel() {
+  let panel = document.getElementById("todo-panel");
+  if (!panel) {
+    panel = node("aside", "todo-panel");
+    panel.id = "todo-panel";
+    panel.dataset.testid = "todo-panel";
+    panel.setAttribute("aria-label", "Todo list");
+    panel.hidden = true;
+    const wrap = document.querySelector(".messages-wrap");
+    wrap.parentNode.insertBefore(panel, wrap);
+  }
+  return panel;
+}
+
+// Draw the agent's todo list (hidden while it is empty).
+export function showTodos(items) {
+  const panel = todoPanel();
+  panel.replaceChildren();
+  panel.hidden = !items?.length;
+  if (!items?.length) return;
+  const done = items.filter((i) => i.status === "completed").length;
+  panel.append(node("h2", "todo-title", `Todo ${done}/${items.length}`));
+  const list = node("ol", "todo-items");
+  for (const item of items) {
+    const label = item.status === "in_progress" && item.active_form ? item.active_form : item.content;
+    const li = node("li", `todo-item ${item.status}`);
+    li.dataset.testid = "todo-item";
+    li.dataset.status = item.status;
+    li.append(node("span", "todo-mark", MARKS[item.status] || "○"), node("span", "todo-label", label));
+    list.append(li);
+  }
+  panel.append(list);
+}
+
+// Fetch and draw a stored chat's list; `api` is the page's JSON client.
+export async function loadTodos(api, sessionId) {
+  if (!sessionId) return showTodos([]);
+  const data = await api("GET", `/api/sessions/${encodeURIComponent(sessionId)}/todos`);
+  showTodos(data.todos);
+}

@@ -3,7 +3,7 @@
 import { AuthError, api, captureToken, setToken, streamFrames } from "./api.js";
 import { FRAMES } from "./frames.js";
 import { Transcript } from "./render.js";
-import { clearQuestion, showQuestion } from "./agentviews.js";
+import { clearQuestion, loadTodos, showQuestion, showTodos } from "./agentviews.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -257,6 +257,7 @@ function newChat() {
   history.replaceState(null, "", window.location.pathname + window.location.search);
   setPhase("idle");
   transcript.render([], [], false);
+  showTodos([]);
   refreshSessions().catch(fail);
   $("composer").focus();
 }
@@ -270,6 +271,7 @@ async function openSession(id) {
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
   if (generation !== state.generation) return;
   transcript.render(data.entries, data.runs, false);
+  loadTodos(api, id).catch(fail);
   setPhase("idle");
   refreshSessions().catch(fail);
   if (data.live || data.active_run_id) await runStream(`/api/chat/reconnect?session_id=${encodeURIComponent(id)}`, null);
@@ -305,6 +307,10 @@ const HANDLERS = {
   },
   approval_required: (data) => transcript.approval(data, decide),
   question: (data) => showQuestion(transcript, data, answerQuestion),
+  todo: (data) => {
+    transcript.toolResult({ id: data.call_id, name: data.name, result: data.todos, is_error: false });
+    showTodos(data.todos);
+  },
   handoff: (data) => transcript.handoff(data),
   context_compacted: (data) => transcript.compacted(data),
   retrying: (data) => transcript.retrying(data),

@@ -12,6 +12,7 @@ export const FRAMES = [
   "tool_result",
   "approval_required",
   "question",
+  "todo",
   "handoff",
   "context_compacted",
   "retrying",

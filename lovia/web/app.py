@@ -20,10 +20,13 @@ from fastapi.staticfiles import StaticFiles  # noqa: E402
 
 from ..agent import Agent  # noqa: E402
 from ..exceptions import LoviaError, UserError  # noqa: E402
+from ..tools.human import HumanChannel  # noqa: E402
 from .agents import AgentSet, default_agents, resolve_agents  # noqa: E402
 from .auth import HostOriginGuard, HostPolicy, token_matches  # noqa: E402
 from .events_hub import EventHub  # noqa: E402
 from .params import CleanJsonBodies, validation_response  # noqa: E402
+from .questions import QuestionRegistry, broadcast_question  # noqa: E402
+from .routes_agentviews import agentviews_router  # noqa: E402
 from .routes_chat import chat_router  # noqa: E402
 from .routes_info import info_router  # noqa: E402
 from .routes_sessions import sessions_router  # noqa: E402
@@ -49,6 +52,8 @@ class WebState:
     max_upload_bytes: int = int(25 * (1 << 20))
     upload_allowed_ext: frozenset[str] | None = None
     """Extensions an upload may have (``None``: any)."""
+    questions: QuestionRegistry | None = None
+    """Pending ``ask_human`` questions (``None``: the app has no question channel)."""
 
 
 def _auth_dependency(state: WebState) -> Any:
@@ -76,6 +81,8 @@ def create_app(
     allowed_hosts: Sequence[str] = (),
     max_upload_mb: float | None = None,
     upload_allowed_ext: str | Sequence[str] | None = None,
+    question_channel: HumanChannel | None = None,
+    question_timeout: float | None = 600.0,
 ) -> FastAPI:
     """Build the ASGI app.
 
@@ -93,6 +100,9 @@ def create_app(
         max_upload_mb: per-file upload limit in MiB (default ``LOVIA_MAX_UPLOAD_MB``, else 25).
         upload_allowed_ext: extensions uploads may have, as a list or ``"png, pdf"`` (``"*"``: any;
             default ``LOVIA_UPLOAD_ALLOWED_EXT``, else the built-in list).
+        question_channel: the channel the agents' ``ask_human`` tool asks through; its questions
+            appear in the page and ``POST /api/chat/answer`` answers them.
+        question_timeout: seconds a question waits before it is cancelled (``None``: no limit).
 
     Returns:
         A FastAPI application; run it with a single uvicorn worker (runs are process-local).
@@ -106,13 +116,21 @@ def create_app(
     state = WebState(
         chat_store, supervisor, agent_set, token, title, *_upload_limits(max_upload_mb, upload_allowed_ext)
     )
+    if question_channel is not None:
+        state.questions = QuestionRegistry(
+            question_channel, timeout=question_timeout, on_question=lambda q: broadcast_question(supervisor, q)
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if state.questions is not None:
+            state.questions.start()
         try:
             yield
         finally:
             await supervisor.shutdown()
+            if state.questions is not None:
+                await state.questions.aclose()
             if owned:
                 await chat_store.close()
 
@@ -140,6 +158,7 @@ def create_app(
     app.include_router(chat_router(state), dependencies=[auth])
     app.include_router(sessions_router(state), dependencies=[auth])
     app.include_router(uploads_router(state), dependencies=[auth])
+    app.include_router(agentviews_router(state), dependencies=[auth])
     if ui:
         _mount_ui(app)
     return app

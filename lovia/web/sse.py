@@ -2,7 +2,7 @@
 
 Frames (see ``docs/web.md``): ``session``, ``snapshot``, ``turn_started``, ``text_delta``,
 ``reasoning_delta``, ``output_discarded``, ``message_completed``, ``user_injected``, ``tool_call``,
-``tool_result``, ``approval_required``, ``handoff``, ``context_compacted``, ``retrying``, ``error``,
+``tool_result``, ``todo``, ``approval_required``, ``question``, ``handoff``, ``context_compacted``, ``retrying``, ``error``,
 ``done`` (:data:`FRAME_NAMES`).
 Lines starting with ``:`` are keep-alives.
 """
@@ -35,6 +35,8 @@ FRAME_NAMES = (
     "tool_call",
     "tool_result",
     "approval_required",
+    "question",
+    "todo",
     "handoff",
     "context_compacted",
     "retrying",
@@ -90,8 +92,17 @@ def message_payload(entries: list[TranscriptEntry]) -> dict[str, Any]:
     return {"role": "assistant", "content": text, "tool_calls": calls, "entries": [entry_to_dict(e) for e in entries]}
 
 
+def _is_todo_list(value: Any) -> bool:
+    from ..plugins.todo import TodoItem
+
+    return isinstance(value, list) and all(isinstance(item, TodoItem) for item in value)
+
+
 def _tool_result(event: ev.ToolCallCompleted) -> Frame:
     result = to_json_safe(event.result)
+    if not event.is_error and _is_todo_list(event.result) and (event.result or event.call.name == "todo_write"):
+        # the Todo plugin's write: a structured update in place of the tool_result (the page's todo panel)
+        return Frame("todo", {"call_id": event.call.id, "name": event.call.name, "todos": result})
     return Frame(
         "tool_result",
         {

@@ -4,6 +4,7 @@ import { AuthError, api, captureToken, setToken, streamFrames } from "./api.js";
 import { FRAMES } from "./frames.js";
 import { Transcript } from "./render.js";
 import { initUploads } from "./uploads.js";
+import { clearQuestion, loadTodos, showQuestion, showTodos } from "./agentviews.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -273,6 +274,7 @@ function newChat() {
   history.replaceState(null, "", window.location.pathname + window.location.search);
   setPhase("idle");
   transcript.render([], [], false);
+  showTodos([]);
   refreshSessions().catch(fail);
   $("composer").focus();
 }
@@ -286,6 +288,7 @@ async function openSession(id) {
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
   if (generation !== state.generation) return;
   transcript.render(data.entries, data.runs, false);
+  loadTodos(api, id).catch(fail);
   setPhase("idle");
   refreshSessions().catch(fail);
   if (data.live || data.active_run_id) await runStream(`/api/chat/reconnect?session_id=${encodeURIComponent(id)}`, null);
@@ -315,8 +318,16 @@ const HANDLERS = {
   message_completed: (data) => transcript.messageCompleted(data.message),
   user_injected: (data) => transcript.userInjected(data.content),
   tool_call: (data) => transcript.toolCall(data),
-  tool_result: (data) => transcript.toolResult(data),
+  tool_result: (data) => {
+    if (data.name === "ask_human") clearQuestion();
+    transcript.toolResult(data);
+  },
   approval_required: (data) => transcript.approval(data, decide),
+  question: (data) => showQuestion(transcript, data, answerQuestion),
+  todo: (data) => {
+    transcript.toolResult({ id: data.call_id, name: data.name, result: data.todos, is_error: false });
+    showTodos(data.todos);
+  },
   handoff: (data) => transcript.handoff(data),
   context_compacted: (data) => transcript.compacted(data),
   retrying: (data) => transcript.retrying(data),
@@ -337,6 +348,11 @@ function onFrame(event, data) {
 
 async function decide(callId, decision) {
   await api("POST", "/api/chat/approve", { session_id: state.sessionId, call_id: callId, decision }).catch(fail);
+}
+
+async function answerQuestion(answer) {
+  const res = await api("POST", "/api/chat/answer", { session_id: state.sessionId, answer }).catch(fail);
+  return Boolean(res);
 }
 
 async function runStream(path, body) {

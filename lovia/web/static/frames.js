@@ -11,6 +11,8 @@ export const FRAMES = [
   "tool_call",
   "tool_result",
   "approval_required",
+  "question",
+  "todo",
   "handoff",
   "context_compacted",
   "retrying",

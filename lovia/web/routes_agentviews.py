@@ -1,0 +1,99 @@
+"""Routes of the agent's own views: ``ask_human`` questions (read, answer) and the chat's todo list."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, Field
+
+from ..plugins.todo import todos_from_entries
+from .questions import QuestionRegistry, question_payload
+from .store import ChatStore
+from .supervisor import RunSupervisor
+
+__all__ = ["AgentViewsState", "AnswerRequest", "agentviews_router", "api_error"]
+
+
+class AnswerRequest(BaseModel):
+    """Body of ``POST /api/chat/answer``: the answer to the chat's pending question."""
+
+    session_id: str = Field(min_length=1, max_length=200)
+    answer: str = Field(max_length=100_000)
+
+
+def api_error(status: int, code: str, message: str, hint: str = "") -> HTTPException:
+    """An ``HTTPException`` with the documented error body ``{"detail": {code, message, hint}}``."""
+    return HTTPException(status, detail={"code": code, "message": message, "hint": hint})
+
+
+class AgentViewsState(Protocol):
+    """What the routes need from the app state (``WebState`` has it; no import of the app module)."""
+
+    store: ChatStore
+    supervisor: RunSupervisor
+    questions: QuestionRegistry | None
+
+
+def _registry(state: AgentViewsState) -> QuestionRegistry:
+    registry = state.questions
+    if registry is None:
+        raise api_error(
+            501,
+            "feature_unavailable",
+            "this server has no question channel",
+            "pass question_channel= to create_app (shared with the agent's ask_human tool)",
+        )
+    return registry
+
+
+def agentviews_router(state: AgentViewsState) -> APIRouter:
+    """``GET /api/chat/question``, ``POST /api/chat/answer`` and ``GET /api/sessions/{id}/todos``."""
+    router = APIRouter(prefix="/api")
+    _question_routes(router, state)
+    _todo_routes(router, state)
+    return router
+
+
+def _question_routes(router: APIRouter, state: AgentViewsState) -> None:
+    @router.get("/chat/question")
+    async def question(session_id: str) -> dict[str, Any]:
+        pending = _registry(state).pending(session_id)
+        return {"question": question_payload(pending) if pending is not None else None}
+
+    @router.post("/chat/answer")
+    async def answer(body: AnswerRequest) -> dict[str, Any]:
+        if not _registry(state).resolve(body.session_id, body.answer):
+            raise api_error(
+                404,
+                "question_not_found",
+                "no pending question in this chat",
+                "it was answered, timed out or its run ended; reload the chat",
+            )
+        return {"ok": True}
+
+
+def _todo_routes(router: APIRouter, state: AgentViewsState) -> None:
+    @router.get("/sessions/{session_id}/todos")
+    async def todos(session_id: str) -> dict[str, Any]:
+        meta = await state.store.get(session_id)
+        if meta is None:
+            raise api_error(404, "session_not_found", "session not found", "list the chats with GET /api/sessions")
+        entries = await state.store.session.load(session_id)
+        live = state.supervisor.live(session_id)
+        if live is not None:  # the run in flight: its completed tool calls count too
+            entries = [*entries, *live.entries]
+        sup = state.supervisor
+        agent = live.agent if live is not None else sup.agents.get(meta.agent or sup.default_agent)
+        items = todos_from_entries(entries, tool_name=_todo_tool_name(agent))
+        return {"todos": [item.model_dump() for item in items]}
+
+
+def _todo_tool_name(agent: Any) -> str:
+    """The Todo plugin's tool name on ``agent`` (``todo_write`` unless it was renamed)."""
+    from ..plugins.todo import Todo
+
+    for plugin in getattr(agent, "plugins", None) or []:
+        if isinstance(plugin, Todo):
+            return plugin.tool_name
+    return "todo_write"

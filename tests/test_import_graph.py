@@ -21,10 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lovia"
 
-KNOWN_RUNTIME_CYCLES: list[tuple[str, ...]] = [
-    # stores: _db imports ensure_schema inside a function, _schema imports Names from _db.
-    ("lovia.stores.postgres._db", "lovia.stores.postgres._schema"),
-]
+KNOWN_RUNTIME_CYCLES: list[tuple[str, ...]] = []
 
 KNOWN_TYPE_CYCLES: list[tuple[str, ...]] = [
     (

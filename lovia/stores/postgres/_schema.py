@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...exceptions import SchemaTooNewError
 from .._codec import checksum
-from ._db import Names
+from ._names import Names
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .context import Compaction
 from .context.base import ContextPolicy
+from .context.compaction import Compaction
 from .exceptions import UserError
 from .handoff import Handoff
 from .hooks import AgentHooks

@@ -26,7 +26,6 @@ KNOWN_RUNTIME_CYCLES: list[tuple[str, ...]] = []
 KNOWN_TYPE_CYCLES: list[tuple[str, ...]] = [
     (
         "lovia.agent",
-        "lovia.context",
         "lovia.context.base",
         "lovia.context.compaction",
         "lovia.context.policy",
@@ -38,15 +37,8 @@ KNOWN_TYPE_CYCLES: list[tuple[str, ...]] = [
         "lovia.hooks",
         "lovia.result",
         "lovia.run_context",
-        "lovia.tools",
-        "lovia.tools._run",
         "lovia.tools._schema",
         "lovia.tools._tool",
-        "lovia.tools.human",
-        "lovia.tools.page",
-        "lovia.tools.recall",
-        "lovia.tools.search",
-        "lovia.tools.time",
     ),
     (
         "lovia.web.app",

@@ -120,7 +120,8 @@ async def main() -> None:
             bare = bare_insert(Path(tmp) / f"bare-{wal}.db", wal)
             one = statistics.median(times)
             print(
-                f"wal={wal}: mean save first 100 = {first * 1e3:.3f} ms, last 100 = {last * 1e3:.3f} ms, ratio {last / first:.2f}x (target <= 1.3x)"
+                f"wal={wal}: mean save first 100 = {first * 1e3:.3f} ms, last 100 = {last * 1e3:.3f} ms, ratio "
+                f"{last / first:.2f}x (target <= 1.3x)"
             )
             per_step = [size / steps for steps, size in sizes]
             print(
@@ -130,7 +131,8 @@ async def main() -> None:
             )
             hop = await bare_insert_via_thread(Path(tmp) / f"hop-{wal}.db", wal)
             print(
-                f"  median save {one * 1e3:.3f} ms vs bare sqlite3 insert+commit {bare * 1e3:.3f} ms: {one / bare:.2f}x (target <= 1.5x)"
+                f"  median save {one * 1e3:.3f} ms vs bare sqlite3 insert+commit {bare * 1e3:.3f} ms: "
+                f"{one / bare:.2f}x (target <= 1.5x)"
             )
             print(
                 f"  same bare insert hopped onto a worker thread {hop * 1e3:.3f} ms: save is {one / hop:.2f}x of that"

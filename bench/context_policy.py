@@ -58,7 +58,8 @@ async def main() -> None:
     if compactions:
         worst = max(compactions, key=lambda c: c[1])
         print(
-            f"compaction turns: mean {statistics.mean(c[1] for c in compactions):.2f} ms, worst {worst[1]:.2f} ms at {worst[0]} entries"
+            f"compaction turns: mean {statistics.mean(c[1] for c in compactions):.2f} ms, worst {worst[1]:.2f} ms at "
+            f"{worst[0]} entries"
         )
     print(f"final view: {len(res.entries)} entries, ~{res.tokens_after} tokens (transcript ~{res.tokens_before})")
 

@@ -193,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     print(f"machine: {info['cores']} cores, {info['cpu']}, {info['python']}, SQLite {info['sqlite']}")
     print(
-        f"lovia {versions(('lovia',))['lovia']}; {args.runs} runs x {args.repeats} repetitions; ms per run, median [min-max]"
+        f"lovia {versions(('lovia',))['lovia']}; {args.runs} runs x {args.repeats} repetitions; ms per run, median "
+        "[min-max]"
     )
     rows = [
         ("no persistence", measure(session=False, runs=args.runs, repeats=args.repeats)),

@@ -139,7 +139,8 @@ async def main() -> int:
     try:
         print(f"PostgreSQL checkpoint saves: {STEPS} saves per writer, one new {ENTRY_BYTES} B entry per save")
         print(
-            f"{'writers':>7} | {'lovia p50/p95 ms':>17} {'saves/s':>8} | {'langgraph p50/p95 ms':>21} {'saves/s':>8} | ratio"
+            f"{'writers':>7} | {'lovia p50/p95 ms':>17} {'saves/s':>8} | {'langgraph p50/p95 ms':>21} {'saves/s':>8} "
+            "| ratio"
         )
         for writers in WRITERS:
             ours = await lovia_case(writers, lovia_schema)
@@ -149,11 +150,13 @@ async def main() -> int:
                 line += " (langgraph-checkpoint-postgres not installed)"
             else:
                 ratio = ours["saves_per_s"] / theirs["saves_per_s"]
-                line += f" {theirs['p50_ms']:>10.2f} / {theirs['p95_ms']:>6.2f} {theirs['saves_per_s']:>8.0f} | lovia {ratio:.2f}x"
+                line += f" {theirs['p50_ms']:>10.2f} / {theirs['p95_ms']:>6.2f} {theirs['saves_per_s']:>8.0f}"
+                line += f" | lovia {ratio:.2f}x"
             print(line, flush=True)
         cols = await column_types(lovia_schema)
         print(
-            f"entries column: TEXT {cols['text']:.3f}s vs JSONB {cols['jsonb']:.3f}s for 2000 inserts (JSONB/TEXT {cols['jsonb'] / cols['text']:.2f}x)"
+            f"entries column: TEXT {cols['text']:.3f}s vs JSONB {cols['jsonb']:.3f}s for 2000 inserts (JSONB/TEXT "
+            f"{cols['jsonb'] / cols['text']:.2f}x)"
         )
     finally:
         with psycopg.connect(DSN, autocommit=True) as conn:

@@ -328,7 +328,8 @@ def run_loop(cfg: Config, rep: Report) -> dict[str, list[float]]:
         f'"One tool call, then a final answer" with a scripted model (no network), {cfg.loop_runs} sequential runs per'
     )
     rep.out(
-        f"repetition (in {LOOP_CHUNKS} chunks interleaved across frameworks); ms per run, median [min–max] of {cfg.loop_repeats}."
+        f"repetition (in {LOOP_CHUNKS} chunks interleaved across frameworks); ms per run, median [min–max] of "
+        f"{cfg.loop_repeats}."
     )
     rep.out("Ratio = lovia / peer, per repetition. lovia's agent is configured once and cloned with a fresh")
     rep.out("ScriptedProvider per run; the peers' agent / graph is built once.")
@@ -384,7 +385,8 @@ def run_concurrency(cfg: Config, rep: Report) -> dict[str, list[float]]:
     rep.out("### 4. Concurrency")
     rep.out()
     rep.out(
-        f"{concurrency.WIDTH} concurrent runs (asyncio.gather) of the loop workload sharing one SQLite file; {cfg.conc_batches} batches per"
+        f"{concurrency.WIDTH} concurrent runs (asyncio.gather) of the loop workload sharing one SQLite file; "
+        f"{cfg.conc_batches} batches per"
     )
     rep.out(f"repetition on a fresh file; ms per batch of {concurrency.WIDTH}, median [min–max] of {cfg.conc_repeats}.")
     rep.out()

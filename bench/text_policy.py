@@ -75,7 +75,8 @@ async def main() -> None:
     n = REPEATS * RUNS
     print(f"per run: with policy {totals[True] / n * 1e3:.3f} ms, without {totals[False] / n * 1e3:.3f} ms")
     print(
-        f"ratio with/without: {statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}] over {REPEATS} x {RUNS} runs"
+        f"ratio with/without: {statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}] over {REPEATS} x "
+        f"{RUNS} runs"
     )
 
 

@@ -386,7 +386,8 @@ def main() -> int:
         for p in PROCESSES:
             a, b = results["lovia"][p], results["langgraph"][p]
             print(
-                f"{p} procs: lovia/langgraph runs/s {a['runs_s'] / b['runs_s']:.2f}x, saves/s {a['saves_s'] / b['saves_s']:.2f}x"
+                f"{p} procs: lovia/langgraph runs/s {a['runs_s'] / b['runs_s']:.2f}x, saves/s "
+                f"{a['saves_s'] / b['saves_s']:.2f}x"
             )
     return 0
 

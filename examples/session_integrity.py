@@ -43,7 +43,8 @@ async def main() -> None:
                 await Runner.run(agent.clone(model=model), f"Weather in City-{i}?", session=session, session_id="u1")
             entries = await session.load("u1")
         print(
-            f"30 runs, {len(entries)} entries; history read at run 1: {starts[0] * 1e3:.2f} ms, at run 30: {starts[-1] * 1e3:.2f} ms"
+            f"30 runs, {len(entries)} entries; history read at run 1: {starts[0] * 1e3:.2f} ms, at run 30: "
+            f"{starts[-1] * 1e3:.2f} ms"
         )
         async with SQLiteSession(path) as cold:
             print("a new store reads the same history:", await cold.load("u1") == entries)

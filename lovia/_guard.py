@@ -96,9 +96,15 @@ def _hint_for(exc: BaseException) -> str:
             "Please report it with the traceback of __cause__; re-issue the run_id after fixing the input"
         )
     if isinstance(exc, MemoryError):
-        return "the process ran out of memory; give it more, or shrink the transcript (context policy), then re-issue the run_id"
+        return (
+            "the process ran out of memory; give it more, or shrink the transcript (context policy), "
+            "then re-issue the run_id"
+        )
     if isinstance(exc, (TimeoutError, ConnectionError)):
-        return "a network call timed out or was refused; the run was saved as interrupted: re-issue the same run_id to resume"
+        return (
+            "a network call timed out or was refused; the run was saved as interrupted: "
+            "re-issue the same run_id to resume"
+        )
     return (
         f"{name} escaped the run from outside lovia's own checks (a hook, guardrail, provider, store or plugin); "
         "the original error is chained as __cause__. With a checkpoint the run was saved as failed: fix the cause, "

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .context import Compaction
 from .context.base import ContextPolicy
+from .context.compaction import Compaction
 from .exceptions import UserError
 from .handoff import Handoff
 from .hooks import AgentHooks
@@ -19,7 +19,7 @@ from .providers.registry import resolve_model
 from .reliability import CancelToken, Mailbox, RetryPolicy, RunBudget
 from .run import entry
 from .run.input import RunInput
-from .tools import Tool
+from .tools._tool import Tool
 
 if TYPE_CHECKING:
     from .approvals import ApprovalHandler
@@ -139,7 +139,7 @@ class Agent(Generic[Deps]):
         context: Any = None,
     ) -> RunResult[Any]:
         """Shortcut for ``Runner.run(self, input, ...)`` (same keywords)."""
-        return await entry.runner().run(
+        done: RunResult[Any] = await entry.runner().run(
             self,
             input,
             deps=deps,
@@ -157,6 +157,7 @@ class Agent(Generic[Deps]):
             tracer=tracer,
             context=context,
         )
+        return done
 
     def run_sync(
         self,
@@ -178,7 +179,7 @@ class Agent(Generic[Deps]):
         context: Any = None,
     ) -> RunResult[Any]:
         """Shortcut for ``Runner.run_sync(self, input, ...)`` (same keywords)."""
-        return entry.runner().run_sync(
+        done: RunResult[Any] = entry.runner().run_sync(
             self,
             input,
             deps=deps,
@@ -196,6 +197,7 @@ class Agent(Generic[Deps]):
             tracer=tracer,
             context=context,
         )
+        return done
 
     def stream(
         self,
@@ -217,7 +219,7 @@ class Agent(Generic[Deps]):
         context: Any = None,
     ) -> RunHandle[Any]:
         """Shortcut for ``Runner.stream(self, input, ...)`` (same keywords)."""
-        return entry.runner().stream(
+        done: RunHandle[Any] = entry.runner().stream(
             self,
             input,
             deps=deps,
@@ -235,6 +237,7 @@ class Agent(Generic[Deps]):
             tracer=tracer,
             context=context,
         )
+        return done
 
     def as_tool(
         self,
@@ -252,7 +255,7 @@ class Agent(Generic[Deps]):
         it gets its own mailbox and a fresh copy of ``budget`` per invocation. A child budget
         overrun becomes an error result for the parent.
         """
-        return entry.agent_tool()(
+        made: Tool[Any] = entry.agent_tool()(
             self,
             name=name,
             description=description,
@@ -261,6 +264,7 @@ class Agent(Generic[Deps]):
             retry=retry,
             context_policy=context_policy,
         )
+        return made
 
     def resolve_provider(self) -> Provider:
         """The provider this agent talks to: ``model`` itself, or one built from its model string.

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .tools import Tool
+from .tools._tool import Tool
 
 if TYPE_CHECKING:
     from .agent import Agent
-    from .context import ContextPolicy
+    from .context.policy import ContextPolicy
     from .reliability import RetryPolicy, RunBudget
     from .run_context import RunContext
 

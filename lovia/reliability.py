@@ -1,4 +1,7 @@
-"""Run limits and retry posture: ``RunBudget``, ``CancelToken``, ``RetryPolicy`` (``Mailbox`` is in :mod:`lovia.steering`)."""
+"""Run limits and retry posture: ``RunBudget``, ``CancelToken``, ``RetryPolicy``.
+
+``Mailbox`` lives in :mod:`lovia.steering`.
+"""
 
 from __future__ import annotations
 

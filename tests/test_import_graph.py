@@ -21,15 +21,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lovia"
 
-KNOWN_RUNTIME_CYCLES: list[tuple[str, ...]] = [
-    # stores: _db imports ensure_schema inside a function, _schema imports Names from _db.
-    ("lovia.stores.postgres._db", "lovia.stores.postgres._schema"),
-]
+KNOWN_RUNTIME_CYCLES: list[tuple[str, ...]] = []
 
 KNOWN_TYPE_CYCLES: list[tuple[str, ...]] = [
     (
         "lovia.agent",
-        "lovia.context",
         "lovia.context.base",
         "lovia.context.compaction",
         "lovia.context.policy",
@@ -41,33 +37,10 @@ KNOWN_TYPE_CYCLES: list[tuple[str, ...]] = [
         "lovia.handle",
         "lovia.handoff",
         "lovia.hooks",
-        "lovia.plugins.base",
         "lovia.result",
-        "lovia.run.activate",
-        "lovia.run.entry",
-        "lovia.run.finish",
-        "lovia.run.loop",
-        "lovia.run.model_call",
-        "lovia.run.options",
-        "lovia.run.persist",
-        "lovia.run.setup",
-        "lovia.run.state",
-        "lovia.run.tool_phase",
-        "lovia.run.turn",
-        "lovia.run.view",
         "lovia.run_context",
-        "lovia.runner",
-        "lovia.tools",
-        "lovia.tools.human",
-        "lovia.tools.page",
-        "lovia.tools.search",
-        "lovia.tools.time",
-        "lovia.tools._run",
         "lovia.tools._schema",
         "lovia.tools._tool",
-        "lovia.tools.recall",
-        "lovia.workspace._attach",
-        "lovia.workspace.protocol",
     ),
     (
         "lovia.web.app",
@@ -77,9 +50,11 @@ KNOWN_TYPE_CYCLES: list[tuple[str, ...]] = [
     ),
 ]
 """Cycles that exist only through annotations, each the sorted modules of one strongly connected
-component. The large one is the public API's own shape: ``Agent.run`` returns a ``RunResult``,
-instructions and tools receive a ``RunContext``, and ``RunContext``, ``RunResult`` and the events
-carry the ``Agent`` back. A cycle that grows, or a new one, fails the test.
+component. The large one is the public API's own shape: instructions and tools receive a
+``RunContext``, and ``RunContext``, ``RunResult``, ``Handoff`` and the events carry the ``Agent``
+back, annotated as ``Agent[Any]`` (the documented field types). The run machinery and the runner
+are outside it: ``Agent`` reaches the runner only through :mod:`lovia.run.entry`, which imports
+nothing of the package. A cycle that grows, or a new one, fails the test.
 """
 
 

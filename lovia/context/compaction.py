@@ -33,7 +33,7 @@ from .tokens import TokenBudget, TokenCounter, calibrate
 from .window import resolve_window
 
 if TYPE_CHECKING:
-    from ..tools import Tool
+    from ..tools._tool import Tool
 
 __all__ = ["Compaction"]
 

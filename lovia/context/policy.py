@@ -18,7 +18,7 @@ from ..transcript import TranscriptEntry
 
 if TYPE_CHECKING:
     from ..providers.base import Provider, ToolDefinition
-    from ..tools import Tool
+    from ..tools._tool import Tool
 
 __all__ = ["CompactionRequest", "ContextPolicy", "ContextResult", "NoopContextPolicy"]
 

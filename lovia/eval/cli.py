@@ -126,7 +126,8 @@ class _Progress:
         width = len(str(self.total))
         mark = "✓" if case.passed else "✗"
         print(
-            f"[{self.done:>{width}}/{self.total}] {mark} {case.name}  {ok}/{len(case.samples)}  {seconds:.2f}s{resumed}",
+            f"[{self.done:>{width}}/{self.total}] {mark} {case.name}  {ok}/{len(case.samples)}  "
+            f"{seconds:.2f}s{resumed}",
             file=self.out,
             flush=True,
         )

@@ -54,7 +54,8 @@ def _resolve(model: ModelSpec) -> str | Provider:
         if not env:
             raise UserError(
                 "llm_judge has no model",
-                hint=f"pass llm_judge(..., model='vendor:model') or set ${JUDGE_MODEL_ENV}; it never uses the agent under test",
+                hint=f"pass llm_judge(..., model='vendor:model') or set ${JUDGE_MODEL_ENV}; it never uses the agent "
+                "under test",
             )
         return env
     if isinstance(model, (str, Provider)):

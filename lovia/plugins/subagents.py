@@ -355,4 +355,5 @@ def _args(raw: str) -> dict[str, Any]:
 
 def _render(report: SubagentReport) -> str:
     status = "finished" if report.error is None else "failed"
-    return f'<subagent-report id="{report.id}" agent="{report.agent}" status="{status}">\n{report.text}\n</subagent-report>'
+    opening = f'<subagent-report id="{report.id}" agent="{report.agent}" status="{status}">'
+    return f"{opening}\n{report.text}\n</subagent-report>"

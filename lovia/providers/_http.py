@@ -104,7 +104,10 @@ def error_body_text(raw: str) -> str:
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date (``None`` if absent or unreadable)."""
+    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date.
+
+    ``None`` if the header is absent or unreadable.
+    """
     if value is None or not value.strip():
         return None
     text = value.strip()

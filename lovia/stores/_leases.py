@@ -56,7 +56,8 @@ def check_current(lease: Lease, row: LeaseRow | None) -> None:
         raise LeaseLostError(
             f"lease on run {lease.run_id!r} (owner {lease.owner!r}, token {lease.token}) is no longer current; "
             f"now held by {holder}",
-            hint="this worker lost the run (its lease expired or was released); stop driving it and do not retry the write",
+            hint="this worker lost the run (its lease expired or was released); stop driving it and do not retry the "
+            "write",
         )
 
 

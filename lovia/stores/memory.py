@@ -215,6 +215,7 @@ class InMemoryCheckpointer:
     async def append_fenced(
         self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease
     ) -> None:
-        """``append`` that raises :class:`~lovia.exceptions.LeaseLostError` (writing nothing) unless ``lease`` is current."""
+        """``append`` that raises :class:`~lovia.exceptions.LeaseLostError` (writing nothing)
+        unless ``lease`` is current."""
         _leases.check_current(lease, self._leases.get(run_id) if lease.run_id == run_id else None)
         self._write(run_id, entries, head)

@@ -8,7 +8,8 @@ from urllib.parse import urljoin
 
 _SKIP = {"script", "style", "noscript", "template", "svg", "head", "iframe", "canvas", "form", "button", "select"}
 _BLOCK = {"p", "div", "section", "article", "main", "header", "footer", "nav", "aside", "figure", "figcaption",
-          "table", "tr", "ul", "ol", "dl", "dt", "dd", "blockquote", "pre", "hr", "address", "details", "summary"}  # fmt: skip
+          "table", "tr", "ul", "ol", "dl", "dt", "dd", "blockquote", "pre", "hr", "address", "details",
+          "summary"}  # fmt: skip
 _INLINE = {"strong": "**", "b": "**", "em": "*", "i": "*"}
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _NESTED_ITEM = re.compile(r"^ +(?:- |\d+\. )")

@@ -27,7 +27,8 @@ class QuestionOption(BaseModel):
     description: str = Field(
         default="",
         pattern=r"^[^\r\n]*$",
-        description="Optional one-line explanation of the choice — its meaning or trade-off. Empty when the label alone is clear.",
+        description="Optional one-line explanation of the choice — its meaning or trade-off. Empty when the label "
+        "alone is clear.",
     )
 
 

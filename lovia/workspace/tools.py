@@ -186,14 +186,16 @@ async def shell(
         bool,
         Field(
             default=False,
-            description="Start the command as a background process and return its process id immediately instead of waiting for it to finish.",
+            description="Start the command as a background process and return its process id immediately instead of "
+            "waiting for it to finish.",
         ),
     ] = False,
     description: Annotated[
         str | None,
         Field(
             default=None,
-            description="One short sentence, in the conversation's language, saying what the command does — shown to the user while it runs. Omit for short, self-explanatory commands.",
+            description="One short sentence, in the conversation's language, saying what the command does — shown to "
+            "the user while it runs. Omit for short, self-explanatory commands.",
         ),
     ] = None,
 ) -> CommandResult | ProcessStart:

@@ -602,7 +602,10 @@ async def test_custom_session_without_rewind_works_with_the_runner() -> None:
 
 
 async def test_checkpointed_run_and_its_snapshot(cp: Any) -> None:
-    """Checkpoint example; RunSnapshot = own entries + head (agent name, usage, turns, status, context state, handoff)."""
+    """Checkpoint example.
+
+    RunSnapshot = own entries + head (agent name, usage, turns, status, context state, handoff).
+    """
     agent = Agent(
         name="migrator",
         model=ScriptedProvider([call("lookup", {"key": "fmt"}, call_id="c1"), text("Migrated.")]),
@@ -1520,7 +1523,8 @@ async def test_busy_timeout_waits_for_another_writer(tmp_path: Path) -> None:
         try:
             other.execute("BEGIN IMMEDIATE")
             other.execute(
-                "INSERT INTO session_runs (session_id, run_id, entries_json, meta_json, created_at) VALUES ('s', 'ext', '[]', NULL, 0)"
+                "INSERT INTO session_runs (session_id, run_id, entries_json, meta_json, created_at) VALUES ('s', "
+                "'ext', '[]', NULL, 0)"
             )
             pending = asyncio.ensure_future(store.append("s", [user("second")], run_id="r1"))
             await asyncio.sleep(0.3)  # the other writer holds the lock meanwhile

@@ -915,7 +915,8 @@ async def test_anthropic_error_event_mid_stream_then_success(
     broken = [
         an_start(),
         *an_text_block(0, "partial")[:3],
-        b'event: error\ndata: {"type": "error", "error": {"details": null, "type": "overloaded_error", "message": "Overloaded"}}\n\n',
+        b'event: error\ndata: {"type": "error", "error": {"details": null, "type": "overloaded_error", "message": '
+        b'"Overloaded"}}\n\n',
     ]
     vendor.add(sse_reply(broken), sse_reply(an_text("complete")))
     events, result = await collect(Runner.stream(anthropic_agent(vendor, monkeypatch), "hi"))
@@ -926,7 +927,8 @@ async def test_anthropic_error_event_mid_stream_then_success(
 async def test_anthropic_error_event_not_retryable(vendor: VendorServer, monkeypatch: pytest.MonkeyPatch) -> None:
     broken = [
         an_start(),
-        b'event: error\ndata: {"type": "error", "error": {"type": "invalid_request_error", "message": "bad thing"}}\n\n',
+        b'event: error\ndata: {"type": "error", "error": {"type": "invalid_request_error", "message": "bad '
+        b'thing"}}\n\n',
     ]
     vendor.add(sse_reply(broken))
     with pytest.raises(ProviderError) as info:
@@ -964,7 +966,8 @@ OPENAI_OVERFLOWS = [
         400,
         {
             "error": {
-                "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. Please reduce the length of the messages.",
+                "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in "
+                "130512 tokens. Please reduce the length of the messages.",
                 "type": "invalid_request_error",
                 "param": "messages",
                 "code": "context_length_exceeded",
@@ -977,7 +980,8 @@ OPENAI_OVERFLOWS = [
         400,
         {
             "object": "error",
-            "message": "This model's maximum context length is 4096 tokens. However, you requested 5120 tokens (5000 in the messages, 120 in the completion). Please reduce the length of the messages or completion.",
+            "message": "This model's maximum context length is 4096 tokens. However, you requested 5120 tokens (5000 "
+            "in the messages, 120 in the completion). Please reduce the length of the messages or completion.",
             "type": "BadRequestError",
             "param": None,
             "code": 400,
@@ -1382,7 +1386,8 @@ async def test_anthropic_input_plus_max_tokens_overflow(vendor: VendorServer, mo
         "type": "error",
         "error": {
             "type": "invalid_request_error",
-            "message": "input length and `max_tokens` exceed context limit: 195000 + 16384 > 200000, decrease input length or `max_tokens` and try again",
+            "message": "input length and `max_tokens` exceed context limit: 195000 + 16384 > 200000, decrease input "
+            "length or `max_tokens` and try again",
         },
     }
     vendor.add(json_reply(400, body), json_reply(400, body))

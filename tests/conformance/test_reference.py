@@ -1983,7 +1983,7 @@ def test_structure_helpers() -> None:
     assert calls_ == results
 
 
-# =========================================================================== 1.10 / 1.11 stores and options (the parts the loop relies on)
+# ======================================================== 1.10 / 1.11 stores and options (the parts the loop relies on)
 
 
 def test_segment_and_checkpoint_options_shapes() -> None:
@@ -2341,7 +2341,7 @@ async def test_replay_heals_session_append_and_delete_on_success() -> None:
     assert len(await session.segments("s2")) == 1
 
 
-# --------------------------------------------------------------------------- guardrails and handoff (as the loop orders them)
+# ------------------------------------------------------------------- guardrails and handoff (as the loop orders them)
 
 
 async def test_input_guardrail_sees_system_history_input_and_trips() -> None:

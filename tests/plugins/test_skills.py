@@ -29,7 +29,8 @@ def skills_dir(tmp_path: Path) -> Path:
     make_skill(
         root,
         "refund-policy",
-        "name: refund-policy\ndescription: How to handle refund requests, tier by tier.\ntags: [billing, support]\nowner: 'team billing'",
+        "name: refund-policy\ndescription: How to handle refund requests, tier by tier.\ntags: [billing, "
+        "support]\nowner: 'team billing'",
         body="# Refunds\nCheck the tier first. See references/tiers.md.",
         files={"references/tiers.md": "gold: 30 days\nsilver: 14 days"},
     )

@@ -70,7 +70,8 @@ async def test_context_overflow_names_the_window(server: FakeServer) -> None:
             400,
             {
                 "error": {
-                    "message": "Your input exceeds the context window of this model. maximum context length is 128000 tokens",
+                    "message": "Your input exceeds the context window of this model. maximum context length is "
+                    "128000 tokens",
                     "type": "invalid_request_error",
                     "code": "context_length_exceeded",
                 }

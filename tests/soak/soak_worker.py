@@ -29,7 +29,8 @@ SQLITE_QUEUE = (
     "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, state TEXT NOT NULL DEFAULT 'queued', "
     "taken_at REAL NOT NULL DEFAULT 0, takes INTEGER NOT NULL DEFAULT 0, completions INTEGER NOT NULL DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS effects (key TEXT PRIMARY KEY, job INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS attempts (id INTEGER PRIMARY KEY AUTOINCREMENT, job INTEGER NOT NULL, key TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS attempts (id INTEGER PRIMARY KEY AUTOINCREMENT, job INTEGER NOT NULL, "
+    "key TEXT NOT NULL)",
 )
 PG_QUEUE = (
     "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, state TEXT NOT NULL DEFAULT 'queued', "
@@ -103,7 +104,8 @@ class PostgresQueue:
     async def claim(self) -> int | None:
         cur = await self.conn.execute(
             "UPDATE jobs SET state = 'taken', taken_at = now(), takes = takes + 1 WHERE id = ("
-            "SELECT id FROM jobs WHERE state = 'queued' OR (state = 'taken' AND taken_at < now() - %s * interval '1 second') "
+            "SELECT id FROM jobs WHERE state = 'queued' OR (state = 'taken' AND taken_at < now() - %s * "
+            "interval '1 second') "
             "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id",
             (RETAKE_AFTER,),
         )

@@ -189,7 +189,7 @@ async def test_postgres_same_length_edits_are_caught(schema):
 @pytest.mark.postgres
 @_pg.requires_pg
 async def test_postgres_migration_adds_checksums_to_existing_rows(schema):
-    from lovia.stores.postgres._db import Names
+    from lovia.stores.postgres._names import Names
     from lovia.stores.postgres._schema import MIGRATIONS, render
 
     names = Names(schema=schema, prefix="")

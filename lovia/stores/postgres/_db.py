@@ -1,4 +1,4 @@
-"""Internal: the psycopg 3 connection pool of a PostgreSQL store, names, and error mapping.
+"""Internal: the psycopg 3 connection pool of a PostgreSQL store and error mapping.
 
 Owns: importing the optional driver (with an install hint), validating the caller's ``schema=`` /
 ``table_prefix=`` and turning them into quoted identifiers, opening the pool lazily on first use,
@@ -16,17 +16,16 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..._guard import store_hint, unencodable_key
 from ...exceptions import LoviaError, StoreError, UserError
+from ._names import Names
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
-    from psycopg.sql import Composable
 
-__all__ = ["Database", "Names", "import_driver", "validate_identifier"]
+__all__ = ["Database", "import_driver", "validate_identifier"]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _INSTALL_HINT = "install the PostgreSQL extra: pip install 'lovia[postgres]'"
@@ -52,36 +51,6 @@ def validate_identifier(value: str, what: str, *, allow_empty: bool = False) -> 
             hint="use 1-40 letters, digits or underscores, not starting with a digit",
         )
     return value
-
-
-@dataclass(frozen=True, slots=True)
-class Names:
-    """Where a store's tables live: an optional PostgreSQL schema and a table-name prefix."""
-
-    schema: str | None
-    prefix: str
-
-    def table(self, name: str) -> Composable:
-        """The (schema-qualified) quoted identifier of table ``name``."""
-        from psycopg import sql
-
-        full = self.prefix + name
-        return sql.Identifier(self.schema, full) if self.schema else sql.Identifier(full)
-
-    def plain(self, name: str) -> Composable:
-        """An unqualified quoted identifier (index names live in their table's schema)."""
-        from psycopg import sql
-
-        return sql.Identifier(self.prefix + name)
-
-    def regclass(self, name: str) -> str:
-        """Text for ``to_regclass`` naming table ``name``."""
-        quoted = f'"{self.prefix}{name}"'
-        return f'"{self.schema}".{quoted}' if self.schema else quoted
-
-    def lock_key(self) -> str:
-        """Text hashed into the advisory lock that serialises migrations of this namespace."""
-        return f"lovia-schema:{self.schema or ''}:{self.prefix}"
 
 
 def describe(exc: BaseException) -> str:

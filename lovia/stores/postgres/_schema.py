@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...exceptions import SchemaTooNewError
 from .._codec import checksum
-from ._db import Names
+from ._names import Names
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -130,7 +130,8 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
                     entry_count BIGINT NOT NULL,
                     updated_at DOUBLE PRECISION NOT NULL
                 )""",
-                "CREATE INDEX IF NOT EXISTS {snapshot_heads_updated} ON {snapshot_heads} (updated_at DESC, run_id DESC)",
+                "CREATE INDEX IF NOT EXISTS {snapshot_heads_updated} ON {snapshot_heads} "
+                "(updated_at DESC, run_id DESC)",
                 """CREATE TABLE IF NOT EXISTS {snapshot_turns} (
                     run_id TEXT NOT NULL,
                     seq BIGINT NOT NULL,

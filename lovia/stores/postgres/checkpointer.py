@@ -94,7 +94,8 @@ class PostgresCheckpointer:
     async def append_fenced(
         self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease
     ) -> None:
-        """``append`` that raises :class:`~lovia.exceptions.LeaseLostError` (writing nothing) unless ``lease`` is current."""
+        """``append`` that raises :class:`~lovia.exceptions.LeaseLostError` (writing nothing)
+        unless ``lease`` is current."""
         params = {**_save_params(run_id, entries, head), "owner": lease.owner, "token": lease.token}
         if lease.run_id != run_id:
             _leases.check_current(lease, None)
@@ -235,7 +236,8 @@ def _statements(db: Database) -> dict[str, Any]:
         "lease_lock": q(f"SELECT owner, token, expires_at, {_NOW} FROM {{leases}} WHERE run_id = %s FOR UPDATE"),
         "lease_put": q("UPDATE {leases} SET owner = %s, token = %s, expires_at = %s WHERE run_id = %s"),
         "lease_renew": q(
-            f"UPDATE {{leases}} SET expires_at = {_NOW} + %s WHERE run_id = %s AND owner = %s AND token = %s RETURNING expires_at"
+            f"UPDATE {{leases}} SET expires_at = {_NOW} + %s WHERE run_id = %s AND owner = %s AND token = %s "
+            "RETURNING expires_at"
         ),
         "lease_release": q(
             "UPDATE {leases} SET owner = '', expires_at = 0 WHERE run_id = %s AND owner = %s AND token = %s"

@@ -58,7 +58,8 @@ def _lease_row(conn: sqlite3.Connection, run_id: str) -> _leases.LeaseRow | None
 def _put_lease(conn: sqlite3.Connection, run_id: str, row: _leases.LeaseRow) -> None:
     conn.execute(
         "INSERT INTO run_leases (run_id, owner, token, expires_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, token = excluded.token, expires_at = excluded.expires_at",
+        "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, token = excluded.token, expires_at = "
+        "excluded.expires_at",
         (run_id, *row),
     )
 
@@ -222,7 +223,8 @@ class SQLiteCheckpointer:
     async def append_fenced(
         self, run_id: str, entries: Sequence[TranscriptEntry], head: RunHead, *, lease: Lease
     ) -> None:
-        """``append`` that raises :class:`~lovia.exceptions.LeaseLostError` (writing nothing) unless ``lease`` is current."""
+        """``append`` that raises :class:`~lovia.exceptions.LeaseLostError` (writing nothing)
+        unless ``lease`` is current."""
         batch = encode_entries(entries) if entries else None
         count = len(entries)
         head_json = head.to_json()

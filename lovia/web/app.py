@@ -25,7 +25,10 @@ from .events_hub import EventHub  # noqa: E402
 from .params import CleanJsonBodies, validation_response  # noqa: E402
 from .routes_chat import chat_router  # noqa: E402
 from .routes_info import info_router  # noqa: E402
+from .routes_schedules import fire_in_chat, schedules_router  # noqa: E402
 from .routes_sessions import sessions_router  # noqa: E402
+from .schedule_store import ScheduleStore, SQLiteScheduleStore, open_schedule_store  # noqa: E402
+from .scheduler import Clock, Scheduler  # noqa: E402
 from .store import ChatStore  # noqa: E402
 from .supervisor import RunSupervisor  # noqa: E402
 
@@ -44,6 +47,8 @@ class WebState:
     agents: AgentSet
     token: str | None
     title: str
+    schedules: ScheduleStore | None = None
+    scheduler: Scheduler | None = None
 
 
 def _auth_dependency(state: WebState) -> Any:
@@ -69,6 +74,9 @@ def create_app(
     max_turns: int = 50,
     ui: bool = True,
     allowed_hosts: Sequence[str] = (),
+    schedules: ScheduleStore | None = None,
+    scheduler_poll: float = 1.0,
+    clock: Clock | None = None,
 ) -> FastAPI:
     """Build the ASGI app.
 
@@ -83,6 +91,10 @@ def create_app(
         ui: serve the page at ``/`` (``False``: API only).
         allowed_hosts: ``Host`` names to answer besides loopback and the bound address
             (``.example.com`` for every subdomain, ``*`` for any); see :class:`~lovia.web.auth.HostPolicy`.
+        schedules: where scheduled runs live; by default next to the chats (the ``db_path``
+            file, the ``store``'s file, or PostgreSQL for a ``postgresql://`` ``db_path``).
+        scheduler_poll: seconds between checks for due schedules.
+        clock: the scheduler's time source (default ``time.time``; a ``ManualClock`` in tests).
 
     Returns:
         A FastAPI application; run it with a single uvicorn worker (runs are process-local).
@@ -94,12 +106,22 @@ def create_app(
         chat_store, agent_set.agents, default_agent=agent_set.default, max_turns=max_turns, hub=EventHub()
     )
     state = WebState(chat_store, supervisor, agent_set, token, title)
+    owns_schedules = schedules is None
+    state.schedules = schedules if schedules is not None else _default_schedules(chat_store, db_path, owned)
+    state.scheduler = Scheduler(
+        state.schedules, lambda row: fire_in_chat(state, row), clock=clock, poll_interval=scheduler_poll
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        assert state.scheduler is not None and state.schedules is not None
+        state.scheduler.start()
         try:
             yield
         finally:
+            await state.scheduler.stop()
+            if owns_schedules:
+                await state.schedules.close()
             await supervisor.shutdown()
             if owned:
                 await chat_store.close()
@@ -127,9 +149,17 @@ def create_app(
     app.include_router(info_router(state), dependencies=[auth])
     app.include_router(chat_router(state), dependencies=[auth])
     app.include_router(sessions_router(state), dependencies=[auth])
+    app.include_router(schedules_router(state), dependencies=[auth])
     if ui:
         _mount_ui(app)
     return app
+
+
+def _default_schedules(chat_store: ChatStore, db_path: str | None, owned: bool) -> ScheduleStore:
+    """The schedule store next to the chats: the same database (PostgreSQL URL or SQLite file)."""
+    if owned:
+        return open_schedule_store(db_path or DEFAULT_DB)
+    return SQLiteScheduleStore(chat_store.path)
 
 
 def _mount_docs(app: FastAPI, auth: Any) -> None:

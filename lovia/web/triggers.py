@@ -29,7 +29,7 @@ MIN_INTERVAL = 1.0
 
 _FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12), ("day of week", 0, 7))
 _CRON_HINT = "use five fields 'minute hour day month weekday', e.g. '*/15 * * * *' or '0 9 * * 1-5'"
-_SEARCH_LIMIT = 200_000  # loop steps (days/hours/minutes) before a cron with no future match is refused
+_SEARCH_LIMIT = 20_000  # loop steps (days/hours/minutes) before a cron with no future match is refused
 
 
 @dataclass(frozen=True, slots=True)

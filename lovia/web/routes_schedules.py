@@ -8,18 +8,18 @@ input joins it as a steering message instead. A schedule without a chat opens a 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Literal
+import re
+from typing import Any, Literal, Protocol
 
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field
 
 from ..exceptions import UserError
-from .routes_chat import title_from
-from .schedule_store import ScheduleRow
+from .schedule_store import ScheduleRow, ScheduleStore
+from .scheduler import Scheduler
+from .store import ChatStore
+from .supervisor import RunSupervisor
 from .triggers import initial_next_fire, validate_trigger
-
-if TYPE_CHECKING:
-    from .app import WebState
 
 __all__ = ["ScheduleCreate", "SchedulePatch", "fire_in_chat", "schedules_router"]
 
@@ -46,6 +46,21 @@ class SchedulePatch(BaseModel):
     active: bool | None = None
     max_fires: int | None = Field(default=None, ge=1)
     expires_at: float | None = None
+
+
+class WebState(Protocol):
+    """What these routes use of the app state (``lovia.web.app.WebState``), without importing it."""
+
+    store: ChatStore
+    supervisor: RunSupervisor
+    schedules: ScheduleStore | None
+    scheduler: Scheduler | None
+
+
+def title_from(message: str) -> str:
+    """A chat title from a schedule's input (whitespace collapsed, at most 60 characters)."""
+    text = re.sub(r"\s+", " ", message).strip()
+    return text if len(text) <= 60 else text[:59].rstrip() + "…"
 
 
 def _error(status: int, code: str, message: str, hint: str | None = None) -> HTTPException:

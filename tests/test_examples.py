@@ -198,3 +198,17 @@ def test_web_schedules_example():
     ).stdout
     assert "fires: 4 for 4 claimed slots, distinct: 4" in out
     assert "fire_count=4 next_fire=+540s" in out
+
+
+def test_web_attachments_example():
+    pytest.importorskip("fastapi")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "web_attachments.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "refused: 415 unsupported_file_type" in proc.stdout
+    assert "I got 1 image(s) and the files ['notes.md']." in proc.stdout
+    assert "branch: 2 entries, origin fork" in proc.stdout

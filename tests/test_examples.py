@@ -188,6 +188,18 @@ def test_celery_worker_crash_example():
     assert "ship() ran 2x" in first, first  # the call in flight ran again; its effect did not
 
 
+def test_web_schedules_example():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "web_schedules.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert "fires: 4 for 4 claimed slots, distinct: 4" in out
+    assert "fire_count=4 next_fire=+540s" in out
+
+
 def test_web_attachments_example():
     pytest.importorskip("fastapi")
     proc = subprocess.run(

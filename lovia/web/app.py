@@ -29,8 +29,11 @@ from .questions import QuestionRegistry, broadcast_question  # noqa: E402
 from .routes_agentviews import agentviews_router  # noqa: E402
 from .routes_chat import chat_router  # noqa: E402
 from .routes_info import info_router  # noqa: E402
+from .routes_schedules import fire_in_chat, schedules_router  # noqa: E402
 from .routes_sessions import sessions_router  # noqa: E402
 from .routes_uploads import DEFAULT_MAX_UPLOAD_MB, parse_allowed_ext, uploads_router  # noqa: E402
+from .schedule_store import ScheduleStore, SQLiteScheduleStore, open_schedule_store  # noqa: E402
+from .scheduler import Clock, Scheduler  # noqa: E402
 from .store import ChatStore  # noqa: E402
 from .supervisor import RunSupervisor  # noqa: E402
 
@@ -54,6 +57,8 @@ class WebState:
     """Extensions an upload may have (``None``: any)."""
     questions: QuestionRegistry | None = None
     """Pending ``ask_human`` questions (``None``: the app has no question channel)."""
+    schedules: ScheduleStore | None = None
+    scheduler: Scheduler | None = None
 
 
 def _auth_dependency(state: WebState) -> Any:
@@ -83,6 +88,9 @@ def create_app(
     upload_allowed_ext: str | Sequence[str] | None = None,
     question_channel: HumanChannel | None = None,
     question_timeout: float | None = 600.0,
+    schedules: ScheduleStore | None = None,
+    scheduler_poll: float = 1.0,
+    clock: Clock | None = None,
 ) -> FastAPI:
     """Build the ASGI app.
 
@@ -103,6 +111,10 @@ def create_app(
         question_channel: the channel the agents' ``ask_human`` tool asks through; its questions
             appear in the page and ``POST /api/chat/answer`` answers them.
         question_timeout: seconds a question waits before it is cancelled (``None``: no limit).
+        schedules: where scheduled runs live; by default next to the chats (the ``db_path``
+            file, the ``store``'s file, or PostgreSQL for a ``postgresql://`` ``db_path``).
+        scheduler_poll: seconds between checks for due schedules.
+        clock: the scheduler's time source (default ``time.time``; a ``ManualClock`` in tests).
 
     Returns:
         A FastAPI application; run it with a single uvicorn worker (runs are process-local).
@@ -121,13 +133,24 @@ def create_app(
             question_channel, timeout=question_timeout, on_question=lambda q: broadcast_question(supervisor, q)
         )
 
+    owns_schedules = schedules is None
+    state.schedules = schedules if schedules is not None else _default_schedules(chat_store, db_path, owned)
+    state.scheduler = Scheduler(
+        state.schedules, lambda row: fire_in_chat(state, row), clock=clock, poll_interval=scheduler_poll
+    )
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if state.questions is not None:
             state.questions.start()
+        assert state.scheduler is not None and state.schedules is not None
+        state.scheduler.start()
         try:
             yield
         finally:
+            await state.scheduler.stop()
+            if owns_schedules:
+                await state.schedules.close()
             await supervisor.shutdown()
             if state.questions is not None:
                 await state.questions.aclose()
@@ -157,11 +180,19 @@ def create_app(
     app.include_router(info_router(state), dependencies=[auth])
     app.include_router(chat_router(state), dependencies=[auth])
     app.include_router(sessions_router(state), dependencies=[auth])
+    app.include_router(schedules_router(state), dependencies=[auth])
     app.include_router(uploads_router(state), dependencies=[auth])
     app.include_router(agentviews_router(state), dependencies=[auth])
     if ui:
         _mount_ui(app)
     return app
+
+
+def _default_schedules(chat_store: ChatStore, db_path: str | None, owned: bool) -> ScheduleStore:
+    """The schedule store next to the chats: the same database (PostgreSQL URL or SQLite file)."""
+    if owned:
+        return open_schedule_store(db_path or DEFAULT_DB)
+    return SQLiteScheduleStore(chat_store.path)
 
 
 def _upload_limits(mb: float | None, ext: str | Sequence[str] | None) -> tuple[int, frozenset[str] | None]:

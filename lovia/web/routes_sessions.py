@@ -193,6 +193,8 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
         await sup.stop(session_id)
         async with sup.lock(session_id):
             await store.delete(session_id)
+        if state.schedules is not None:  # a chat's schedules go with it
+            await state.schedules.delete_for_session(session_id)
         await sup.workspaces.close(session_id)
         sup.hub.publish("session_deleted", {"session_id": session_id})
         return {"deleted": session_id}
@@ -204,6 +206,8 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
             await sup.stop(session_id)
             async with sup.lock(session_id):
                 await store.delete(session_id)
+            if state.schedules is not None:
+                await state.schedules.delete_for_session(session_id)
         sup.hub.publish("sessions_cleared", {})
         return {"deleted": len(ids)}
 

@@ -1,0 +1,215 @@
+"""Schedule routes: ``/api/schedules`` (list, create, read, retime/pause/resume, delete, fire now, history).
+
+A fire starts a normal run of the schedule's chat through the run supervisor, exactly as a
+message sent from the page would; when that chat already has a run in flight, the schedule's
+input joins it as a steering message instead. A schedule without a chat opens a new chat per fire.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Literal, Protocol
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, Field
+
+from ..exceptions import UserError
+from .schedule_store import ScheduleRow, ScheduleStore
+from .scheduler import Scheduler
+from .store import ChatStore
+from .supervisor import RunSupervisor
+from .triggers import initial_next_fire, validate_trigger
+
+__all__ = ["ScheduleCreate", "SchedulePatch", "fire_in_chat", "schedules_router"]
+
+
+class ScheduleCreate(BaseModel):
+    """Body of ``POST /api/schedules``."""
+
+    input: str = Field(min_length=1, max_length=200_000)
+    trigger_kind: Literal["cron", "every", "at"]
+    trigger_expr: str = Field(min_length=1, max_length=200)
+    session_id: str | None = Field(default=None, max_length=200)
+    agent: str | None = None
+    max_fires: int | None = Field(default=None, ge=1)
+    expires_at: float | None = None
+
+
+class SchedulePatch(BaseModel):
+    """Body of ``PATCH /api/schedules/{id}``: only the fields sent change."""
+
+    input: str | None = Field(default=None, min_length=1, max_length=200_000)
+    trigger_kind: Literal["cron", "every", "at"] | None = None
+    trigger_expr: str | None = Field(default=None, min_length=1, max_length=200)
+    agent: str | None = None
+    active: bool | None = None
+    max_fires: int | None = Field(default=None, ge=1)
+    expires_at: float | None = None
+
+
+class WebState(Protocol):
+    """What these routes use of the app state (``lovia.web.app.WebState``), without importing it."""
+
+    store: ChatStore
+    supervisor: RunSupervisor
+    schedules: ScheduleStore | None
+    scheduler: Scheduler | None
+
+
+def title_from(message: str) -> str:
+    """A chat title from a schedule's input (whitespace collapsed, at most 60 characters)."""
+    text = re.sub(r"\s+", " ", message).strip()
+    return text if len(text) <= 60 else text[:59].rstrip() + "…"
+
+
+def _error(status: int, code: str, message: str, hint: str | None = None) -> HTTPException:
+    return HTTPException(status, {"code": code, "message": message, "hint": hint})
+
+
+async def fire_in_chat(state: WebState, row: ScheduleRow) -> tuple[str | None, str | None]:
+    """Start the run of one fire of ``row``; returns ``(session_id, run_id)``."""
+    store, sup = state.store, state.supervisor
+    if sup.closing:
+        raise UserError("the server is shutting down", hint="the slot is fired again after the restart")
+    meta = await store.get(row.session_id) if row.session_id else None
+    if meta is None:
+        if row.session_id is not None:
+            raise UserError(f"chat {row.session_id!r} is gone", hint="delete this schedule or bind it to another chat")
+        meta = await store.create(title=title_from(row.input), agent=row.agent)
+        sup.hub.publish("session_created", {"session": meta.to_dict()})
+    sid = meta.id
+    async with sup.lock(sid):
+        live = sup.live(sid)
+        if live is not None:  # join the run in flight rather than queue a second one
+            live.mailbox.push(row.input)
+            return sid, live.run_id
+        if meta.active_run_id:
+            await sup.finalize_partial(sid, meta.active_run_id)
+        started = sup.start(sid, row.input, agent=row.agent or meta.agent)
+    await store.update(sid)
+    sup.hub.publish("schedule_fired", {"schedule_id": row.id, "session_id": sid, "run_id": started.run_id})
+    return sid, started.run_id
+
+
+def schedules_router(state: WebState) -> APIRouter:
+    """The ``/api/schedules`` routes bound to one app state (absent when the app has no schedule store)."""
+    router = APIRouter(prefix="/api/schedules")
+    _collection_routes(router, state)
+    _item_routes(router, state)
+    return router
+
+
+def _check_refs(state: WebState, agent: str | None) -> None:
+    if agent is not None and agent not in state.supervisor.agents:
+        raise _error(
+            404, "agent_not_found", f"no agent {agent!r}", f"use one of {', '.join(sorted(state.supervisor.agents))}"
+        )
+
+
+def _check_trigger(kind: str, expr: str) -> None:
+    try:
+        validate_trigger(kind, expr)
+    except UserError as exc:
+        raise _error(400, "invalid_request", exc.message, exc.hint) from exc
+
+
+def _collection_routes(router: APIRouter, state: WebState) -> None:
+    @router.get("")
+    async def list_schedules(session_id: str | None = None) -> list[dict[str, Any]]:
+        assert state.schedules is not None
+        return [row.to_dict() for row in await state.schedules.list(session_id=session_id)]
+
+    @router.post("", status_code=201)
+    async def create(body: ScheduleCreate) -> dict[str, Any]:
+        assert state.schedules is not None and state.scheduler is not None
+        _check_refs(state, body.agent)
+        _check_trigger(body.trigger_kind, body.trigger_expr)
+        if body.session_id is not None and await state.store.get(body.session_id) is None:
+            raise _error(
+                404, "session_not_found", f"no chat {body.session_id!r}", "create the chat first, or omit session_id"
+            )
+        import uuid
+
+        now = state.scheduler.clock()
+        row = ScheduleRow(
+            id=f"sched_{uuid.uuid4().hex[:16]}",
+            input=body.input,
+            trigger_kind=body.trigger_kind,
+            trigger_expr=body.trigger_expr.strip(),
+            next_fire=initial_next_fire(body.trigger_kind, body.trigger_expr, now=now),
+            session_id=body.session_id,
+            agent=body.agent,
+            max_fires=body.max_fires,
+            expires_at=body.expires_at,
+            created_at=now,
+            updated_at=now,
+        )
+        await state.schedules.add(row)
+        state.scheduler.wake()
+        return row.to_dict()
+
+
+def _patched(row: ScheduleRow, body: SchedulePatch, *, now: float) -> ScheduleRow:
+    """``row`` with the patch applied; a retime or a resume restarts the timing from ``now``."""
+    changes = body.model_dump(exclude_unset=True)
+    updated = dataclasses.replace(
+        row, **{k: v for k, v in changes.items() if v is not None or k in ("max_fires", "expires_at")}
+    )
+    _check_trigger(updated.trigger_kind, updated.trigger_expr)
+    retimed = "trigger_kind" in changes or "trigger_expr" in changes
+    resumed = body.active is True and not row.active
+    if retimed or resumed:  # slots missed while paused are not made up
+        updated.next_fire = initial_next_fire(updated.trigger_kind, updated.trigger_expr, now=now)
+    if resumed:
+        updated.finished_reason = None
+    elif body.active is False:
+        updated.finished_reason = "paused"
+    updated.updated_at = now
+    return updated
+
+
+def _item_routes(router: APIRouter, state: WebState) -> None:
+    async def require(schedule_id: str) -> ScheduleRow:
+        assert state.schedules is not None
+        row = await state.schedules.get(schedule_id)
+        if row is None:
+            raise _error(404, "schedule_not_found", f"no schedule {schedule_id!r}", "list them with GET /api/schedules")
+        return row
+
+    @router.get("/{schedule_id}")
+    async def read(schedule_id: str) -> dict[str, Any]:
+        return (await require(schedule_id)).to_dict()
+
+    @router.patch("/{schedule_id}")
+    async def patch(schedule_id: str, body: SchedulePatch) -> dict[str, Any]:
+        assert state.schedules is not None and state.scheduler is not None
+        row = await require(schedule_id)
+        _check_refs(state, body.agent)
+        updated = _patched(row, body, now=state.scheduler.clock())
+        await state.schedules.update(updated)
+        state.scheduler.wake()
+        return updated.to_dict()
+
+    @router.delete("/{schedule_id}")
+    async def delete(schedule_id: str) -> dict[str, Any]:
+        assert state.schedules is not None
+        if not await state.schedules.delete(schedule_id):
+            raise _error(404, "schedule_not_found", f"no schedule {schedule_id!r}", "it may already be deleted")
+        return {"deleted": schedule_id}
+
+    @router.post("/{schedule_id}/run")
+    async def run_now(schedule_id: str) -> dict[str, Any]:
+        assert state.scheduler is not None
+        row = await require(schedule_id)
+        try:
+            session_id, run_id = await state.scheduler.fire_now(row)
+        except UserError as exc:
+            raise _error(409, "schedule_not_fired", exc.message, exc.hint) from exc
+        return {"schedule_id": schedule_id, "session_id": session_id, "run_id": run_id}
+
+    @router.get("/{schedule_id}/runs")
+    async def runs(schedule_id: str, limit: int = 50) -> list[dict[str, Any]]:
+        assert state.schedules is not None
+        await require(schedule_id)
+        return [claim.to_dict() for claim in await state.schedules.claims(schedule_id, limit=max(1, min(limit, 500)))]

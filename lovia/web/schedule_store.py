@@ -1,0 +1,704 @@
+"""Durable schedules and their exactly-once fire claims, in SQLite or PostgreSQL.
+
+Two tables, versioned as component ``schedule`` in the stores' ``lovia_schema`` table (one
+migration and its version record per transaction, never edited once released; append new ones):
+
+* ``web_schedules``: one row per schedule, with its next slot (``next_fire``), ``active`` flag,
+  fire count and stop limits.
+* ``web_schedule_claims(schedule_id, slot, owner, claimed_at, fired_at, run_id, session_id, error)``
+  with primary key ``(schedule_id, slot)``: a slot is claimed by inserting its row in the same
+  transaction that moves the schedule past it (compare-and-set on ``next_fire``). Two servers on
+  one database therefore never both fire a slot: the loser's insert or update matches nothing
+  and its transaction rolls back. ``fired_at`` is set once the run started; a claim left without
+  it (the process died between the commit and the start) is taken over by :meth:`reclaim`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..exceptions import SchemaTooNewError, StoreError
+
+__all__ = [
+    "PostgresScheduleStore",
+    "ScheduleClaim",
+    "ScheduleRow",
+    "ScheduleStore",
+    "SQLiteScheduleStore",
+    "open_schedule_store",
+]
+
+T = TypeVar("T")
+COMPONENT = "schedule"
+
+_COLUMNS = (
+    "id, session_id, agent, input, trigger_kind, trigger_expr, next_fire, active, fire_count, max_fires, "
+    "expires_at, finished_reason, last_session_id, last_run_id, last_error, created_at, updated_at"
+)
+_CLAIM_COLUMNS = "schedule_id, slot, owner, claimed_at, fired_at, run_id, session_id, error"
+
+# (version, name, statements); {real} is REAL (SQLite) or DOUBLE PRECISION (PostgreSQL).
+_MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
+    (
+        1,
+        "create_web_schedules",
+        (
+            """CREATE TABLE IF NOT EXISTS {p}web_schedules (
+                id TEXT PRIMARY KEY, session_id TEXT, agent TEXT, input TEXT NOT NULL,
+                trigger_kind TEXT NOT NULL, trigger_expr TEXT NOT NULL, next_fire {real} NOT NULL,
+                active INTEGER NOT NULL DEFAULT 1, fire_count INTEGER NOT NULL DEFAULT 0, max_fires INTEGER,
+                expires_at {real}, finished_reason TEXT, last_session_id TEXT, last_run_id TEXT,
+                last_error TEXT, created_at {real} NOT NULL, updated_at {real} NOT NULL)""",
+            "CREATE INDEX IF NOT EXISTS {i}web_schedules_due ON {p}web_schedules (active, next_fire)",
+            """CREATE TABLE IF NOT EXISTS {p}web_schedule_claims (
+                schedule_id TEXT NOT NULL, slot {real} NOT NULL, owner TEXT NOT NULL,
+                claimed_at {real} NOT NULL, fired_at {real}, run_id TEXT, session_id TEXT, error TEXT,
+                PRIMARY KEY (schedule_id, slot))""",
+        ),
+    ),
+)
+LATEST_VERSION = _MIGRATIONS[-1][0]
+
+
+@dataclass(slots=True)
+class ScheduleRow:
+    """One schedule: what to send, to which chat and agent, and when."""
+
+    id: str
+    input: str
+    trigger_kind: str
+    trigger_expr: str
+    next_fire: float
+    session_id: str | None = None
+    """The chat each fire runs in; ``None``: every fire opens a new chat."""
+    agent: str | None = None
+    active: bool = True
+    fire_count: int = 0
+    max_fires: int | None = None
+    expires_at: float | None = None
+    finished_reason: str | None = None
+    last_session_id: str | None = None
+    last_run_id: str | None = None
+    last_error: str | None = None
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ScheduleRow:
+        """Build from a ``SELECT`` of the store's columns, in order."""
+        return cls(
+            id=row[0],
+            session_id=row[1],
+            agent=row[2],
+            input=row[3],
+            trigger_kind=row[4],
+            trigger_expr=row[5],
+            next_fire=float(row[6]),
+            active=bool(row[7]),
+            fire_count=int(row[8]),
+            max_fires=row[9],
+            expires_at=row[10],
+            finished_reason=row[11],
+            last_session_id=row[12],
+            last_run_id=row[13],
+            last_error=row[14],
+            created_at=float(row[15]),
+            updated_at=float(row[16]),
+        )
+
+    def values(self) -> tuple[Any, ...]:
+        """The column values, in the store's column order."""
+        return (
+            self.id,
+            self.session_id,
+            self.agent,
+            self.input,
+            self.trigger_kind,
+            self.trigger_expr,
+            self.next_fire,
+            int(self.active),
+            self.fire_count,
+            self.max_fires,
+            self.expires_at,
+            self.finished_reason,
+            self.last_session_id,
+            self.last_run_id,
+            self.last_error,
+            self.created_at,
+            self.updated_at,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (what ``/api/schedules`` returns)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleClaim:
+    """One claimed slot of a schedule: who fired it and which run it started."""
+
+    schedule_id: str
+    slot: float
+    owner: str
+    claimed_at: float
+    fired_at: float | None
+    run_id: str | None
+    session_id: str | None
+    error: str | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ScheduleClaim:
+        """Build from a ``SELECT`` of the claim columns, in order."""
+        return cls(row[0], float(row[1]), row[2], float(row[3]), row[4], row[5], row[6], row[7])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return asdict(self)
+
+
+class ScheduleStore(ABC):
+    """Where schedules and their claims live; the SQLite and PostgreSQL stores share this API."""
+
+    @abstractmethod
+    async def add(self, row: ScheduleRow) -> None:
+        """Insert a new schedule."""
+
+    @abstractmethod
+    async def get(self, schedule_id: str) -> ScheduleRow | None:
+        """One schedule, or ``None``."""
+
+    @abstractmethod
+    async def list(self, *, session_id: str | None = None) -> Sequence[ScheduleRow]:
+        """Every schedule (or those of one chat), oldest first."""
+
+    @abstractmethod
+    async def update(self, row: ScheduleRow) -> None:
+        """Write every field of an existing schedule."""
+
+    @abstractmethod
+    async def delete(self, schedule_id: str) -> bool:
+        """Delete a schedule and its claims; ``False`` when it did not exist."""
+
+    @abstractmethod
+    async def delete_for_session(self, session_id: str) -> int:
+        """Delete the schedules bound to a chat (and their claims); returns how many."""
+
+    @abstractmethod
+    async def due(self, now: float) -> Sequence[ScheduleRow]:
+        """Active schedules whose ``next_fire`` is at or before ``now``."""
+
+    @abstractmethod
+    async def claim(self, row: ScheduleRow, *, slot: float, owner: str, now: float, advance: bool) -> bool:
+        """Claim ``slot`` of ``row`` for ``owner``; ``True`` only for the one caller that got it.
+
+        With ``advance`` the same transaction writes ``row.next_fire``, ``row.active`` and
+        ``row.finished_reason`` and bumps the fire count, but only if the stored ``next_fire`` is
+        still ``slot`` (a manual fire leaves the timing alone and only bumps the count).
+        """
+
+    @abstractmethod
+    async def finish_claim(
+        self, schedule_id: str, slot: float, *, run_id: str | None, session_id: str | None, error: str | None
+    ) -> None:
+        """Record what a claimed slot started (or why it could not start)."""
+
+    @abstractmethod
+    async def reclaim(self, *, owner: str, older_than: float, now: float) -> Sequence[ScheduleClaim]:
+        """Take over claims never marked fired and claimed before ``older_than`` (their owner died)."""
+
+    @abstractmethod
+    async def claims(self, schedule_id: str, *, limit: int = 50) -> Sequence[ScheduleClaim]:
+        """A schedule's fire history, newest first."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release the connection(s)."""
+
+
+def _owner_default() -> str:
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+OWNER = _owner_default()
+"""This process (``host:pid``), recorded on the claims it takes."""
+
+
+# --------------------------------------------------------------------------- SQLite
+
+
+class SQLiteScheduleStore(ScheduleStore):
+    """Schedules in a SQLite file (usually the chat database itself), one locked connection.
+
+    Args:
+        path: the database file (created with its folder when missing) or ``":memory:"``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._lock = threading.Lock()
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._conn.execute("PRAGMA busy_timeout = 10000")
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot open the schedule store in {self.path}: {exc}", hint="check the --db path and its permissions"
+            ) from exc
+
+    def _version(self) -> int:
+        if not self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='lovia_schema'").fetchone():
+            return 0
+        row = self._conn.execute("SELECT version FROM lovia_schema WHERE component = ?", (COMPONENT,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def _migrate(self) -> None:
+        for version, name, statements in _MIGRATIONS:
+            if self._version() >= version:
+                continue
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = self._version()  # another process may have migrated while we waited
+                _refuse_too_new(current, self.path)
+                if version > current:
+                    self._conn.execute(
+                        "CREATE TABLE IF NOT EXISTS lovia_schema (component TEXT PRIMARY KEY, "
+                        "version INTEGER NOT NULL, migration TEXT NOT NULL, applied_at REAL NOT NULL)"
+                    )
+                    for statement in statements:
+                        self._conn.execute(statement.format(p="", i="", real="REAL"))
+                    self._conn.execute(
+                        "INSERT INTO lovia_schema (component, version, migration, applied_at) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT (component) DO UPDATE SET version = excluded.version, "
+                        "migration = excluded.migration, applied_at = excluded.applied_at",
+                        (COMPONENT, version, name, time.time()),
+                    )
+            except BaseException:
+                self._conn.rollback()
+                raise
+            self._conn.commit()
+        _refuse_too_new(self._version(), self.path)
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def locked() -> T:
+            with self._lock:
+                try:
+                    return fn(self._conn)
+                except sqlite3.Error as exc:
+                    if self._conn.in_transaction:
+                        self._conn.rollback()
+                    raise StoreError(
+                        f"schedule store {self.path}: {exc}", hint="check the database file and free disk space"
+                    ) from exc
+
+        return await asyncio.to_thread(locked)
+
+    async def add(self, row: ScheduleRow) -> None:
+        """Insert a new schedule."""
+        marks = ", ".join("?" * 17)
+        await self._run(lambda c: c.execute(f"INSERT INTO web_schedules ({_COLUMNS}) VALUES ({marks})", row.values()))
+
+    async def get(self, schedule_id: str) -> ScheduleRow | None:
+        """One schedule, or ``None``."""
+        sql = f"SELECT {_COLUMNS} FROM web_schedules WHERE id = ?"
+        found = await self._run(lambda c: c.execute(sql, (schedule_id,)).fetchone())
+        return ScheduleRow.from_row(found) if found else None
+
+    async def list(self, *, session_id: str | None = None) -> Sequence[ScheduleRow]:
+        """Every schedule (or those of one chat), oldest first."""
+        sql = f"SELECT {_COLUMNS} FROM web_schedules WHERE ? IS NULL OR session_id = ? ORDER BY created_at, id"
+        rows = await self._run(lambda c: c.execute(sql, (session_id, session_id)).fetchall())
+        return [ScheduleRow.from_row(r) for r in rows]
+
+    async def update(self, row: ScheduleRow) -> None:
+        """Write every field of an existing schedule."""
+        names = [n.strip() for n in _COLUMNS.split(",")][1:]
+        sql = f"UPDATE web_schedules SET {', '.join(n + ' = ?' for n in names)} WHERE id = ?"
+        values = row.values()
+        await self._run(lambda c: c.execute(sql, (*values[1:], values[0])))
+
+    async def delete(self, schedule_id: str) -> bool:
+        """Delete a schedule and its claims; ``False`` when it did not exist."""
+
+        def drop(conn: sqlite3.Connection) -> bool:
+            conn.execute("BEGIN IMMEDIATE")
+            gone = conn.execute("DELETE FROM web_schedules WHERE id = ?", (schedule_id,)).rowcount
+            conn.execute("DELETE FROM web_schedule_claims WHERE schedule_id = ?", (schedule_id,))
+            conn.execute("COMMIT")
+            return gone > 0
+
+        return await self._run(drop)
+
+    async def delete_for_session(self, session_id: str) -> int:
+        """Delete the schedules bound to a chat (and their claims); returns how many."""
+        count = 0
+        for row in await self.list(session_id=session_id):
+            count += await self.delete(row.id)
+        return count
+
+    async def due(self, now: float) -> Sequence[ScheduleRow]:
+        """Active schedules whose ``next_fire`` is at or before ``now``."""
+        sql = f"SELECT {_COLUMNS} FROM web_schedules WHERE active = 1 AND next_fire <= ? ORDER BY next_fire, id"
+        rows = await self._run(lambda c: c.execute(sql, (now,)).fetchall())
+        return [ScheduleRow.from_row(r) for r in rows]
+
+    async def claim(self, row: ScheduleRow, *, slot: float, owner: str, now: float, advance: bool) -> bool:
+        """Claim ``slot`` of ``row`` for ``owner`` (see :meth:`ScheduleStore.claim`)."""
+
+        def take(conn: sqlite3.Connection) -> bool:
+            conn.execute("BEGIN IMMEDIATE")
+            inserted = conn.execute(
+                "INSERT INTO web_schedule_claims (schedule_id, slot, owner, claimed_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                (row.id, slot, owner, now),
+            ).rowcount
+            if advance:
+                moved = conn.execute(
+                    "UPDATE web_schedules SET next_fire = ?, active = ?, finished_reason = ?, "
+                    "fire_count = fire_count + 1, updated_at = ? WHERE id = ? AND next_fire = ? AND active = 1",
+                    (row.next_fire, int(row.active), row.finished_reason, now, row.id, slot),
+                ).rowcount
+            else:
+                moved = conn.execute(
+                    "UPDATE web_schedules SET fire_count = fire_count + 1, updated_at = ? WHERE id = ?", (now, row.id)
+                ).rowcount
+            if inserted != 1 or moved != 1:
+                conn.execute("ROLLBACK")
+                return False
+            conn.execute("COMMIT")
+            return True
+
+        return await self._run(take)
+
+    async def finish_claim(
+        self, schedule_id: str, slot: float, *, run_id: str | None, session_id: str | None, error: str | None
+    ) -> None:
+        """Record what a claimed slot started (or why it could not start)."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            stamp = time.time()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "UPDATE web_schedule_claims SET fired_at = ?, run_id = ?, session_id = ?, error = ? "
+                "WHERE schedule_id = ? AND slot = ?",
+                (stamp, run_id, session_id, error, schedule_id, slot),
+            )
+            conn.execute(
+                "UPDATE web_schedules SET last_run_id = ?, last_session_id = COALESCE(?, last_session_id), "
+                "last_error = ?, updated_at = ? WHERE id = ?",
+                (run_id, session_id, error, stamp, schedule_id),
+            )
+            conn.execute("COMMIT")
+
+        await self._run(write)
+
+    async def reclaim(self, *, owner: str, older_than: float, now: float) -> Sequence[ScheduleClaim]:
+        """Take over claims never marked fired and claimed before ``older_than``."""
+
+        def take(conn: sqlite3.Connection) -> list[ScheduleClaim]:
+            sql = f"SELECT {_CLAIM_COLUMNS} FROM web_schedule_claims WHERE fired_at IS NULL AND claimed_at < ?"
+            taken = []
+            for found in conn.execute(sql, (older_than,)).fetchall():
+                changed = conn.execute(
+                    "UPDATE web_schedule_claims SET owner = ?, claimed_at = ? "
+                    "WHERE schedule_id = ? AND slot = ? AND fired_at IS NULL AND claimed_at = ?",
+                    (owner, now, found[0], found[1], found[3]),
+                ).rowcount
+                if changed == 1:
+                    taken.append(ScheduleClaim.from_row((found[0], found[1], owner, now, *found[4:])))
+            return taken
+
+        return await self._run(take)
+
+    async def claims(self, schedule_id: str, *, limit: int = 50) -> Sequence[ScheduleClaim]:
+        """A schedule's fire history, newest first."""
+        sql = f"SELECT {_CLAIM_COLUMNS} FROM web_schedule_claims WHERE schedule_id = ? ORDER BY claimed_at DESC LIMIT ?"
+        rows = await self._run(lambda c: c.execute(sql, (schedule_id, limit)).fetchall())
+        return [ScheduleClaim.from_row(r) for r in rows]
+
+    async def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()
+
+
+def _refuse_too_new(version: int, where: str) -> None:
+    if version > LATEST_VERSION:
+        raise SchemaTooNewError(
+            f"{where}: schedule schema version {version} is newer than this lovia supports (up to {LATEST_VERSION})",
+            hint="a newer lovia migrated this database; upgrade lovia (pip install -U lovia) to open it",
+        )
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+class PostgresScheduleStore(ScheduleStore):
+    """Schedules in PostgreSQL, shared by every ``lovia web`` process on the database.
+
+    Args:
+        dsn: a ``postgresql://`` URL.
+        schema: an optional PostgreSQL schema for the tables (created when missing).
+        table_prefix: prepended to the table names.
+    """
+
+    def __init__(self, dsn: str, *, schema: str | None = None, table_prefix: str = "", max_size: int = 4) -> None:
+        from ..stores.postgres._db import import_driver, validate_identifier
+        from ..stores.postgres._names import Names
+
+        self._psycopg, self._pool_mod = import_driver()
+        self.dsn = dsn
+        self.names = Names(
+            validate_identifier(schema, "schema") if schema is not None else None,
+            validate_identifier(table_prefix, "table_prefix", allow_empty=True),
+        )
+        self._max_size = max_size
+        self._pool: Any = None
+        self._lock = asyncio.Lock()
+
+    def _t(self, name: str) -> str:
+        return self.names.table(name).as_string(None)
+
+    async def _open(self) -> Any:
+        async with self._lock:
+            if self._pool is None:
+                try:
+                    conn = await self._psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+                    async with conn:
+                        await self._migrate(conn)
+                    pool = self._pool_mod.AsyncConnectionPool(
+                        self.dsn, min_size=1, max_size=self._max_size, open=False, kwargs={"autocommit": True}
+                    )
+                    await pool.open(wait=False)
+                    self._pool = pool
+                except self._psycopg.Error as exc:
+                    raise self._error(exc, "connecting") from exc
+        return self._pool
+
+    def _error(self, exc: BaseException, doing: str) -> StoreError:
+        from ..stores.postgres._db import describe
+
+        return StoreError(
+            f"PostgreSQL schedule store: error while {doing}: {describe(exc)}",
+            hint="check that the server is reachable, the URL and credentials, and that the role may create tables",
+        )
+
+    async def _version(self, conn: Any) -> int:
+        cur = await conn.execute("SELECT to_regclass(%s)", (self.names.regclass("lovia_schema"),))
+        found = await cur.fetchone()
+        if found is None or found[0] is None:
+            return 0
+        cur = await conn.execute(f"SELECT version FROM {self._t('lovia_schema')} WHERE component = %s", (COMPONENT,))
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def _migrate(self, conn: Any) -> None:
+        for version, name, statements in _MIGRATIONS:
+            if await self._version(conn) >= version:
+                continue
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.names.lock_key(),))
+                if self.names.schema:
+                    await conn.execute(
+                        f"CREATE SCHEMA IF NOT EXISTS {self._psycopg.sql.Identifier(self.names.schema).as_string(None)}"
+                    )
+                await conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {self._t('lovia_schema')} (component TEXT PRIMARY KEY, "
+                    "version INTEGER NOT NULL, migration TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+                )
+                current = await self._version(conn)
+                _refuse_too_new(current, "PostgreSQL")
+                if version > current:
+                    prefix = (
+                        f"{self._psycopg.sql.Identifier(self.names.schema).as_string(None)}."
+                        if self.names.schema
+                        else ""
+                    )
+                    for statement in statements:
+                        await conn.execute(
+                            statement.format(p=prefix + self.names.prefix, i=self.names.prefix, real="DOUBLE PRECISION")
+                        )
+                    await conn.execute(
+                        f"INSERT INTO {self._t('lovia_schema')} (component, version, migration, applied_at) "
+                        "VALUES (%s, %s, %s, %s) ON CONFLICT (component) DO UPDATE SET version = excluded.version, "
+                        "migration = excluded.migration, applied_at = excluded.applied_at",
+                        (COMPONENT, version, name, time.time()),
+                    )
+        _refuse_too_new(await self._version(conn), "PostgreSQL")
+
+    async def _fetch(self, sql: str, params: Sequence[Any], doing: str) -> list[Any]:
+        pool = await self._open()
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(sql, params)
+                return list(await cur.fetchall()) if cur.description else []
+        except self._psycopg.Error as exc:
+            raise self._error(exc, doing) from exc
+
+    async def add(self, row: ScheduleRow) -> None:
+        """Insert a new schedule."""
+        marks = ", ".join(["%s"] * 17)
+        await self._fetch(
+            f"INSERT INTO {self._t('web_schedules')} ({_COLUMNS}) VALUES ({marks})", row.values(), "adding"
+        )
+
+    async def get(self, schedule_id: str) -> ScheduleRow | None:
+        """One schedule, or ``None``."""
+        rows = await self._fetch(
+            f"SELECT {_COLUMNS} FROM {self._t('web_schedules')} WHERE id = %s", (schedule_id,), "reading"
+        )
+        return ScheduleRow.from_row(rows[0]) if rows else None
+
+    async def list(self, *, session_id: str | None = None) -> Sequence[ScheduleRow]:
+        """Every schedule (or those of one chat), oldest first."""
+        sql = (
+            f"SELECT {_COLUMNS} FROM {self._t('web_schedules')} "
+            "WHERE %s::text IS NULL OR session_id = %s ORDER BY created_at, id"
+        )
+        return [ScheduleRow.from_row(r) for r in await self._fetch(sql, (session_id, session_id), "listing")]
+
+    async def update(self, row: ScheduleRow) -> None:
+        """Write every field of an existing schedule."""
+        names = [n.strip() for n in _COLUMNS.split(",")][1:]
+        sql = f"UPDATE {self._t('web_schedules')} SET {', '.join(n + ' = %s' for n in names)} WHERE id = %s"
+        values = row.values()
+        await self._fetch(sql, (*values[1:], values[0]), "updating")
+
+    async def delete(self, schedule_id: str) -> bool:
+        """Delete a schedule and its claims; ``False`` when it did not exist."""
+        pool = await self._open()
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                cur = await conn.execute(f"DELETE FROM {self._t('web_schedules')} WHERE id = %s", (schedule_id,))
+                gone = cur.rowcount
+                await conn.execute(
+                    f"DELETE FROM {self._t('web_schedule_claims')} WHERE schedule_id = %s", (schedule_id,)
+                )
+        except self._psycopg.Error as exc:
+            raise self._error(exc, "deleting") from exc
+        return bool(gone > 0)
+
+    async def delete_for_session(self, session_id: str) -> int:
+        """Delete the schedules bound to a chat (and their claims); returns how many."""
+        count = 0
+        for row in await self.list(session_id=session_id):
+            count += await self.delete(row.id)
+        return count
+
+    async def due(self, now: float) -> Sequence[ScheduleRow]:
+        """Active schedules whose ``next_fire`` is at or before ``now``."""
+        sql = (
+            f"SELECT {_COLUMNS} FROM {self._t('web_schedules')} "
+            "WHERE active = 1 AND next_fire <= %s ORDER BY next_fire, id"
+        )
+        return [ScheduleRow.from_row(r) for r in await self._fetch(sql, (now,), "polling")]
+
+    async def claim(self, row: ScheduleRow, *, slot: float, owner: str, now: float, advance: bool) -> bool:
+        """Claim ``slot`` of ``row`` for ``owner`` (see :meth:`ScheduleStore.claim`)."""
+        pool = await self._open()
+        try:
+            async with pool.connection() as conn:
+                async with conn.transaction():
+                    cur = await conn.execute(
+                        f"INSERT INTO {self._t('web_schedule_claims')} (schedule_id, slot, owner, claimed_at) "
+                        "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        (row.id, slot, owner, now),
+                    )
+                    inserted = cur.rowcount
+                    if advance:
+                        cur = await conn.execute(
+                            f"UPDATE {self._t('web_schedules')} SET next_fire = %s, active = %s, "
+                            "finished_reason = %s, fire_count = fire_count + 1, updated_at = %s "
+                            "WHERE id = %s AND next_fire = %s AND active = 1",
+                            (row.next_fire, int(row.active), row.finished_reason, now, row.id, slot),
+                        )
+                    else:
+                        cur = await conn.execute(
+                            f"UPDATE {self._t('web_schedules')} SET fire_count = fire_count + 1, updated_at = %s "
+                            "WHERE id = %s",
+                            (now, row.id),
+                        )
+                    if inserted != 1 or cur.rowcount != 1:
+                        raise _Lost
+        except _Lost:
+            return False
+        except self._psycopg.Error as exc:
+            if isinstance(exc, self._psycopg.errors.SerializationFailure):
+                return False
+            raise self._error(exc, "claiming a slot") from exc
+        return True
+
+    async def finish_claim(
+        self, schedule_id: str, slot: float, *, run_id: str | None, session_id: str | None, error: str | None
+    ) -> None:
+        """Record what a claimed slot started (or why it could not start)."""
+        pool = await self._open()
+        stamp = time.time()
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                await conn.execute(
+                    f"UPDATE {self._t('web_schedule_claims')} SET fired_at = %s, run_id = %s, session_id = %s, "
+                    "error = %s WHERE schedule_id = %s AND slot = %s",
+                    (stamp, run_id, session_id, error, schedule_id, slot),
+                )
+                await conn.execute(
+                    f"UPDATE {self._t('web_schedules')} SET last_run_id = %s, "
+                    "last_session_id = COALESCE(%s, last_session_id), last_error = %s, updated_at = %s WHERE id = %s",
+                    (run_id, session_id, error, stamp, schedule_id),
+                )
+        except self._psycopg.Error as exc:
+            raise self._error(exc, "recording a fire") from exc
+
+    async def reclaim(self, *, owner: str, older_than: float, now: float) -> Sequence[ScheduleClaim]:
+        """Take over claims never marked fired and claimed before ``older_than``."""
+        sql = (
+            f"UPDATE {self._t('web_schedule_claims')} SET owner = %s, claimed_at = %s "
+            "WHERE fired_at IS NULL AND claimed_at < %s "
+            f"RETURNING {_CLAIM_COLUMNS}"
+        )
+        return [ScheduleClaim.from_row(r) for r in await self._fetch(sql, (owner, now, older_than), "reclaiming")]
+
+    async def claims(self, schedule_id: str, *, limit: int = 50) -> Sequence[ScheduleClaim]:
+        """A schedule's fire history, newest first."""
+        sql = (
+            f"SELECT {_CLAIM_COLUMNS} FROM {self._t('web_schedule_claims')} WHERE schedule_id = %s "
+            "ORDER BY claimed_at DESC LIMIT %s"
+        )
+        return [ScheduleClaim.from_row(r) for r in await self._fetch(sql, (schedule_id, limit), "listing fires")]
+
+    async def close(self) -> None:
+        """Close the pool."""
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+
+class _Lost(Exception):
+    """Raised inside a claim transaction to roll it back: another process has the slot."""
+
+
+def open_schedule_store(database: str | os.PathLike[str], **options: Any) -> ScheduleStore:
+    """The schedule store for a database: PostgreSQL for a ``postgresql://`` URL, else a SQLite file.
+
+    Args:
+        database: ``postgresql://...`` / ``postgres://...``, or a SQLite file path.
+        options: passed to :class:`PostgresScheduleStore` (``schema=``, ``table_prefix=``).
+    """
+    text = os.fspath(database)
+    if text.startswith(("postgresql://", "postgres://")):
+        return PostgresScheduleStore(text, **options)
+    return SQLiteScheduleStore(text)

@@ -37,16 +37,25 @@ const transcript = new Transcript($("messages"), {
   },
 });
 
+let creatingSession = null; // the POST /api/sessions in flight, if any
 const uploads = initUploads(transcript, {
   sessionId: () => state.sessionId,
   ensureSession: async () => {
-    if (!state.sessionId) {
-      const meta = await api("POST", "/api/sessions", {});
-      state.sessionId = meta.id;
-      history.replaceState(null, "", `#/chat/${encodeURIComponent(meta.id)}`);
-      refreshSessions().catch(fail);
+    if (state.sessionId) return state.sessionId;
+    // Files attached together (a drop of several, a paste during an upload) share one new chat.
+    if (!creatingSession) {
+      creatingSession = api("POST", "/api/sessions", {})
+        .then((meta) => {
+          state.sessionId = meta.id;
+          history.replaceState(null, "", `#/chat/${encodeURIComponent(meta.id)}`);
+          refreshSessions().catch(fail);
+          return meta.id;
+        })
+        .finally(() => {
+          creatingSession = null;
+        });
     }
-    return state.sessionId;
+    return creatingSession;
   },
   openSession: (id) => openSession(id),
   busy: () => busy(),

@@ -90,13 +90,18 @@ def create_app(
     agent_set = resolve_agents(agents) if agents is not None else default_agents()
     owned = store is None
     chat_store = store if store is not None else ChatStore.sqlite(db_path or DEFAULT_DB)
-    supervisor = RunSupervisor(
+    factory = getattr(chat_store, "supervisor_factory", None)  # a PostgreSQL store runs replicas
+    supervisor_cls = factory() if callable(factory) else RunSupervisor
+    supervisor = supervisor_cls(
         chat_store, agent_set.agents, default_agent=agent_set.default, max_turns=max_turns, hub=EventHub()
     )
     state = WebState(chat_store, supervisor, agent_set, token, title)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        startup = getattr(supervisor, "startup", None)
+        if startup is not None:
+            await startup()
         try:
             yield
         finally:

@@ -23,10 +23,12 @@ from .agents import AgentSet, default_agents, resolve_agents  # noqa: E402
 from .auth import HostOriginGuard, HostPolicy, token_matches  # noqa: E402
 from .events_hub import EventHub  # noqa: E402
 from .params import CleanJsonBodies, validation_response  # noqa: E402
+from .replicas import ReplicaSupervisor  # noqa: E402
 from .routes_chat import chat_router  # noqa: E402
 from .routes_info import info_router  # noqa: E402
 from .routes_sessions import sessions_router  # noqa: E402
 from .store import ChatStore  # noqa: E402
+from .store_pg import PostgresChatStore  # noqa: E402
 from .supervisor import RunSupervisor  # noqa: E402
 
 __all__ = ["DEFAULT_DB", "WebState", "create_app"]
@@ -90,11 +92,16 @@ def create_app(
     agent_set = resolve_agents(agents) if agents is not None else default_agents()
     owned = store is None
     chat_store = store if store is not None else ChatStore.sqlite(db_path or DEFAULT_DB)
-    factory = getattr(chat_store, "supervisor_factory", None)  # a PostgreSQL store runs replicas
-    supervisor_cls = factory() if callable(factory) else RunSupervisor
-    supervisor = supervisor_cls(
-        chat_store, agent_set.agents, default_agent=agent_set.default, max_turns=max_turns, hub=EventHub()
-    )
+    # On PostgreSQL, several processes serve one app: runs are leased, relayed and taken over.
+    supervisor: RunSupervisor
+    if isinstance(chat_store, PostgresChatStore):
+        supervisor = ReplicaSupervisor(
+            chat_store, agent_set.agents, default_agent=agent_set.default, max_turns=max_turns, hub=EventHub()
+        )
+    else:
+        supervisor = RunSupervisor(
+            chat_store, agent_set.agents, default_agent=agent_set.default, max_turns=max_turns, hub=EventHub()
+        )
     state = WebState(chat_store, supervisor, agent_set, token, title)
 
     @contextlib.asynccontextmanager

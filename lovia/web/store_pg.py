@@ -69,12 +69,6 @@ class PostgresChatStore(ChatStore):
         self.channel = f"lovia_web_{schema or 'public'}"
         """The ``LISTEN/NOTIFY`` channel the replicas of this namespace share."""
 
-    def supervisor_factory(self) -> Any:
-        """The supervisor class for this store: runs leased, frames relayed, commands shared."""
-        from .replicas import ReplicaSupervisor
-
-        return ReplicaSupervisor
-
     @property
     def path(self) -> str:
         """Where the index is (the password, if any, is not shown)."""

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -160,17 +157,5 @@ def test_sigkill_the_owner_mid_tool_and_the_run_completes_through_another(tmp_pa
         meta = httpx.get(f"{c.url}/api/sessions/{sid}").json()
         assert meta["active_run_id"] is None
         assert [e["type"] for e in meta["entries"]][-1] == "assistant_text" or "All done" in str(meta["entries"][-1])
-        # `lovia runs ls` reads the same database (the finished run's checkpoint is gone)
-        out = run_cli("runs", "ls", "--db", PG, "--db-schema", schema)
-        assert run_id not in out.stdout
     finally:
         stop_all(servers)
-
-
-def run_cli(*args: str) -> Any:
-    return subprocess.run(
-        [sys.executable, "-c", "from lovia.cli import main; raise SystemExit(main())", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )

@@ -186,3 +186,17 @@ def test_celery_worker_crash_example():
         assert f"'Order {n} is on its way.'" in line and "shipped 1x, session: 1 run(s)" in line, line
     first = next(line for line in out.splitlines() if line.startswith("order-1:"))
     assert "ship() ran 2x" in first, first  # the call in flight ran again; its effect did not
+
+
+def test_web_attachments_example():
+    pytest.importorskip("fastapi")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "web_attachments.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "refused: 415 unsupported_file_type" in proc.stdout
+    assert "I got 1 image(s) and the files ['notes.md']." in proc.stdout
+    assert "branch: 2 entries, origin fork" in proc.stdout

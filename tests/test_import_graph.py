@@ -34,6 +34,8 @@ KNOWN_TYPE_CYCLES: list[tuple[str, ...]] = [
         "lovia.context.compaction",
         "lovia.context.policy",
         "lovia.context.recall",
+        "lovia.context.stages",
+        "lovia.context.summarizer",
         "lovia.events",
         "lovia.guardrails",
         "lovia.handle",

@@ -23,9 +23,9 @@ from .render import (
     transcript_to_text,
 )
 from .stages import ClearToolResults, OffloadToolResults, Stage, StageContext, SummarizeHistory, safe_cut
-from .state import CompactionState, OffloadRecord, SummaryState, history_fingerprint
+from .state import CompactionState, OffloadRecord, SummaryState, fingerprint
 from .stores import FileResultStore, InMemoryResultStore, ResultStore, content_key, is_valid_key
-from .summary import REQUIRED_SECTIONS, SUMMARY_SYSTEM_PROMPT, LLMSummarizer, Summarizer, SummaryFailed
+from .summarizer import REQUIRED_SECTIONS, SUMMARY_SYSTEM_PROMPT, LLMSummarizer, Summarizer, SummaryFailed
 from .tokens import TokenBudget, TokenCounter, calibrate
 
 __all__ = [
@@ -57,7 +57,7 @@ __all__ = [
     "calibrate",
     "clear_marker",
     "content_key",
-    "history_fingerprint",
+    "fingerprint",
     "is_valid_key",
     "offload_marker",
     "render_entry",

@@ -26,9 +26,9 @@ from .policy import CompactionRequest, ContextResult
 from .recall import recall_tool_result
 from .render import RECALL_TOOL_NAME, render_body, render_entry
 from .stages import ClearToolResults, OffloadToolResults, Stage, StageContext, SummarizeHistory
-from .state import CompactionState, history_fingerprint
+from .state import CompactionState, fingerprint, window_key
 from .stores import ResultStore
-from .summary import LLMSummarizer, Summarizer
+from .summarizer import LLMSummarizer, Summarizer
 from .tokens import TokenBudget, TokenCounter, calibrate
 from .window import resolve_window
 
@@ -116,7 +116,8 @@ class Compaction:
         )
         self.summarizer: Summarizer = summarizer if summarizer is not None else LLMSummarizer()
         self.store = store
-        self.counter = TokenCounter(image_tokens=image_tokens)
+        # The engine's own calibration: a large memo (a long session is counted once), a 4-token envelope.
+        self.counter = TokenCounter(image_tokens=image_tokens, file_tokens=4_000, entry_overhead=4, memo_size=200_000)
         self._caches: OrderedDict[int, _RunCache] = OrderedDict()
         self._tools: list[Tool[Any]] | None = None
 
@@ -128,11 +129,11 @@ class Compaction:
 
     def budget(self, window: int) -> TokenBudget:
         """The absolute levels this policy uses for ``window``."""
-        return TokenBudget.resolve(
+        return TokenBudget(
             window,
-            reserve_output_tokens=self.reserve_output_tokens,
-            compact_at=self.compact_at,
-            compact_to=self.compact_to,
+            reserve_output=self.reserve_output_tokens,
+            trigger=self.compact_at,
+            target=self.compact_to,
             keep_recent_tokens=self.keep_recent_tokens,
         )
 
@@ -148,14 +149,16 @@ class Compaction:
         if not req.overflow and exact is None:
             self._calibrate(req, state)
         if req.overflow and req.reported_window:
-            state.window = min(state.window or req.reported_window, req.reported_window)
+            key = window_key(req.provider, req.model)
+            known = state.learned_windows.get(key)
+            state.learned_windows[key] = min(known or req.reported_window, req.reported_window)
         fixed = self.counter.count_all(system) + self.counter.count_tools(req.tools)
         before = self._estimate(cache, system, fixed, req, exact)
         budget = await self._budget_for(req, state, before)
         compacted = False
         notes: list[str] = []
         summary_text: str | None = None
-        if budget is not None and (req.overflow or before > budget.high):
+        if budget is not None and (req.overflow or before > budget.trigger_tokens):
             sig = _signature(state)
             decided = set(state.cleared) | set(state.offloaded)
             notes = await self._plan(cache, req, budget, before)
@@ -169,7 +172,7 @@ class Compaction:
                 summary_text = state.summary.text
             state.save(req.scratch)
         after = self._estimate(cache, system, fixed, req, exact)
-        state.pending_estimate = fixed + cache.view_total
+        state.last_view_estimate = fixed + cache.view_total
         state.save_calibration(req.scratch)
         return ContextResult(
             entries=list(system) + cache.view,
@@ -185,16 +188,16 @@ class Compaction:
     # ------------------------------------------------------------------ planning
 
     async def _budget_for(self, req: CompactionRequest, state: CompactionState, estimate: int) -> TokenBudget | None:
-        window = await resolve_window(self.context_window, state.window, req.provider)
+        window = await resolve_window(
+            self.context_window, state.learned_windows.get(window_key(req.provider, req.model)), req.provider
+        )
         if window is not None:
             budget = self.budget(window)
             return budget.aggressive() if req.overflow else budget
         if not req.overflow:
             return None
         # Unknown window and the provider refused the prompt: the window is below this estimate.
-        return TokenBudget.resolve(
-            max(estimate, 1), reserve_output_tokens=0, compact_at=0.85, compact_to=0.6, keep_recent_tokens=None
-        ).aggressive()
+        return TokenBudget(max(estimate, 1), reserve_output=0).aggressive()
 
     async def _plan(self, cache: _RunCache, req: CompactionRequest, budget: TokenBudget, estimate: int) -> list[str]:
         state = cache.state
@@ -204,7 +207,7 @@ class Compaction:
             state=state,
             counter=self.counter,
             tokens=estimate,
-            target=budget.target,
+            target=budget.target_tokens,
             protected_from=0,
             reactive=req.overflow,
             store=self.store,
@@ -212,6 +215,7 @@ class Compaction:
             provider=req.provider,
             model=req.model,
             run_id=req.run_id,
+            request=req,
         )
         ctx.protected_from = _protected_start(cache.body, ctx, budget.keep_recent)
         for stage in self.stages:
@@ -225,7 +229,7 @@ class Compaction:
         return ctx.detail
 
     def _calibrate(self, req: CompactionRequest, state: CompactionState) -> None:
-        pending, state.pending_estimate = state.pending_estimate, None
+        pending, state.last_view_estimate = state.last_view_estimate, None
         if req.last_input_tokens and pending:
             state.ratio = calibrate(state.ratio, req.last_input_tokens / pending)
 
@@ -242,7 +246,7 @@ class Compaction:
         key = id(req.scratch)
         cache = self._caches.get(key)
         if cache is None or cache.scratch is not req.scratch:
-            state = CompactionState.from_dict(req.scratch)
+            state = CompactionState.load(req.scratch)
             donor = self._donor(req.entries, state)
             cache = _RunCache(scratch=req.scratch, state=state, body=[], view=[])
             self._caches[key] = cache
@@ -264,10 +268,10 @@ class Compaction:
         for entry in req.entries[n_sys + len(cache.body) :]:
             index = len(cache.body)
             cache.body.append(entry)
-            cache.raw_total += self.counter.count(entry)
+            cache.raw_total += self.counter.count_entry(entry)
             shown = render_entry(index, entry, cache.state)
             cache.view.append(shown)
-            cache.view_total += self.counter.count(shown)
+            cache.view_total += self.counter.count_entry(shown)
         return cache
 
     def _donor(self, entries: Sequence[TranscriptEntry], state: CompactionState) -> _RunCache | None:
@@ -288,7 +292,7 @@ class Compaction:
 
     def _patch(self, cache: _RunCache, indices: set[int]) -> None:
         """Re-render only the body entries whose decisions changed (the summary did not)."""
-        offset = 1 - cache.state.summary.upto if cache.state.summary else 0
+        offset = 1 - cache.state.summary.covered if cache.state.summary else 0
         for i in indices:
             pos = i + offset
             if pos < 0 or pos >= len(cache.view) or i >= len(cache.body):
@@ -324,7 +328,7 @@ def _validate(state: CompactionState, body: Sequence[TranscriptEntry]) -> bool:
     changed = False
     summary = state.summary
     if summary is not None and (
-        summary.upto > len(body) or history_fingerprint(body[: summary.upto]) != summary.fingerprint
+        summary.covered > len(body) or fingerprint(body[: summary.covered]) != summary.fingerprint
     ):
         state.summary, changed = None, True
     for index, call_id in list(state.cleared.items()):
@@ -344,7 +348,7 @@ def _grown(state: CompactionState, sig: tuple[int, int, object, int]) -> set[int
 
 
 def _signature(state: CompactionState) -> tuple[int, int, object, int]:
-    return (len(state.cleared), len(state.offloaded), state.summary, state.failures)
+    return (len(state.cleared), len(state.offloaded), state.summary, state.summary_failures)
 
 
 def _exact_counter(provider: object) -> Any:

@@ -105,9 +105,9 @@ def render_body(body: Sequence[TranscriptEntry], state: CompactionState) -> list
     out: list[TranscriptEntry] = []
     start = 0
     summary = state.summary
-    if summary is not None and 0 < summary.upto <= len(body):
+    if summary is not None and 0 < summary.covered <= len(body):
         out.append(summary_entry(summary.text))
-        start = summary.upto
+        start = summary.covered
     out.extend(render_entry(i, body[i], state) for i in range(start, len(body)))
     return out
 

@@ -22,13 +22,14 @@ from ..transcript import (
     TranscriptEntry,
 )
 from .render import render_entry, summary_entry
-from .state import CompactionState, OffloadRecord, SummaryState, history_fingerprint
+from .state import CompactionState, OffloadRecord, SummaryState, fingerprint
 from .stores import ResultStore, content_key
-from .summary import Summarizer
+from .summarizer import Summarizer
 from .tokens import TokenCounter
 
 if TYPE_CHECKING:
     from ..providers.base import Provider
+    from .policy import CompactionRequest
 
 __all__ = ["ClearToolResults", "OffloadToolResults", "Stage", "StageContext", "SummarizeHistory", "safe_cut"]
 
@@ -56,6 +57,8 @@ class StageContext:
     provider: Provider | None = None
     model: str | None = None
     run_id: str | None = None
+    request: CompactionRequest | None = None
+    """The request being served (the summarizer receives it)."""
     detail: list[str] = field(default_factory=list)
     """Human-readable notes on what was done (end up in ``ContextResult.detail``)."""
 
@@ -67,12 +70,12 @@ class StageContext:
     @property
     def visible_from(self) -> int:
         """First body index not hidden behind the summary."""
-        return self.state.summary.upto if self.state.summary else 0
+        return self.state.summary.covered if self.state.summary else 0
 
     def tokens_of(self, index: int, entry: TranscriptEntry) -> int:
         """Heuristic tokens of body entry ``index`` as currently rendered."""
         shown = render_entry(index, entry, self.state)
-        return self.counter.count(entry) if shown is entry else self.counter.measure(shown)
+        return self.counter.count_entry(entry) if shown is entry else self.counter.measure(shown)
 
     def account(self, saved_heuristic: int) -> None:
         """Lower the running estimate by ``saved_heuristic`` raw tokens (scaled by the ratio)."""
@@ -82,7 +85,7 @@ class StageContext:
         """Outside the protected tail, or (overflow path) a single result larger than the target."""
         if index < self.protected_from:
             return True
-        return self.reactive and self.counter.count(entry) * self.state.ratio > self.target
+        return self.reactive and self.counter.count_entry(entry) * self.state.ratio > self.target
 
 
 @runtime_checkable
@@ -149,7 +152,7 @@ class OffloadToolResults:
                 logger.warning("offloading tool result %s failed: %s", entry.call_id, exc)
                 ctx.detail.append(f"offload failed: {exc}")
                 break
-            before = ctx.counter.count(entry)
+            before = ctx.counter.count_entry(entry)
             record = OffloadRecord(
                 index=i,
                 call_id=entry.call_id,
@@ -257,8 +260,10 @@ class SummarizeHistory:
 
     async def plan(self, body: Sequence[TranscriptEntry], ctx: StageContext) -> bool:
         """Summarize ``body[upto:cut]`` (plus the previous summary) when it pays off."""
-        if ctx.provider is None or ctx.summarizer is None:
+        if ctx.request is None or ctx.summarizer is None:
             return False
+        if ctx.provider is None and getattr(ctx.summarizer, "provider", False) is None:
+            return False  # an LLM summarizer with no model to ask: nothing to try (not a failure)
         if ctx.state.failures_for(ctx.run_id) >= self.max_failures:
             ctx.detail.append("summarizer disabled for this run after repeated failures")
             return False
@@ -275,7 +280,7 @@ class SummarizeHistory:
             return False
         try:
             text = await ctx.summarizer.summarize(
-                shown, previous=previous.text if previous else None, provider=ctx.provider, model=ctx.model
+                shown, req=ctx.request, prior_summary=previous.text if previous else None
             )
         except asyncio.CancelledError:
             raise
@@ -288,7 +293,7 @@ class SummarizeHistory:
         if not self._worth_it(saved, ctx):
             ctx.detail.append("summary discarded: it would not save enough")
             return False
-        ctx.state.summary = SummaryState(text=text, upto=cut, fingerprint=history_fingerprint(body[:cut]))
+        ctx.state.summary = SummaryState(text=text, covered=cut, fingerprint=fingerprint(body[:cut]))
         ctx.state.forget_before(cut)
         ctx.account(saved)
         ctx.detail.append(f"summarized {cut - start} entries")

@@ -21,8 +21,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..transcript import ToolResultEntry, TranscriptEntry, entry_to_dict
+from .stores import content_key
 
-__all__ = ["STATE_VERSION", "CompactionState", "OffloadRecord", "SummaryState", "history_fingerprint"]
+__all__ = [
+    "STATE_VERSION",
+    "CompactionState",
+    "OffloadRecord",
+    "SummaryState",
+    "fingerprint",
+    "result_digest",
+    "unique_result_ids",
+    "window_key",
+]
 
 STATE_VERSION = 1
 """Version of the dict written by :meth:`CompactionState.to_dict`."""
@@ -42,6 +52,11 @@ class OffloadRecord:
     """Length of the full output."""
     preview: str
     """The head of the output shown in the view (kept here so the view never changes)."""
+
+    @property
+    def digest(self) -> str:
+        """The content digest of the full output (:func:`result_digest`); same as ``key``."""
+        return self.key
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
@@ -67,33 +82,33 @@ class OffloadRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SummaryState:
-    """A summary standing in for the first ``upto`` body entries."""
+    """A summary standing in for the first ``covered`` body entries."""
 
     text: str
     """The summary text (wrapped by ``SUMMARY_WRAPPER`` in the view)."""
-    upto: int
+    covered: int
     """How many body entries it replaces."""
     fingerprint: str
-    """:func:`history_fingerprint` of those entries; a mismatch means history was rewritten."""
+    """:func:`fingerprint` of those entries; a mismatch means history was rewritten."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
-        return {"text": self.text, "upto": self.upto, "fingerprint": self.fingerprint}
+        return {"text": self.text, "upto": self.covered, "fingerprint": self.fingerprint}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SummaryState:
         """Rebuild from :meth:`to_dict` output."""
-        return cls(text=str(data["text"]), upto=int(data["upto"]), fingerprint=str(data["fingerprint"]))
+        return cls(text=str(data["text"]), covered=int(data["upto"]), fingerprint=str(data["fingerprint"]))
 
 
-def history_fingerprint(body: Sequence[TranscriptEntry]) -> str:
+def fingerprint(entries: Sequence[TranscriptEntry]) -> str:
     """A digest of the entries' structure and text.
 
     Tool-result outputs are left out (only ``call_id`` and ``is_error`` count) so that
     ``trim_tool_results`` on the session does not invalidate a summary; a rewind does.
     """
     h = hashlib.sha256()
-    for e in body:
+    for e in entries:
         if isinstance(e, ToolResultEntry):
             data: dict[str, Any] = {"type": e.type, "call_id": e.call_id, "is_error": e.is_error}
         else:
@@ -101,6 +116,40 @@ def history_fingerprint(body: Sequence[TranscriptEntry]) -> str:
         h.update(json.dumps(data, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
         h.update(b"\n")
     return h.hexdigest()
+
+
+def result_digest(output: str) -> str:
+    """The sha256 hex digest of a tool output (UTF-8): the key it is offloaded under.
+
+    Keys are digests rather than call ids because a result store is shared across sessions while
+    call ids are only unique within one; identical outputs share one stored copy.
+    """
+    return content_key(output)
+
+
+def window_key(provider: object, model: str | None) -> str:
+    """The key a learned context window is remembered under: the endpoint and the model.
+
+    A window an endpoint named for one model says nothing about another, so a chat that switches
+    models does not carry the old model's limit over.
+    """
+    vendor = getattr(provider, "name", None) or type(provider).__name__
+    base = getattr(provider, "base_url", None) or ""
+    chosen = model or getattr(provider, "model", None) or ""
+    return f"{vendor}|{base}|{chosen}"
+
+
+def unique_result_ids(entries: Sequence[TranscriptEntry]) -> set[str]:
+    """The call ids carried by exactly one tool result in ``entries``.
+
+    A decision about a result is keyed by its call id, which is only safe when no other result
+    carries the same id (some providers reuse ids across turns).
+    """
+    seen: dict[str, int] = {}
+    for e in entries:
+        if isinstance(e, ToolResultEntry):
+            seen[e.call_id] = seen.get(e.call_id, 0) + 1
+    return {cid for cid, n in seen.items() if n == 1}
 
 
 @dataclass(slots=True, kw_only=True)
@@ -117,11 +166,11 @@ class CompactionState:
     """Calibration: provider tokens / heuristic tokens (EMA)."""
     mention_recall: bool | None = None
     """Whether markers name ``recall_tool_result``; fixed by the first decision."""
-    window: int | None = None
-    """The lowest window an overflow error named."""
-    pending_estimate: int | None = None
+    learned_windows: dict[str, int] = field(default_factory=dict)
+    """:func:`window_key` -> the lowest window that endpoint named for that model in an overflow error."""
+    last_view_estimate: int | None = None
     """Heuristic size of the last view sent, awaiting the provider's count."""
-    failures: int = 0
+    summary_failures: int = 0
     """Summarizer failures in run ``failures_run``."""
     failures_run: str | None = None
     """The run the failure count belongs to (the breaker is per run)."""
@@ -133,14 +182,25 @@ class CompactionState:
 
     def failures_for(self, run_id: str | None) -> int:
         """Summarizer failures recorded for ``run_id``."""
-        return self.failures if self.failures_run == run_id else 0
+        return self.summary_failures if self.failures_run == run_id else 0
 
     def note_failure(self, run_id: str | None) -> int:
         """Count one summarizer failure for ``run_id``; returns the new count."""
         if self.failures_run != run_id:
-            self.failures_run, self.failures = run_id, 0
-        self.failures += 1
-        return self.failures
+            self.failures_run, self.summary_failures = run_id, 0
+        self.summary_failures += 1
+        return self.summary_failures
+
+    def decided(self, call_id: str) -> bool:
+        """Whether the result with ``call_id`` is already cleared or offloaded (decisions are sticky)."""
+        if call_id in self.cleared.values():
+            return True
+        return any(r.call_id == call_id for r in self.offloaded.values())
+
+    def prune(self, referable: set[str]) -> None:
+        """Drop decisions about results whose call id is no longer in ``referable`` (rewound away)."""
+        self.cleared = {i: c for i, c in self.cleared.items() if c in referable}
+        self.offloaded = {i: r for i, r in self.offloaded.items() if r.call_id in referable}
 
     def forget_before(self, upto: int) -> None:
         """Drop decisions about entries hidden behind a summary covering ``upto`` entries."""
@@ -156,14 +216,16 @@ class CompactionState:
             "summary": self.summary.to_dict() if self.summary else None,
             "ratio": self.ratio,
             "mention_recall": self.mention_recall,
-            "window": self.window,
-            "pending_estimate": self.pending_estimate,
-            "failures": self.failures,
+            "windows": dict(sorted(self.learned_windows.items())),
+            "window": min(self.learned_windows.values(), default=None),  # the lowest any endpoint named
+            "pending_estimate": self.last_view_estimate,
+            "failures": self.summary_failures,
             "failures_run": self.failures_run,
         }
 
     def save(self, scratch: dict[str, Any]) -> None:
-        """Write the whole state into ``scratch`` (in place)."""
+        """Write the whole state into ``scratch`` (in place): :class:`~lovia.context.Compaction` owns
+        the run's whole scratch dict."""
         scratch.clear()
         scratch.update(self.to_dict())
 
@@ -171,7 +233,12 @@ class CompactionState:
         """Write only the per-call fields (ratio, pending estimate); O(1)."""
         scratch["version"] = STATE_VERSION
         scratch["ratio"] = self.ratio
-        scratch["pending_estimate"] = self.pending_estimate
+        scratch["pending_estimate"] = self.last_view_estimate
+
+    @classmethod
+    def load(cls, scratch: Mapping[str, Any] | None) -> CompactionState:
+        """The state :meth:`save` wrote into ``scratch``; a fresh one when there is none or it is unreadable."""
+        return cls.from_dict(scratch)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> CompactionState:
@@ -188,9 +255,9 @@ class CompactionState:
             state.ratio = ratio if math.isfinite(ratio) and ratio > 0 else 1.0
             recall = data.get("mention_recall")
             state.mention_recall = None if recall is None else bool(recall)
-            state.window = _opt_int(data.get("window"))
-            state.pending_estimate = _opt_int(data.get("pending_estimate"))
-            state.failures = int(data.get("failures") or 0)
+            state.learned_windows = {str(k): int(v) for k, v in (data.get("windows") or {}).items()}
+            state.last_view_estimate = _opt_int(data.get("pending_estimate"))
+            state.summary_failures = int(data.get("failures") or 0)
             run = data.get("failures_run")
             state.failures_run = None if run is None else str(run)
         except (TypeError, ValueError, KeyError):

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..exceptions import UserError
 from ..messages import FilePart, ImagePart, TextPart
 from ..transcript import (
     AssistantTextEntry,
@@ -24,7 +25,15 @@ from ..transcript import (
     TranscriptEntry,
 )
 
-__all__ = ["CALIBRATION_ALPHA", "RATIO_MAX", "RATIO_MIN", "TokenBudget", "TokenCounter", "calibrate"]
+__all__ = [
+    "CALIBRATION_ALPHA",
+    "RATIO_MAX",
+    "RATIO_MIN",
+    "TokenBudget",
+    "TokenCounter",
+    "calibrate",
+    "usable_tokens",
+]
 
 CALIBRATION_ALPHA = 0.2
 """Weight of the newest observation in the calibration EMA."""
@@ -32,8 +41,6 @@ RATIO_MIN = 0.5
 """Lowest calibration ratio accepted."""
 RATIO_MAX = 2.5
 """Highest calibration ratio accepted."""
-_ENTRY_OVERHEAD = 4
-"""Tokens a message envelope costs (role, separators) on top of its text."""
 
 
 def _text_tokens(text: str) -> int:
@@ -59,15 +66,30 @@ class TokenCounter:
     """Heuristic token counts, memoized per entry object.
 
     Args:
+        provider: A provider that can count exactly (one with ``count_tokens(entries)``, the
+            ``TokenEstimator`` shape); :meth:`count` then asks it instead of estimating.
         image_tokens: Flat cost of one image part.
         file_tokens: Flat cost of one file part.
-        max_memo: Entries remembered before the oldest half of the memo is dropped.
+        entry_overhead: Tokens a message envelope costs (role, separators) on top of its text.
+        memo_size: Entries remembered before the oldest half of the memo is dropped.
     """
 
-    def __init__(self, *, image_tokens: int = 1_600, file_tokens: int = 4_000, max_memo: int = 200_000) -> None:
+    def __init__(
+        self,
+        provider: object | None = None,
+        *,
+        image_tokens: int = 1_600,
+        file_tokens: int = 2_000,
+        entry_overhead: int = 8,
+        memo_size: int = 8_192,
+    ) -> None:
+        if memo_size < 2:
+            raise UserError(f"memo_size must be at least 2, got {memo_size}", hint="use the default (8192)")
+        self.provider = provider
         self.image_tokens = image_tokens
         self.file_tokens = file_tokens
-        self.max_memo = max_memo
+        self.entry_overhead = entry_overhead
+        self.memo_size = memo_size
         # id(entry) -> (entry, tokens): holding the entry keeps its id from being reused.
         self._memo: dict[int, tuple[TranscriptEntry, int]] = {}
         self._tools_memo: tuple[tuple[Any, ...], int] | None = None
@@ -77,14 +99,22 @@ class TokenCounter:
         """UTF-8 bytes / 4, rounded up."""
         return _text_tokens(text)
 
-    def count(self, entry: TranscriptEntry) -> int:
-        """Estimated tokens of one entry (memoized)."""
+    def count(self, entries: Sequence[TranscriptEntry]) -> int:
+        """Estimated tokens of ``entries``: the provider's exact count when it offers one, else the sum
+        of :meth:`count_entry`."""
+        exact = getattr(self.provider, "count_tokens", None)
+        if callable(exact):
+            return int(exact(list(entries)))
+        return sum(self.count_entry(e) for e in entries)
+
+    def count_entry(self, entry: TranscriptEntry) -> int:
+        """Estimated tokens of one entry (memoized by identity: entries are immutable)."""
         hit = self._memo.get(id(entry))
         if hit is not None and hit[0] is entry:
             return hit[1]
         tokens = self._measure(entry)
-        if len(self._memo) >= self.max_memo:
-            for key in list(self._memo)[: self.max_memo // 2]:
+        if len(self._memo) >= self.memo_size:
+            for key in list(self._memo)[: self.memo_size // 2]:
                 del self._memo[key]
         self._memo[id(entry)] = (entry, tokens)
         return tokens
@@ -94,8 +124,8 @@ class TokenCounter:
         return self._measure(entry)
 
     def count_all(self, entries: Sequence[TranscriptEntry]) -> int:
-        """Sum of :meth:`count` over ``entries``."""
-        return sum(self.count(e) for e in entries)
+        """The heuristic sum of :meth:`count_entry` over ``entries`` (never asks the provider)."""
+        return sum(self.count_entry(e) for e in entries)
 
     def count_tools(self, tools: Sequence[Any]) -> int:
         """Estimated tokens of the tool schemas sent with a call (memoized on the same tool objects)."""
@@ -114,7 +144,7 @@ class TokenCounter:
                 "description": getattr(t, "description", ""),
                 "parameters": getattr(t, "parameters", {}),
             }
-            total += _text_tokens(json.dumps(payload, default=str, ensure_ascii=False)) + _ENTRY_OVERHEAD
+            total += _text_tokens(json.dumps(payload, default=str, ensure_ascii=False)) + self.entry_overhead
         self._tools_memo = (ident, total)
         return total
 
@@ -145,7 +175,7 @@ class TokenCounter:
                 body += self._parts_tokens([p for p in entry.parts if not isinstance(p, TextPart)])
         else:  # pragma: no cover - the union is closed
             body = 0
-        return body + _ENTRY_OVERHEAD
+        return body + self.entry_overhead
 
 
 def _resolve(value: int | float, usable: int) -> int:
@@ -154,50 +184,69 @@ def _resolve(value: int | float, usable: int) -> int:
     return int(value)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+def usable_tokens(window: int, reserve_output: int) -> int:
+    """The part of ``window`` a prompt may fill: the window minus the tokens kept for the answer.
+
+    When the reserve would swallow more than half the window (small windows, tests), half the
+    window stays usable, so a policy always has room to work with.
+    """
+    return max(window - reserve_output, window // 2)
+
+
+@dataclass(frozen=True, slots=True)
 class TokenBudget:
-    """The token levels one compaction decision works with."""
+    """The token levels one compaction decision works with.
+
+    ``trigger`` and ``target`` are the policy's ``compact_at`` / ``compact_to``: a float is a
+    fraction of the usable window, an int an absolute token count. A ``trigger`` of ``0`` means no
+    trigger level at all (the overflow path compacts whatever the size).
+    """
 
     window: int
     """The model's context window."""
-    usable: int
-    """Window minus the tokens reserved for the answer."""
-    high: int
-    """Compact when the estimate exceeds this (``compact_at``)."""
-    target: int
-    """Compact down to this (``compact_to``)."""
-    keep_recent: int
-    """Tokens of recent history that stay verbatim (the protected tail)."""
+    reserve_output: int = 16_384
+    """Tokens kept free for the answer."""
+    trigger: int | float = 0.85
+    """Compact when the estimate exceeds this level."""
+    target: int | float = 0.6
+    """Compact down to this level."""
+    keep_recent_tokens: int | None = None
+    """Tokens of recent history that stay verbatim (the protected tail); ``None``: usable // 5."""
 
-    @classmethod
-    def resolve(
-        cls,
-        window: int,
-        *,
-        reserve_output_tokens: int,
-        compact_at: int | float,
-        compact_to: int | float,
-        keep_recent_tokens: int | None,
-    ) -> TokenBudget:
-        """Turn the policy's settings into absolute levels for ``window``.
+    @property
+    def usable(self) -> int:
+        """Window minus the reserve (see :func:`usable_tokens`)."""
+        return usable_tokens(self.window, self.reserve_output)
 
-        When the reserve would swallow most of the window (small test windows), half the window
-        stays usable.
-        """
-        usable = window - reserve_output_tokens
-        if usable < window // 2:
-            usable = window // 2
-        high = max(1, _resolve(compact_at, usable))
-        target = max(0, min(_resolve(compact_to, usable), high - 1))
-        keep = usable // 5 if keep_recent_tokens is None else keep_recent_tokens
-        return cls(window=window, usable=usable, high=high, target=target, keep_recent=keep)
+    @property
+    def trigger_tokens(self) -> int:
+        """The trigger level in tokens (at least 1, unless there is no trigger)."""
+        if self.trigger == 0:
+            return 0
+        return max(1, _resolve(self.trigger, self.usable))
+
+    @property
+    def target_tokens(self) -> int:
+        """The target level in tokens, always below the trigger level."""
+        target = max(0, _resolve(self.target, self.usable))
+        high = self.trigger_tokens
+        return target if high == 0 else max(0, min(target, high - 1))
+
+    @property
+    def keep_recent(self) -> int:
+        """The protected tail in tokens."""
+        return self.usable // 5 if self.keep_recent_tokens is None else self.keep_recent_tokens
+
+    def pressure(self, tokens: int) -> float:
+        """How full the usable window is at ``tokens``: 1.0 is full; compaction starts at the trigger."""
+        return tokens / self.usable if self.usable > 0 else float("inf")
 
     def aggressive(self) -> TokenBudget:
         """The overflow variant: no trigger level, target ~25% of usable, tail 10%."""
         return TokenBudget(
             window=self.window,
-            usable=self.usable,
-            high=0,
+            reserve_output=self.reserve_output,
+            trigger=0,
             target=self.usable // 4,
-            keep_recent=min(self.keep_recent, self.usable // 10),
+            keep_recent_tokens=min(self.keep_recent, self.usable // 10),
         )

@@ -50,6 +50,8 @@ async def compact(
         run_id=state.run_id,
     )
     result = await policy.compact(request)
+    if request.usage.total_tokens:
+        state.usage.add(request.usage)  # what the policy spent itself (a summary call) counts to the run
     head = base[: leading_system_count(base)]
     if head and not leading_system_count(result.entries):
         result.entries = [*head, *result.entries]  # a policy that dropped the system head gets it back

@@ -7,6 +7,7 @@ from ._deps import require_web
 require_web()
 
 import contextlib  # noqa: E402
+import os  # noqa: E402
 from collections.abc import AsyncIterator, Mapping, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -18,7 +19,7 @@ from fastapi.responses import FileResponse, JSONResponse  # noqa: E402
 from fastapi.staticfiles import StaticFiles  # noqa: E402
 
 from ..agent import Agent  # noqa: E402
-from ..exceptions import LoviaError  # noqa: E402
+from ..exceptions import LoviaError, UserError  # noqa: E402
 from .agents import AgentSet, default_agents, resolve_agents  # noqa: E402
 from .auth import HostOriginGuard, HostPolicy, token_matches  # noqa: E402
 from .events_hub import EventHub  # noqa: E402
@@ -27,6 +28,7 @@ from .replicas import ReplicaSupervisor  # noqa: E402
 from .routes_chat import chat_router  # noqa: E402
 from .routes_info import info_router  # noqa: E402
 from .routes_sessions import sessions_router  # noqa: E402
+from .routes_uploads import DEFAULT_MAX_UPLOAD_MB, parse_allowed_ext, uploads_router  # noqa: E402
 from .store import ChatStore  # noqa: E402
 from .store_pg import PostgresChatStore  # noqa: E402
 from .supervisor import RunSupervisor  # noqa: E402
@@ -46,6 +48,9 @@ class WebState:
     agents: AgentSet
     token: str | None
     title: str
+    max_upload_bytes: int = int(25 * (1 << 20))
+    upload_allowed_ext: frozenset[str] | None = None
+    """Extensions an upload may have (``None``: any)."""
 
 
 def _auth_dependency(state: WebState) -> Any:
@@ -71,6 +76,8 @@ def create_app(
     max_turns: int = 50,
     ui: bool = True,
     allowed_hosts: Sequence[str] = (),
+    max_upload_mb: float | None = None,
+    upload_allowed_ext: str | Sequence[str] | None = None,
 ) -> FastAPI:
     """Build the ASGI app.
 
@@ -85,6 +92,9 @@ def create_app(
         ui: serve the page at ``/`` (``False``: API only).
         allowed_hosts: ``Host`` names to answer besides loopback and the bound address
             (``.example.com`` for every subdomain, ``*`` for any); see :class:`~lovia.web.auth.HostPolicy`.
+        max_upload_mb: per-file upload limit in MiB (default ``LOVIA_MAX_UPLOAD_MB``, else 25).
+        upload_allowed_ext: extensions uploads may have, as a list or ``"png, pdf"`` (``"*"``: any;
+            default ``LOVIA_UPLOAD_ALLOWED_EXT``, else the built-in list).
 
     Returns:
         A FastAPI application; run it with a single uvicorn worker (runs are process-local).
@@ -102,7 +112,9 @@ def create_app(
         supervisor = RunSupervisor(
             chat_store, agent_set.agents, default_agent=agent_set.default, max_turns=max_turns, hub=EventHub()
         )
-    state = WebState(chat_store, supervisor, agent_set, token, title)
+    state = WebState(
+        chat_store, supervisor, agent_set, token, title, *_upload_limits(max_upload_mb, upload_allowed_ext)
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -139,9 +151,27 @@ def create_app(
     app.include_router(info_router(state), dependencies=[auth])
     app.include_router(chat_router(state), dependencies=[auth])
     app.include_router(sessions_router(state), dependencies=[auth])
+    app.include_router(uploads_router(state), dependencies=[auth])
     if ui:
         _mount_ui(app)
     return app
+
+
+def _upload_limits(mb: float | None, ext: str | Sequence[str] | None) -> tuple[int, frozenset[str] | None]:
+    """``(max bytes, allowed extensions)`` from the arguments, else the environment, else the defaults."""
+    if mb is None:
+        raw = os.environ.get("LOVIA_MAX_UPLOAD_MB", "").strip()
+        try:
+            mb = float(raw) if raw else DEFAULT_MAX_UPLOAD_MB
+        except ValueError:
+            raise UserError(
+                f"LOVIA_MAX_UPLOAD_MB={raw!r} is not a number", hint="set it to a size in MiB, e.g. 25"
+            ) from None
+    if mb <= 0:
+        raise UserError(f"max_upload_mb must be positive, got {mb}", hint="pass a size in MiB, e.g. 25")
+    if ext is None:
+        ext = os.environ.get("LOVIA_UPLOAD_ALLOWED_EXT") or None
+    return int(mb * (1 << 20)), parse_allowed_ext(ext)
 
 
 def _mount_docs(app: FastAPI, auth: Any) -> None:

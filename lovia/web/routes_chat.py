@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from ..exceptions import UserError
+from .routes_uploads import attachment_content
 from .sse import Frame, event_stream, live_tail
 from .supervisor import Subscription
 
@@ -26,6 +27,8 @@ class ChatRequest(BaseModel):
     message: str = Field(default="", max_length=200_000)
     session_id: str | None = Field(default=None, max_length=200)
     agent: str | None = None
+    attachments: list[str] = Field(default_factory=list, max_length=20)
+    """Upload ids (``POST /api/sessions/{id}/uploads``) sent with this message as content parts."""
 
 
 class ApproveRequest(BaseModel):
@@ -80,6 +83,13 @@ def chat_router(state: WebState) -> APIRouter:
     return router
 
 
+def _steer(live: Any, body: ChatRequest, message: str) -> None:
+    if body.attachments:
+        raise HTTPException(409, "attachments wait for the live run to finish: send them after it")
+    if message:
+        live.mailbox.push(message)  # steer the live run: its next turn sees the message
+
+
 def _opener(state: WebState) -> Callable[[ChatRequest], Awaitable[Subscription]]:
     """``open_chat(body)``: start a run, or attach to the live one (injecting the message)."""
     store, sup = state.store, state.supervisor
@@ -98,13 +108,13 @@ def _opener(state: WebState) -> Callable[[ChatRequest], Awaitable[Subscription]]
         async with sup.lock(sid):
             live = sup.live(sid)
             if live is not None:
-                if message:
-                    live.mailbox.push(message)  # steer the live run: its next turn sees the message
-            elif message:
+                _steer(live, body, message)
+            elif message or body.attachments:
+                content = await attachment_content(state, sid, message, body.attachments, agent=body.agent)
                 if meta.active_run_id:  # an interrupted run nobody resumed: keep its completed turns
                     await sup.finalize_partial(sid, meta.active_run_id)
                 try:
-                    sup.start(sid, message, agent=body.agent or meta.agent)
+                    sup.start(sid, content, agent=body.agent or meta.agent)
                 except UserError as exc:
                     raise HTTPException(400, str(exc)) from exc
                 if not meta.title:

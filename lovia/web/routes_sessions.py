@@ -144,6 +144,7 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
             "entries": [entry_to_dict(e) for e in entries],
             "runs": _runs(segments, await store.runs(session_id)),
             "live": sup.live(session_id) is not None,
+            "origin": await store.origin(session_id),
         }
 
     @router.get("/sessions/{session_id}/export")

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import json
 import os
 import socket
 import sqlite3
+import tempfile
 import threading
 import time
 import uuid
@@ -29,7 +31,7 @@ from ..checkpointer import Checkpointer
 from ..exceptions import CorruptRecordError, StoreError
 from ..session import Session
 
-__all__ = ["ChatMeta", "ChatStore", "RunRecord"]
+__all__ = ["ChatMeta", "ChatStore", "RunRecord", "UploadRecord"]
 
 T = TypeVar("T")
 
@@ -57,6 +59,32 @@ _ADDED_COLUMNS = {
     ("chat_sessions", "pinned"): "ALTER TABLE chat_sessions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0",
     ("chat_runs", "owner"): "ALTER TABLE chat_runs ADD COLUMN owner TEXT",
 }
+# Numbered migrations, each applied once in order; ``PRAGMA user_version`` records the last one applied.
+# Append new ones at the end; never edit one that has shipped.
+_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (
+        1,
+        (
+            """CREATE TABLE IF NOT EXISTS chat_uploads (
+                id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                mime_type TEXT NOT NULL,
+                size INTEGER NOT NULL,
+                path TEXT NOT NULL,
+                created_at REAL NOT NULL
+            )""",
+            "CREATE INDEX IF NOT EXISTS chat_uploads_session ON chat_uploads (session_id)",
+            """CREATE TABLE IF NOT EXISTS chat_origins (
+                session_id TEXT PRIMARY KEY,
+                kind TEXT NOT NULL,
+                origin_session_id TEXT NOT NULL,
+                user_turn INTEGER,
+                title TEXT NOT NULL DEFAULT ''
+            )""",
+        ),
+    ),
+)
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 """This server process (``host:pid``), recorded on the runs it starts so ``lovia runs ls`` can tell
 a run whose server is gone (SIGKILL) from a live one."""
@@ -122,6 +150,33 @@ class RunRecord:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class UploadRecord:
+    """A file uploaded into a chat, kept on disk next to the chat index until the chat is deleted."""
+
+    id: str
+    session_id: str
+    name: str
+    mime_type: str
+    size: int
+    path: str
+    created_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON the API returns (the disk path stays on the server)."""
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "name": self.name,
+            "mime_type": self.mime_type,
+            "size": self.size,
+            "created_at": self.created_at,
+        }
+
+
+_UPLOAD_COLUMNS = "id, session_id, name, mime_type, size, path, created_at"
+
+
 class _MetaDB:
     """One sqlite3 connection guarded by a lock; every call runs in a worker thread."""
 
@@ -143,10 +198,19 @@ class _MetaDB:
                     "SELECT 1 FROM pragma_table_info(?) WHERE name = ?", (table, column)
                 ).fetchone():
                     self._conn.execute(statement)
+            self._migrate()
         except sqlite3.Error as exc:
             raise StoreError(
                 f"cannot open chat index in {path}: {exc}", hint="check the --db path and its permissions"
             ) from exc
+
+    def _migrate(self) -> None:
+        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        for number, statements in _MIGRATIONS:
+            if number > version:
+                for statement in statements:
+                    self._conn.execute(statement)
+                self._conn.execute(f"PRAGMA user_version = {int(number)}")
 
     def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
@@ -211,6 +275,7 @@ class ChatStore:
         self.session = session
         self.checkpointer = checkpointer
         self._db = _MetaDB(os.fspath(meta_path))
+        self._uploads_dir: Path | None = None
 
     @classmethod
     def sqlite(cls, path: str | os.PathLike[str]) -> ChatStore:
@@ -308,11 +373,75 @@ class ChatStore:
             await self.checkpointer.delete(run_id)
         await self.session.clear(session_id)
 
+        uploads = await self.uploads(session_id)
+
         def drop(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM chat_sessions WHERE id = ?", (session_id,))
             conn.execute("DELETE FROM chat_runs WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM chat_uploads WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM chat_origins WHERE session_id = ?", (session_id,))
 
         await self._db.run(drop)
+        for upload in uploads:  # after the rows: a crash in between leaves orphan files, never dangling rows
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(upload.path)
+
+    # ------------------------------------------------------------------ uploads
+
+    @property
+    def uploads_dir(self) -> Path:
+        """Where uploaded files are kept: ``uploads/`` next to the chat index (a temp folder when in memory)."""
+        if self._uploads_dir is None:
+            if self._db.path == ":memory:":
+                self._uploads_dir = Path(tempfile.mkdtemp(prefix="lovia-uploads-"))
+            else:
+                self._uploads_dir = Path(self._db.path).resolve().parent / "uploads"
+        return self._uploads_dir
+
+    async def add_upload(self, record: UploadRecord) -> None:
+        """Index an upload whose file is already complete at ``record.path``."""
+        values = (
+            record.id,
+            record.session_id,
+            record.name,
+            record.mime_type,
+            record.size,
+            record.path,
+            record.created_at,
+        )
+        sql = f"INSERT INTO chat_uploads ({_UPLOAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        await self._db.run(lambda c: c.execute(sql, values))
+
+    async def set_origin(
+        self, session_id: str, *, kind: str, origin_session_id: str, user_turn: int | None, title: str
+    ) -> None:
+        """Record where a chat came from (``kind="fork"``: branched off ``origin_session_id``)."""
+        values = (session_id, kind, origin_session_id, user_turn, title)
+        sql = "INSERT OR REPLACE INTO chat_origins VALUES (?, ?, ?, ?, ?)"
+        await self._db.run(lambda c: c.execute(sql, values))
+
+    async def origin(self, session_id: str) -> dict[str, Any] | None:
+        """``{kind, session_id, user_turn, title, exists}`` of a chat that came from another, else ``None``."""
+        sql = (
+            "SELECT o.kind, o.origin_session_id, o.user_turn, o.title, s.id FROM chat_origins o "
+            "LEFT JOIN chat_sessions s ON s.id = o.origin_session_id WHERE o.session_id = ?"
+        )
+        row = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchone())
+        if row is None:
+            return None
+        return {
+            "kind": row[0],
+            "session_id": row[1],
+            "user_turn": row[2],
+            "title": row[3],
+            "exists": row[4] is not None,
+        }
+
+    async def uploads(self, session_id: str) -> builtins.list[UploadRecord]:
+        """The chat's uploads, oldest first."""
+        sql = f"SELECT {_UPLOAD_COLUMNS} FROM chat_uploads WHERE session_id = ? ORDER BY created_at, id"
+        rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
+        return [UploadRecord(r[0], r[1], r[2], r[3], int(r[4]), r[5], float(r[6])) for r in rows]
 
     # ------------------------------------------------------------------ runs
 

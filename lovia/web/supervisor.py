@@ -25,6 +25,7 @@ from ..checkpointer import CheckpointOptions, RunHead, RunSnapshot
 from ..exceptions import UserError
 from ..handle import RunHandle
 from ..messages import Usage
+from ..parts import ContentPart
 from ..reliability import Mailbox
 from ..runner import Runner
 from ..session import new_run_id
@@ -167,13 +168,14 @@ class RunSupervisor:
 
     # ------------------------------------------------------------------ start / resume
 
-    def start(self, session_id: str, message: str, *, agent: str | None = None) -> LiveRun:
+    def start(self, session_id: str, message: str | list[ContentPart], *, agent: str | None = None) -> LiveRun:
         """Start a new run of the chat on ``message`` (the caller checked nothing is live)."""
         chosen = self.agent_for(agent)
         run_id = new_run_id()
-        live = LiveRun(session_id, run_id, chosen, Mailbox(), [InputEntry(role="user", content=message)], 1)
+        entry = InputEntry(role="user", content=message)
+        live = LiveRun(session_id, run_id, chosen, Mailbox(), [entry], 1)
         options = CheckpointOptions(self.store.checkpointer, run_id, delete_on_success=True)
-        self._launch(live, message, options)
+        self._launch(live, message if isinstance(message, str) else [entry], options)  # parts go in as an entry
         return live
 
     async def resume(self, session_id: str, run_id: str, *, agent: str | None = None) -> LiveRun | None:

@@ -93,11 +93,13 @@ def test_bad_settings_are_value_errors(kw):
 
 def test_levels_are_fractions_of_usable_or_absolute():
     b = Compaction(compact_at=0.5, compact_to=0.25, reserve_output_tokens=10_000).budget(110_000)
-    assert (b.usable, b.high, b.target, b.keep_recent) == (100_000, 50_000, 25_000, 20_000)
+    assert (b.usable, b.trigger_tokens, b.target_tokens, b.keep_recent) == (100_000, 50_000, 25_000, 20_000)
+    assert b.pressure(50_000) == 0.5 and (b.trigger, b.target) == (0.5, 0.25)
     b = Compaction(compact_at=9_000, compact_to=4_000, keep_recent_tokens=700).budget(110_000)
-    assert (b.high, b.target, b.keep_recent) == (9_000, 4_000, 700)
+    assert (b.trigger_tokens, b.target_tokens, b.keep_recent) == (9_000, 4_000, 700)
     agg = b.aggressive()
-    assert agg.target == b.usable // 4 and agg.keep_recent == min(700, b.usable // 10) and agg.high == 0
+    assert agg.target_tokens == b.usable // 4 and agg.keep_recent == min(700, b.usable // 10)
+    assert agg.trigger_tokens == 0
 
 
 # ---------------------------------------------------------------- the long run
@@ -122,7 +124,7 @@ async def test_views_shrink_while_transcript_keeps_every_byte():
     joined = " ".join(d for r in results for d in r.detail)
     assert all(k in joined for k in kinds)
     # the incremental view is exactly what the pure renderer gives for the persisted state
-    assert as_json(render_view(transcript, CompactionState.from_dict(json.loads(json.dumps(scratch))))) == views[-1]
+    assert as_json(render_view(transcript, CompactionState.load(json.loads(json.dumps(scratch))))) == views[-1]
 
 
 async def test_consecutive_views_are_prefix_stable_and_decisions_never_revert():
@@ -214,10 +216,8 @@ async def test_overflow_uses_the_reported_window_and_it_sticks():
     scratch: dict[str, Any] = {}
     res = await p.compact(request(transcript, scratch, overflow=True, reported_window=8_000))
     assert res.compacted
-    assert scratch["window"] == 8_000
-    usable = TokenBudget.resolve(
-        8_000, reserve_output_tokens=RESERVE, compact_at=0.85, compact_to=0.6, keep_recent_tokens=None
-    ).usable
+    assert list(scratch["windows"].values()) == [8_000]  # learned for this endpoint and model
+    usable = TokenBudget(8_000, reserve_output=RESERVE).usable
     assert res.tokens_after <= usable // 4 + 100
     # a larger reported window never raises an explicit one
     res2 = await p.compact(request(transcript, {}, overflow=True, reported_window=500_000))
@@ -296,9 +296,26 @@ def test_token_counter_memoizes_by_identity_and_prices_images():
 
     c = TokenCounter(image_tokens=1_600)
     e = InputEntry(role="user", content=[TextPart("abcd" * 10), ImagePart(url="http://x/y.png")])
-    assert c.count(e) == 10 + 1_600 + 4
-    assert c.count(e) == c.count(e)
-    assert c.count(InputEntry(role="user", content="é" * 8)) == 4 + 4  # UTF-8 bytes / 4
+    assert c.count_entry(e) == 10 + 1_600 + 8
+    assert c.count_entry(e) == c.count_entry(e) and c.count([e, e]) == 2 * c.count_entry(e)
+    assert c.count_entry(InputEntry(role="user", content="é" * 8)) == 4 + 8  # UTF-8 bytes / 4, then the envelope
+
+
+def test_token_counter_asks_a_provider_that_counts_exactly():
+    class Exact:
+        def count_tokens(self, entries):
+            return 7 * len(entries)
+
+    entries = [InputEntry(role="user", content="hi"), InputEntry(role="user", content="there")]
+    assert TokenCounter(Exact()).count(entries) == 14
+    assert TokenCounter(Exact()).count_all(entries) == TokenCounter().count_all(entries)  # the heuristic
+
+
+def test_usable_tokens_keeps_half_the_window_when_the_reserve_swallows_it():
+    from lovia.context.tokens import usable_tokens
+
+    assert usable_tokens(200_000, 16_384) == 183_616
+    assert usable_tokens(10_000, 16_384) == 5_000
 
 
 # ---------------------------------------------------------------- custom stages and the noop policy

@@ -3,6 +3,7 @@
 import { AuthError, api, captureToken, setToken, streamFrames } from "./api.js";
 import { FRAMES } from "./frames.js";
 import { Transcript } from "./render.js";
+import { initUploads } from "./uploads.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -33,6 +34,22 @@ const transcript = new Transcript($("messages"), {
     const last = transcript.lastUser();
     if (last) resend(last.turn, last.text).catch(fail);
   },
+});
+
+const uploads = initUploads(transcript, {
+  sessionId: () => state.sessionId,
+  ensureSession: async () => {
+    if (!state.sessionId) {
+      const meta = await api("POST", "/api/sessions", {});
+      state.sessionId = meta.id;
+      history.replaceState(null, "", `#/chat/${encodeURIComponent(meta.id)}`);
+      refreshSessions().catch(fail);
+    }
+    return state.sessionId;
+  },
+  openSession: (id) => openSession(id),
+  busy: () => busy(),
+  fail: (error) => fail(error),
 });
 
 // ------------------------------------------------------------------ helpers
@@ -353,11 +370,12 @@ async function runStream(path, body) {
 
 async function send(text) {
   const message = text.trim();
-  if (!message || !composerEnabled()) return;
+  const attachments = busy() ? [] : uploads.take();
+  if ((!message && !attachments.length) || !composerEnabled()) return;
   $("composer").value = "";
   transcript.jumpToLatest();
   if (!busy()) setPhase("starting");
-  await runStream("/api/chat/stream", { message, session_id: state.sessionId });
+  await runStream("/api/chat/stream", { message, session_id: state.sessionId, attachments });
 }
 
 async function resend(turn, text) {

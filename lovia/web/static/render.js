@@ -53,6 +53,7 @@ export class Transcript {
     this.onEdit = onEdit;
     this.onRegenerate = onRegenerate;
     this.canRewind = false;
+    this.hooks = {}; // optional page extensions: userContent(msgEl, content), controls(root)
     this.follow = true; // the reader is at the bottom: keep them there as the answer grows
     this.jump = jump || null;
     this.retryTimer = null;
@@ -129,7 +130,7 @@ export class Transcript {
 
   addEntry(entry) {
     if (entry.type === "input") {
-      if (entry.role === "user") this.addUser(contentText(entry.content));
+      if (entry.role === "user") this.hooks.userContent?.(this.addUser(contentText(entry.content)), entry.content);
       return;
     }
     const msg = this.assistant();
@@ -408,6 +409,7 @@ export class Transcript {
       bar.append(copyButton(answer, "Copy answer", "copy-answer"));
       msg.append(bar);
     }
+    this.hooks.controls?.(this.root);
     if (!this.canRewind) return;
     for (const msg of this.root.querySelectorAll(".msg.user")) {
       const bar = el("div", "toolbar");

@@ -12,13 +12,21 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..exceptions import LoviaError
-from ..transcript import AssistantTextEntry, EntryCompletedDelta, InputEntry, TextDelta, TranscriptEntry
+from ..transcript import AssistantTextEntry, EntryCompletedDelta, InputEntry, TextDelta, TranscriptEntry, UsageDelta
 from .render import transcript_to_text
 
 if TYPE_CHECKING:
-    from ..providers.base import Provider
+    from ..providers.base import ModelSettings, Provider
+    from .policy import CompactionRequest
 
-__all__ = ["REQUIRED_SECTIONS", "SUMMARY_SYSTEM_PROMPT", "LLMSummarizer", "SummaryFailed", "Summarizer"]
+__all__ = [
+    "REQUIRED_SECTIONS",
+    "SUMMARY_SYSTEM_PROMPT",
+    "LLMSummarizer",
+    "SummaryFailed",
+    "Summarizer",
+    "transcript_to_text",
+]
 
 REQUIRED_SECTIONS: tuple[str, ...] = ("Intent", "Current state", "Key facts", "Artifacts", "Constraints", "Next steps")
 """The headings every summary must contain, in this order."""
@@ -48,40 +56,50 @@ class SummaryFailed(LoviaError):
 
 @runtime_checkable
 class Summarizer(Protocol):
-    """Condenses entries (and the previous summary, if any) into summary text."""
+    """Condenses entries (and the previous summary, if any) into summary text.
+
+    ``req`` is the compaction request being served: its ``provider`` and ``model`` are the run's,
+    and a summarizer that calls a model adds that call's spend to ``req.usage``.
+    """
 
     async def summarize(
         self,
-        entries: Sequence[TranscriptEntry],
+        entries: list[TranscriptEntry],
         *,
-        previous: str | None,
-        provider: Provider,
-        model: str | None,
+        req: CompactionRequest,
+        prior_summary: str | None = None,
     ) -> str:
-        """Return the new summary covering ``previous`` plus ``entries``."""
+        """Return the new summary covering ``prior_summary`` plus ``entries``."""
         ...
 
 
 class LLMSummarizer:
-    """Summarize with the run's own provider at temperature 0.
+    """Summarize with a model: the run's own provider unless one is given, at temperature 0.
 
     Args:
+        provider: The provider to summarize with (a cheaper model, say); ``None``: the run's.
         prompt: System prompt; ``{sections}`` is replaced by the heading list.
-        required_sections: Headings the answer must contain (case-insensitive).
+        settings: Model settings for the call; ``None``: temperature 0 and ``max_tokens``.
+        required_sections: Headings the answer must contain (case-insensitive); ``None``: any
+            non-empty answer is accepted.
         max_chars_per_entry: Each entry is clipped to this many characters in the request.
-        max_tokens: Cap on the summary's length.
+        max_tokens: Cap on the summary's length when ``settings`` is not given.
     """
 
     def __init__(
         self,
+        provider: Provider | None = None,
         *,
         prompt: str = SUMMARY_SYSTEM_PROMPT,
-        required_sections: Sequence[str] = REQUIRED_SECTIONS,
+        settings: ModelSettings | None = None,
+        required_sections: tuple[str, ...] | None = REQUIRED_SECTIONS,
         max_chars_per_entry: int = 4_000,
         max_tokens: int = 4_096,
     ) -> None:
+        self.provider = provider
         self.prompt = prompt
-        self.required_sections = tuple(required_sections)
+        self.settings = settings
+        self.required_sections = tuple(required_sections or ())
         self.max_chars_per_entry = max_chars_per_entry
         self.max_tokens = max_tokens
 
@@ -99,27 +117,32 @@ class LLMSummarizer:
 
     async def summarize(
         self,
-        entries: Sequence[TranscriptEntry],
+        entries: list[TranscriptEntry],
         *,
-        previous: str | None,
-        provider: Provider,
-        model: str | None,
+        req: CompactionRequest,
+        prior_summary: str | None = None,
     ) -> str:
-        """Ask ``provider`` for the summary and check its sections.
+        """Ask the model for the summary, add the call's usage to ``req.usage``, check the sections.
 
         Raises:
-            SummaryFailed: The answer was empty or missed a required section.
+            SummaryFailed: No provider, or the answer was empty or missed a required section.
         """
         from ..providers.base import ModelSettings
 
-        settings = ModelSettings(temperature=0.0, max_tokens=self.max_tokens)
+        provider = self.provider or req.provider
+        if provider is None:
+            raise SummaryFailed("no provider to summarize with", hint="pass LLMSummarizer(provider=...)")
+        settings = self.settings or ModelSettings(temperature=0.0, max_tokens=self.max_tokens)
         chunks: list[str] = []
         final: str | None = None
-        async for delta in provider.stream(self.request(entries, previous=previous), tools=None, settings=settings):
+        request = self.request(entries, previous=prior_summary)
+        async for delta in provider.stream(request, tools=None, settings=settings):
             if isinstance(delta, TextDelta):
                 chunks.append(delta.text)
             elif isinstance(delta, EntryCompletedDelta) and isinstance(delta.entry, AssistantTextEntry):
                 final = delta.entry.content
+            elif isinstance(delta, UsageDelta):
+                req.usage.add(delta.usage)
         text = (final if final is not None else "".join(chunks)).strip()
         self.check(text)
         return text

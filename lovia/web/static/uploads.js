@@ -1,0 +1,165 @@
+// Attachments (attach button, drag-and-drop, paste) and "Branch in new chat" on finished replies.
+//
+// Files go to POST /api/sessions/{id}/uploads as the raw request body; the ids of the finished
+// uploads ride along with the next message as `attachments`. A refused upload shows the server's
+// message and hint on its chip and is never sent.
+
+const TOKEN_KEY = "lovia_token";
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function authHeaders(extra) {
+  const token = localStorage.getItem(TOKEN_KEY);
+  return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
+}
+
+function sizeText(bytes) {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(0)} KB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+}
+
+async function errorText(response) {
+  try {
+    const detail = (await response.json()).detail;
+    if (detail && typeof detail === "object" && detail.message) {
+      return detail.hint ? `${detail.message} (${detail.hint})` : detail.message;
+    }
+    if (typeof detail === "string") return detail;
+  } catch (_e) { /* not JSON */ }
+  return `${response.status} ${response.statusText}`;
+}
+
+export function initUploads(transcript, page) {
+  const box = document.getElementById("attachments");
+  const form = document.getElementById("composer-form");
+  const composer = document.getElementById("composer");
+  const picker = el("input");
+  picker.type = "file";
+  picker.multiple = true;
+  picker.hidden = true;
+  picker.dataset.testid = "attach-input";
+  form.append(picker);
+  const chips = []; // { id, chip, ready }
+
+  function removeChip(item) {
+    chips.splice(chips.indexOf(item), 1);
+    item.chip.remove();
+  }
+
+  async function upload(file) {
+    const chip = el("span", "attachment uploading");
+    chip.dataset.testid = "attachment";
+    const label = el("span", "name", `${file.name} · ${sizeText(file.size)}`);
+    const state = el("span", "state", "uploading…");
+    const drop = el("button", "link", "✕");
+    drop.type = "button";
+    drop.setAttribute("aria-label", `Remove ${file.name}`);
+    chip.append(label, state, drop);
+    box.append(chip);
+    const item = { id: null, chip, ready: false, sid: null };
+    chips.push(item);
+    drop.onclick = () => removeChip(item);
+    try {
+      const sid = await page.ensureSession();
+      item.sid = sid;
+      const response = await fetch(`/api/sessions/${encodeURIComponent(sid)}/uploads`, {
+        method: "POST",
+        headers: authHeaders({ "X-Filename": encodeURIComponent(file.name), "Content-Type": file.type || "application/octet-stream" }),
+        body: file,
+      });
+      if (!response.ok) throw new Error(await errorText(response));
+      item.id = (await response.json()).id;
+      item.ready = true;
+      chip.classList.replace("uploading", "ready");
+      state.textContent = "";
+    } catch (error) {
+      chip.classList.replace("uploading", "failed");
+      chip.dataset.testid = "attachment-error";
+      state.textContent = String(error.message || error);
+    }
+  }
+
+  function addFiles(files) {
+    for (const file of files) upload(file).catch(page.fail);
+  }
+
+  document.getElementById("attach").onclick = () => picker.click();
+  picker.onchange = () => {
+    addFiles([...picker.files]);
+    picker.value = "";
+  };
+  form.addEventListener("dragover", (event) => {
+    if (!event.dataTransfer || ![...event.dataTransfer.types].includes("Files")) return;
+    event.preventDefault();
+    form.classList.add("dropping");
+  });
+  form.addEventListener("dragleave", () => form.classList.remove("dropping"));
+  form.addEventListener("drop", (event) => {
+    form.classList.remove("dropping");
+    if (!event.dataTransfer || !event.dataTransfer.files.length) return;
+    event.preventDefault();
+    addFiles([...event.dataTransfer.files]);
+  });
+  composer.addEventListener("paste", (event) => {
+    const files = event.clipboardData ? [...event.clipboardData.files] : [];
+    if (!files.length) return;
+    event.preventDefault();
+    addFiles(files);
+  });
+
+  transcript.hooks.userContent = (msg, content) => {
+    if (!Array.isArray(content)) return;
+    const files = content.filter((p) => p && (p.type === "image" || p.type === "file"));
+    if (!files.length) return;
+    const row = el("div", "sent-attachments");
+    for (const part of files) {
+      const name = part.type === "image" ? part.mime_type || "picture" : part.filename || "unnamed";
+      const chip = el("span", `attachment sent ${part.type}`, `${part.type === "image" ? "image" : "file"}: ${name}`);
+      chip.dataset.testid = "sent-attachment";
+      row.append(chip);
+    }
+    msg.append(row);
+  };
+
+  transcript.hooks.controls = (root) => {
+    for (const msg of root.querySelectorAll(".msg.assistant")) {
+      const bar = msg.querySelector(".toolbar");
+      if (!bar) continue; // no finished answer to branch from
+      let next = msg.nextElementSibling;
+      while (next && !next.matches(".msg.user")) next = next.nextElementSibling;
+      const branch = el("button", "link", "Branch in new chat");
+      branch.type = "button";
+      branch.dataset.testid = "branch";
+      branch.onclick = () => fork(next ? Number(next.dataset.userTurn) : null).catch(page.fail);
+      bar.append(branch);
+    }
+  };
+
+  async function fork(userTurn) {
+    const sid = page.sessionId();
+    if (!sid || page.busy()) return;
+    const response = await fetch(`/api/sessions/${encodeURIComponent(sid)}/fork`, {
+      method: "POST",
+      headers: authHeaders({ "Content-Type": "application/json" }),
+      body: JSON.stringify(userTurn === null ? {} : { user_turn: userTurn }),
+    });
+    if (!response.ok) throw new Error(await errorText(response));
+    await page.openSession((await response.json()).session_id);
+  }
+
+  return {
+    // The ids of the finished uploads, for the message being sent (their chips are cleared).
+    take() {
+      const ready = chips.filter((c) => c.ready && c.sid === page.sessionId());
+      for (const item of ready) removeChip(item);
+      return ready.map((c) => c.id);
+    },
+    pending: () => chips.some((c) => !c.ready && !c.chip.classList.contains("failed")),
+  };
+}

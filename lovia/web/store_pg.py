@@ -18,10 +18,12 @@ import builtins
 import json
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
+from ..exceptions import UserError
 from ..stores.postgres._db import Database
-from .store import OWNER, ChatMeta, ChatStore, RunRecord, _meta, _record
+from .store import OWNER, ChatMeta, ChatStore, RunRecord, UploadRecord, _meta, _record
 
 __all__ = ["DEFAULT_LEASE_TTL", "PostgresChatStore", "is_postgres_url"]
 
@@ -147,6 +149,36 @@ class PostgresChatStore(ChatStore):
         for table in ("web_frames", "web_commands", "web_runs"):
             await self.execute(f"DELETE FROM {{{table}}} WHERE session_id = %s", (session_id,))
         await self.execute("DELETE FROM {web_chats} WHERE id = %s", (session_id,))
+
+    # ------------------------------------------------------------------ uploads and forks (not in PostgreSQL yet)
+
+    @property
+    def uploads_dir(self) -> Path:
+        """Uploads are not kept for replicas yet: refused with the next step."""
+        raise UserError(
+            "file uploads are not supported with a PostgreSQL --db yet",
+            hint="serve with an SQLite --db to attach files, or send the content as text",
+        )
+
+    async def add_upload(self, record: UploadRecord) -> None:
+        """Refused: see :attr:`uploads_dir`."""
+        _ = self.uploads_dir
+
+    async def set_origin(
+        self, session_id: str, *, kind: str, origin_session_id: str, user_turn: int | None, title: str
+    ) -> None:
+        """Forks are not recorded for replicas yet: refused with the next step."""
+        raise UserError(
+            "forking a chat is not supported with a PostgreSQL --db yet", hint="serve with an SQLite --db to fork"
+        )
+
+    async def origin(self, session_id: str) -> dict[str, Any] | None:
+        """No chat on PostgreSQL comes from a fork (forks are refused)."""
+        return None
+
+    async def uploads(self, session_id: str) -> builtins.list[UploadRecord]:
+        """No chat on PostgreSQL has uploads (uploads are refused)."""
+        return []
 
     # ------------------------------------------------------------------ runs
 

@@ -26,15 +26,17 @@ from .auth import HostOriginGuard, HostPolicy, token_matches  # noqa: E402
 from .events_hub import EventHub  # noqa: E402
 from .params import CleanJsonBodies, validation_response  # noqa: E402
 from .questions import QuestionRegistry, broadcast_question  # noqa: E402
+from .replicas import ReplicaSupervisor  # noqa: E402
 from .routes_agentviews import agentviews_router  # noqa: E402
 from .routes_chat import chat_router  # noqa: E402
 from .routes_info import info_router  # noqa: E402
 from .routes_schedules import fire_in_chat, schedules_router  # noqa: E402
 from .routes_sessions import sessions_router  # noqa: E402
 from .routes_uploads import DEFAULT_MAX_UPLOAD_MB, parse_allowed_ext, uploads_router  # noqa: E402
-from .schedule_store import ScheduleStore, SQLiteScheduleStore, open_schedule_store  # noqa: E402
+from .schedule_store import PostgresScheduleStore, ScheduleStore, SQLiteScheduleStore, open_schedule_store  # noqa: E402
 from .scheduler import Clock, Scheduler  # noqa: E402
 from .store import ChatStore  # noqa: E402
+from .store_pg import PostgresChatStore  # noqa: E402
 from .supervisor import RunSupervisor  # noqa: E402
 
 __all__ = ["DEFAULT_DB", "WebState", "create_app"]
@@ -122,9 +124,7 @@ def create_app(
     agent_set = resolve_agents(agents) if agents is not None else default_agents()
     owned = store is None
     chat_store = store if store is not None else ChatStore.sqlite(db_path or DEFAULT_DB)
-    supervisor = RunSupervisor(
-        chat_store, agent_set.agents, default_agent=agent_set.default, max_turns=max_turns, hub=EventHub()
-    )
+    supervisor = _supervisor(chat_store, agent_set, max_turns)
     state = WebState(
         chat_store, supervisor, agent_set, token, title, *_upload_limits(max_upload_mb, upload_allowed_ext)
     )
@@ -139,24 +139,7 @@ def create_app(
         state.schedules, lambda row: fire_in_chat(state, row), clock=clock, poll_interval=scheduler_poll
     )
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if state.questions is not None:
-            state.questions.start()
-        assert state.scheduler is not None and state.schedules is not None
-        state.scheduler.start()
-        try:
-            yield
-        finally:
-            await state.scheduler.stop()
-            if owns_schedules:
-                await state.schedules.close()
-            await supervisor.shutdown()
-            if state.questions is not None:
-                await state.questions.aclose()
-            if owned:
-                await chat_store.close()
-
+    lifespan = _lifespan(state, owns_store=owned, owns_schedules=owns_schedules)
     app = FastAPI(title=title, lifespan=lifespan, docs_url=None, openapi_url=None, redoc_url=None)
     app.state.lovia = state
     app.state.host_policy = HostPolicy(allowed_hosts)  # serve() adds the bound address
@@ -188,8 +171,47 @@ def create_app(
     return app
 
 
+def _supervisor(chat_store: ChatStore, agent_set: AgentSet, max_turns: int) -> RunSupervisor:
+    """The run supervisor; on PostgreSQL several processes serve one app, so runs are leased,
+    relayed and taken over (:class:`ReplicaSupervisor`)."""
+    options: dict[str, Any] = {"default_agent": agent_set.default, "max_turns": max_turns, "hub": EventHub()}
+    if isinstance(chat_store, PostgresChatStore):
+        return ReplicaSupervisor(chat_store, agent_set.agents, **options)
+    return RunSupervisor(chat_store, agent_set.agents, **options)
+
+
+def _lifespan(state: WebState, *, owns_store: bool, owns_schedules: bool) -> Any:
+    """Start the question registry, the scheduler and the supervisor; stop them in reverse."""
+    supervisor = state.supervisor
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if state.questions is not None:
+            state.questions.start()
+        assert state.scheduler is not None and state.schedules is not None
+        state.scheduler.start()
+        startup = getattr(supervisor, "startup", None)
+        if startup is not None:
+            await startup()
+        try:
+            yield
+        finally:
+            await state.scheduler.stop()
+            if owns_schedules:
+                await state.schedules.close()
+            await supervisor.shutdown()
+            if state.questions is not None:
+                await state.questions.aclose()
+            if owns_store:
+                await state.store.close()
+
+    return lifespan
+
+
 def _default_schedules(chat_store: ChatStore, db_path: str | None, owned: bool) -> ScheduleStore:
     """The schedule store next to the chats: the same database (PostgreSQL URL or SQLite file)."""
+    if isinstance(chat_store, PostgresChatStore):
+        return PostgresScheduleStore(chat_store.dsn, schema=chat_store.schema)
     if owned:
         return open_schedule_store(db_path or DEFAULT_DB)
     return SQLiteScheduleStore(chat_store.path)

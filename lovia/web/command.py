@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..exceptions import LoviaError
+from ..exceptions import LoviaError, UserError
 
 __all__ = ["DEFAULT_DB", "add_db_argument", "add_web_parser", "main", "run_web"]
 
@@ -23,7 +23,9 @@ DEFAULT_DB = "./.lovia/lovia.db"
 def add_db_argument(parser: argparse.ArgumentParser) -> None:
     """The ``--db PATH`` flag (``LOVIA_DB`` in the environment sets its default)."""
     parser.add_argument(
-        "--db", default=os.environ.get("LOVIA_DB", DEFAULT_DB), help="SQLite store file (default %(default)s)"
+        "--db",
+        default=os.environ.get("LOVIA_DB", DEFAULT_DB),
+        help="SQLite store file, or postgresql://USER@HOST/DB (default %(default)s)",
     )
 
 
@@ -39,6 +41,17 @@ def add_web_parser(sub: Any) -> argparse.ArgumentParser:
         "--port", type=int, default=int(os.environ.get("LOVIA_PORT", "8000")), help="port (default %(default)s)"
     )
     add_db_argument(web)
+    web.add_argument(
+        "--db-schema",
+        default=os.environ.get("LOVIA_DB_SCHEMA"),
+        help="PostgreSQL schema of every table (with a postgresql:// --db; default: the search path)",
+    )
+    web.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=float(os.environ.get("LOVIA_LEASE_TTL", "10")),
+        help="seconds a replica's lease on a run lasts; a dead replica's runs move on after it (default %(default)s)",
+    )
     web.add_argument("--app", default=os.environ.get("LOVIA_APP"), help="serve your own agent(s): module:attr")
     web.add_argument(
         "--token", default=os.environ.get("LOVIA_WEB_TOKEN"), help="API token (generated for non-loopback binds)"
@@ -77,14 +90,21 @@ def run_web(args: argparse.Namespace) -> int:
         return run_check(args.app)
     from .agents import load_app
     from .server import serve
+    from .store_pg import PostgresChatStore, is_postgres_url
     from .workspaces import served_with_workspace
 
     agents = served_with_workspace(load_app(args.app) if args.app else None, args)
+    store = None
+    if is_postgres_url(args.db):
+        if args.lease_ttl <= 0:
+            raise UserError(f"--lease-ttl must be positive, got {args.lease_ttl}", hint="e.g. --lease-ttl 10")
+        store = PostgresChatStore(args.db, schema=args.db_schema, lease_ttl=args.lease_ttl)
     serve(
         agents,
         host=args.host,
         port=args.port,
-        db_path=args.db,
+        store=store,
+        db_path=None if store is not None else args.db,
         token=args.token,
         title=args.title,
         max_turns=args.max_turns,

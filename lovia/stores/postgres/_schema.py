@@ -155,10 +155,65 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             backfill=_checksum_batches,
         ),
     ),
+    # The chat index of ``lovia web`` replicas (lovia.web.store_pg): chats, runs, live frames, commands.
+    "web": (
+        Migration(
+            1,
+            "create_web_tables",
+            (
+                """CREATE TABLE IF NOT EXISTS {web_chats} (
+                    id TEXT PRIMARY KEY,
+                    title TEXT NOT NULL DEFAULT '',
+                    agent TEXT,
+                    created_at DOUBLE PRECISION NOT NULL,
+                    updated_at DOUBLE PRECISION NOT NULL,
+                    active_run_id TEXT,
+                    pinned BOOLEAN NOT NULL DEFAULT FALSE
+                )""",
+                """CREATE TABLE IF NOT EXISTS {web_runs} (
+                    run_id TEXT PRIMARY KEY,
+                    session_id TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    usage_json TEXT,
+                    started_at DOUBLE PRECISION NOT NULL,
+                    finished_at DOUBLE PRECISION,
+                    owner TEXT,
+                    claimed_until DOUBLE PRECISION
+                )""",
+                "CREATE INDEX IF NOT EXISTS {web_runs_session} ON {web_runs} (session_id)",
+                """CREATE TABLE IF NOT EXISTS {web_frames} (
+                    seq BIGSERIAL PRIMARY KEY,
+                    session_id TEXT NOT NULL,
+                    run_id TEXT NOT NULL,
+                    event TEXT NOT NULL,
+                    data_json TEXT NOT NULL
+                )""",
+                "CREATE INDEX IF NOT EXISTS {web_frames_run} ON {web_frames} (run_id, seq)",
+                """CREATE TABLE IF NOT EXISTS {web_commands} (
+                    id BIGSERIAL PRIMARY KEY,
+                    session_id TEXT NOT NULL,
+                    run_id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    payload_json TEXT NOT NULL,
+                    done BOOLEAN NOT NULL DEFAULT FALSE
+                )""",
+            ),
+        ),
+    ),
 }
 
-_INDEXES = ("session_runs_session_id", "snapshot_heads_updated")
-_TABLES = ("session_runs", "session_heads", "snapshot_heads", "snapshot_turns", "run_leases")
+_INDEXES = ("session_runs_session_id", "snapshot_heads_updated", "web_runs_session", "web_frames_run")
+_TABLES = (
+    "session_runs",
+    "session_heads",
+    "snapshot_heads",
+    "snapshot_turns",
+    "run_leases",
+    "web_chats",
+    "web_runs",
+    "web_frames",
+    "web_commands",
+)
 
 
 def latest_version(component: str) -> int:

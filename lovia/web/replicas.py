@@ -1,0 +1,405 @@
+"""``ReplicaSupervisor``: several ``lovia web`` processes on one PostgreSQL database behave as one app.
+
+* The replica that starts a run owns it: the run holds a checkpointer lease (``--lease-ttl``),
+  renewed while it runs. Every frame it streams is stored in ``web_frames`` and announced with
+  ``NOTIFY`` (payload ``f:<chat id>``) on the namespace's channel.
+* A client on another replica attaches by reading those frames: a snapshot of the completed
+  turns, the frames of the turn in flight, then the live tail, woken by the notifications (and a
+  one-second poll, so a lost notification only delays a frame).
+* Stop, steer and approve sent to a non-owner become rows of ``web_commands`` plus a ``NOTIFY``
+  (``c:<chat id>``); the owner executes them.
+* Every replica sweeps: a chat whose run's lease expired (its owner was killed) or was released
+  (its owner shut down) is claimed by exactly one replica (a conditional update of
+  ``web_runs.claimed_until``), which resumes it from its checkpoint, so finished tool calls are
+  not run again, and keeps appending frames: attached clients keep streaming.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..agent import Agent
+from ..checkpointer import CheckpointOptions
+from ..exceptions import RunBusy, UserError
+from ..steering import Mailbox
+from ..transcript import (
+    ToolCallEntry,
+    ToolResultEntry,
+    TranscriptEntry,
+    drop_dangling_tool_calls,
+    entry_to_dict,
+)
+from .events_hub import EventHub
+from .sse import Frame
+from .supervisor import LiveRun, RunSupervisor, Subscription
+
+if TYPE_CHECKING:
+    from .store_pg import PostgresChatStore
+
+__all__ = ["RemoteMailbox", "ReplicaSupervisor"]
+
+logger = logging.getLogger("lovia.web")
+_NOW = "extract(epoch from clock_timestamp())::double precision"
+_POLL = 1.0
+
+
+def _terminal(frame: Frame) -> bool:
+    """Whether a frame ends the run's stream (a shutdown error is not the end: another replica resumes)."""
+    if frame.event == "done":
+        return True
+    return frame.event == "error" and frame.data.get("scope") != "tool" and not frame.data.get("resumable")
+
+
+def _settled(entries: list[TranscriptEntry], in_flight: list[Frame]) -> list[TranscriptEntry]:
+    """The checkpoint's entries minus what the replayed frames of the turn in flight show again."""
+    shown = {c["id"] for f in in_flight if f.event == "tool_call" for c in [f.data]}
+    for f in in_flight:
+        if f.event == "message_completed":
+            shown.update(c["id"] for c in f.data["message"].get("tool_calls", []))
+    kept = drop_dangling_tool_calls(entries)
+    return [e for e in kept if not (isinstance(e, (ToolCallEntry, ToolResultEntry)) and e.call_id in shown)]
+
+
+class RemoteMailbox(Mailbox):
+    """A steering mailbox for a run another replica owns: each push becomes a command row."""
+
+    def __init__(self, supervisor: ReplicaSupervisor, session_id: str, run_id: str) -> None:
+        super().__init__()
+        self._sup, self._sid, self._rid = supervisor, session_id, run_id
+
+    def push(self, content: Any) -> int:
+        """Queue ``content`` for the owner's next turn; the id cannot be taken back from here."""
+        self._sup.send_later(self._sid, self._rid, "steer", {"message": content})
+        return next(self._sup.command_ids)
+
+    def remove(self, token: int) -> bool:
+        """A message sent to another replica cannot be taken back."""
+        return False
+
+
+class RemoteSubscription(Subscription):
+    """A stream of a run owned by another replica, fed from ``web_frames``."""
+
+    relay: asyncio.Task[None] | None = None
+
+    def close(self) -> None:
+        """Stop relaying (the run goes on)."""
+        if self.relay is not None:
+            self.relay.cancel()
+
+
+class ReplicaSupervisor(RunSupervisor):
+    """A :class:`RunSupervisor` whose runs are leased, relayed and taken over across replicas.
+
+    Args:
+        store: a :class:`~lovia.web.store_pg.PostgresChatStore` (the lease TTL comes from it).
+        agents: the agents by name.
+        default_agent: the name used when a request names none.
+        max_turns: per-run turn limit.
+        hub: the local ``/api/events`` hub.
+    """
+
+    def __init__(
+        self,
+        store: PostgresChatStore,
+        agents: dict[str, Agent[Any]],
+        *,
+        default_agent: str,
+        max_turns: int = 50,
+        hub: EventHub | None = None,
+    ) -> None:
+        super().__init__(store, agents, default_agent=default_agent, max_turns=max_turns, hub=hub)
+        self.pg = store
+        self.ttl = store.lease_ttl
+        self.command_ids = itertools.count(1)
+        self._remote: dict[str, str] = {}
+        self._wake: dict[str, set[asyncio.Event]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def startup(self) -> None:
+        """Start listening for notifications and sweeping for runs to take over."""
+        if not self._tasks:
+            await self.pg.fetch("SELECT 1 FROM {web_chats} LIMIT 1")  # migrate now: fail at startup, not later
+            await self.pg.pg_checkpointer.live_leases()  # and the checkpoint tables the sweep joins
+            self._tasks = [asyncio.ensure_future(self._listen()), asyncio.ensure_future(self._sweep_forever())]
+
+    async def shutdown(self, *, timeout: float = 10.0) -> None:
+        """Stop the background tasks, then cancel live runs (their leases are released for a takeover)."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await super().shutdown(timeout=timeout)
+        if self._pending:
+            await asyncio.wait(list(self._pending), timeout=2.0)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    # ------------------------------------------------------------------ notifications
+
+    async def notify(self, payload: str) -> None:
+        """``NOTIFY`` every replica of this namespace."""
+        await self.pg.execute("SELECT pg_notify(%s, %s)", (self.pg.channel, payload))
+
+    async def _listen(self) -> None:
+        import psycopg
+
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.pg.dsn, autocommit=True)
+                async with conn:
+                    await conn.execute(f'LISTEN "{self.pg.channel}"')  # the name is a validated identifier
+                    async for note in conn.notifies():
+                        self._on_notify(note.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("replica notification listener lost its connection; reconnecting", exc_info=True)
+                await asyncio.sleep(_POLL)
+
+    def _on_notify(self, payload: str) -> None:
+        kind, _, session_id = payload.partition(":")
+        if kind == "f":
+            for event in self._wake.get(session_id, ()):
+                event.set()
+        elif kind == "c" and session_id in self._live:
+            self._spawn(self._run_commands(session_id))
+        elif kind == "r":
+            self._spawn(self._refresh())
+
+    # ------------------------------------------------------------------ owner side
+
+    def _launch(self, live: LiveRun, message: Any, options: CheckpointOptions) -> None:
+        super()._launch(live, message, dataclasses.replace(options, lease_ttl=self.ttl))
+        queue: asyncio.Queue[Frame | None] = asyncio.Queue()
+        live.subscribers.add(queue)
+        self._remote.pop(live.session_id, None)
+        self._spawn(self._pump(live, queue))
+
+    async def _pump(self, live: LiveRun, queue: asyncio.Queue[Frame | None]) -> None:
+        """Store every frame of a local run and tell the other replicas (in order, one at a time)."""
+        await self.notify(f"r:{live.session_id}")
+        while (frame := await queue.get()) is not None:
+            try:
+                await self.pg.execute(
+                    "WITH i AS (INSERT INTO {web_frames} (session_id, run_id, event, data_json) "
+                    "VALUES (%s, %s, %s, %s)) SELECT pg_notify(%s, %s)",
+                    (
+                        live.session_id,
+                        live.run_id,
+                        frame.event,
+                        json.dumps(frame.data, default=str),
+                        self.pg.channel,
+                        f"f:{live.session_id}",
+                    ),
+                )
+            except Exception:  # a lost frame only degrades what remote clients see, never the run
+                logger.warning("could not relay a frame of run %s", live.run_id, exc_info=True)
+        with contextlib.suppress(Exception):
+            await self.notify(f"r:{live.session_id}")
+
+    async def _failed(self, live: LiveRun, error: BaseException) -> None:
+        if isinstance(error, RunBusy):  # another replica took the run first: leave it to that one
+            live.status = "interrupted"
+            logger.info("run %s is driven by another replica; not resuming it here", live.run_id)
+            return
+        await super()._failed(live, error)
+
+    async def _run_commands(self, session_id: str) -> None:
+        live = self._live.get(session_id)
+        if live is None:
+            return
+        rows = await self.pg.fetch(
+            "UPDATE {web_commands} SET done = TRUE WHERE session_id = %s AND run_id = %s AND NOT done "
+            "RETURNING id, kind, payload_json",
+            (session_id, live.run_id),
+        )
+        for _id, kind, payload_json in sorted(rows):
+            payload = json.loads(payload_json)
+            if kind == "stop":
+                self._spawn(super().stop(session_id))
+            elif kind == "steer":
+                live.mailbox.push(payload["message"])
+            elif kind == "approve" and live.handle is not None:
+                live.handle.approvals.resolve(str(payload["call_id"]), bool(payload["approve"]))
+
+    # ------------------------------------------------------------------ non-owner side
+
+    def live(self, session_id: str) -> LiveRun | None:
+        """The local run of a chat, or a stand-in for one another replica owns (steering goes to it)."""
+        local = self._live.get(session_id)
+        run_id = self._remote.get(session_id)
+        if local is not None or run_id is None:
+            return local
+        agent = self.agent_for(None)
+        return LiveRun(session_id, run_id, agent, RemoteMailbox(self, session_id, run_id), [], 0)
+
+    async def send(self, session_id: str, run_id: str, kind: str, payload: dict[str, Any]) -> None:
+        """Queue a command for the run's owner and wake it."""
+        await self.pg.execute(
+            "WITH i AS (INSERT INTO {web_commands} (session_id, run_id, kind, payload_json) VALUES (%s, %s, %s, %s)) "
+            "SELECT pg_notify(%s, %s)",
+            (session_id, run_id, kind, json.dumps(payload, default=str), self.pg.channel, f"c:{session_id}"),
+        )
+
+    def send_later(self, session_id: str, run_id: str, kind: str, payload: dict[str, Any]) -> None:
+        """:meth:`send` from synchronous code (steering through a :class:`RemoteMailbox`)."""
+        self._spawn(self.send(session_id, run_id, kind, payload))
+
+    async def stop(self, session_id: str, *, timeout: float = 10.0) -> bool:
+        """Stop the chat's run, here or on the replica that owns it, and wait until it ended."""
+        if session_id in self._live:
+            return await super().stop(session_id, timeout=timeout)
+        meta = await self.store.get(session_id)
+        if meta is None or not meta.active_run_id:
+            return False
+        run_id = meta.active_run_id
+        await self.send(session_id, run_id, "stop", {})
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            meta = await self.store.get(session_id)
+            if meta is None or meta.active_run_id != run_id:
+                break
+            await asyncio.sleep(0.1)
+        return True
+
+    async def subscribe(self, session_id: str) -> Subscription:
+        """A local subscription, or a relay of the run another replica owns."""
+        if session_id in self._live:
+            return await super().subscribe(session_id)
+        meta = await self.store.get(session_id)
+        if meta is None or not meta.active_run_id:
+            return await super().subscribe(session_id)
+        run_id = meta.active_run_id
+        self._remote[session_id] = run_id
+        history = await self.store.session.load(session_id)
+        snapshot = await self.store.checkpointer.load(run_id)
+        done = list(snapshot.entries) if snapshot is not None else []
+        rows = await self.pg.fetch(
+            "SELECT seq, event, data_json FROM {web_frames} WHERE run_id = %s ORDER BY seq", (run_id,)
+        )
+        frames = [(int(seq), Frame(event, json.loads(data))) for seq, event, data in rows]
+        last = max((seq for seq, _ in frames), default=0)
+        starts = [i for i, (_, f) in enumerate(frames) if f.event == "turn_started"]
+        in_flight = [f for _, f in frames[starts[-1] if starts else 0 :]]
+        done = _settled(done, in_flight)
+        head = Frame(
+            "snapshot",
+            {
+                "session_id": session_id,
+                "status": "running",
+                "entries": [entry_to_dict(e) for e in (*history, *done)],
+                "run_id": run_id,
+                "resumed": False,
+            },
+        )
+        queue: asyncio.Queue[Frame | None] = asyncio.Queue()
+        sub = RemoteSubscription([head, *in_flight], queue, None)
+        if any(_terminal(f) for f in in_flight):
+            queue.put_nowait(None)
+            return sub
+        sub.relay = asyncio.ensure_future(self._relay(session_id, run_id, last, queue))
+        return sub
+
+    async def _relay(self, session_id: str, run_id: str, last: int, queue: asyncio.Queue[Frame | None]) -> None:
+        event = asyncio.Event()
+        self._wake.setdefault(session_id, set()).add(event)
+        quiet = 0
+        try:
+            while True:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(event.wait(), _POLL)
+                event.clear()
+                rows = await self.pg.fetch(
+                    "SELECT seq, event, data_json FROM {web_frames} WHERE run_id = %s AND seq > %s ORDER BY seq",
+                    (run_id, last),
+                )
+                for seq, name, data in rows:
+                    last = int(seq)
+                    frame = Frame(name, json.loads(data))
+                    queue.put_nowait(frame)
+                    if _terminal(frame):
+                        return
+                if rows or not await self._ended(session_id, run_id):
+                    quiet = 0
+                    continue
+                quiet += 1  # the final frame may still be on its way from the owner's pump
+                if quiet >= 3:
+                    return  # the run ended without a final frame (e.g. its chat was deleted)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            queue.put_nowait(Frame("error", {"type": type(exc).__name__, "message": str(exc)}))
+        finally:
+            self._wake.get(session_id, set()).discard(event)
+            queue.put_nowait(None)
+
+    async def _ended(self, session_id: str, run_id: str) -> bool:
+        meta = await self.store.get(session_id)
+        return meta is None or meta.active_run_id != run_id
+
+    # ------------------------------------------------------------------ takeover
+
+    async def resume(self, session_id: str, run_id: str, *, agent: str | None = None) -> LiveRun | None:
+        """Take the run over when its owner is gone (lease expired or released) and this replica wins the claim."""
+        if session_id in self._live or self.closing:
+            return self._live.get(session_id)
+        claimed = await self.pg.execute(
+            f"UPDATE {{web_runs}} SET claimed_until = {_NOW} + %s WHERE run_id = %s "
+            f"AND (claimed_until IS NULL OR claimed_until < {_NOW}) "
+            f"AND NOT EXISTS (SELECT 1 FROM {{run_leases}} l WHERE l.run_id = %s AND l.expires_at > {_NOW})",
+            (self.ttl, run_id, run_id),
+        )
+        if not claimed:
+            return None
+        try:
+            return await super().resume(session_id, run_id, agent=agent)
+        except UserError:
+            return None
+
+    async def _refresh(self) -> None:
+        """Which chats have a run owned elsewhere (steering and stop go there)."""
+        rows = await self.pg.fetch("SELECT id, active_run_id FROM {web_chats} WHERE active_run_id IS NOT NULL")
+        self._remote = {str(sid): str(rid) for sid, rid in rows if sid not in self._live}
+
+    async def sweep(self) -> None:
+        """Take over every run whose owner is gone, and run commands addressed to local runs."""
+        await self._refresh()
+        rows = await self.pg.fetch(
+            "SELECT c.id, c.active_run_id, c.agent FROM {web_chats} c JOIN {run_leases} l "
+            f"ON l.run_id = c.active_run_id WHERE l.expires_at <= {_NOW}"
+        )
+        for session_id, run_id, agent in rows:
+            if session_id in self._live:
+                continue
+            async with self.lock(session_id):
+                live = await self.resume(str(session_id), str(run_id), agent=agent)
+            if live is not None:
+                logger.info("took over run %s of chat %s (its replica is gone)", run_id, session_id)
+        for session_id in list(self._live):
+            await self._run_commands(session_id)
+
+    async def _sweep_forever(self) -> None:
+        interval = min(_POLL, self.ttl / 3)
+        while True:
+            try:
+                await self.sweep()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("replica sweep failed; retrying", exc_info=True)
+            await asyncio.sleep(interval)

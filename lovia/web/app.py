@@ -70,7 +70,10 @@ def _auth_dependency(state: WebState) -> Any:
         if not token_matches(state.token, request.headers.get("authorization")):
             raise HTTPException(
                 status_code=401,
-                detail="missing or wrong token: send 'Authorization: Bearer <token>' with the token the server printed at startup",
+                detail=(
+                    "missing or wrong token: send 'Authorization: Bearer <token>'"
+                    " with the token the server printed at startup"
+                ),
             )
 
     return Depends(require_token)

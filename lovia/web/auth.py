@@ -161,7 +161,8 @@ class HostOriginGuard:
                 send,
                 421,
                 f"this server does not answer for host {shown!r}",
-                f"open it through its own address (e.g. http://127.0.0.1), or start it with --allowed-host {split_host(shown)[0] or 'NAME'}"
+                "open it through its own address (e.g. http://127.0.0.1), or start it with"
+                f" --allowed-host {split_host(shown)[0] or 'NAME'}"
                 " (create_app(allowed_hosts=[...])) when that name is really yours",
             )
             return
@@ -173,7 +174,8 @@ class HostOriginGuard:
                 send,
                 403,
                 f"cross-origin request from {origin.strip()[:100]!r} refused",
-                "state-changing API calls are accepted from this server's own page only (same origin) or from non-browser clients",
+                "state-changing API calls are accepted from this server's own page only (same origin)"
+                " or from non-browser clients",
             )
             return
         await self.app(scope, receive, send)

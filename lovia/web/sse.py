@@ -2,8 +2,8 @@
 
 Frames (see ``docs/web.md``): ``session``, ``snapshot``, ``turn_started``, ``text_delta``,
 ``reasoning_delta``, ``output_discarded``, ``message_completed``, ``user_injected``, ``tool_call``,
-``tool_result``, ``todo``, ``approval_required``, ``question``, ``handoff``, ``context_compacted``, ``retrying``, ``error``,
-``done`` (:data:`FRAME_NAMES`).
+``tool_result``, ``todo``, ``approval_required``, ``question``, ``handoff``, ``context_compacted``,
+``retrying``, ``error``, ``done`` (:data:`FRAME_NAMES`).
 Lines starting with ``:`` are keep-alives.
 """
 

@@ -118,7 +118,10 @@ def test_app_flag_checks_every_served_agent(tmp_path: Path) -> None:
 
 
 def test_check_module_does_not_import_the_web_stack() -> None:
-    code = "import sys, lovia.web.check; print(sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'uvicorn', 'starlette')))"
+    code = (
+        "import sys, lovia.web.check; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'uvicorn', 'starlette')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.strip() == "[]"
 

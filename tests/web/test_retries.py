@@ -1,4 +1,7 @@
-"""Retry-After from a real HTTP endpoint reaches the retry policy; ModelRetrying reaches the stream and the SSE frames."""
+"""Retry-After from a real HTTP endpoint reaches the retry policy.
+
+ModelRetrying reaches the stream and the SSE frames.
+"""
 
 from __future__ import annotations
 

@@ -569,7 +569,11 @@ class MCPServer:
     defer: bool = False
 
     def _transport(self) -> Callable[[], Any]:
-        raise NotImplementedError
+        # The base holds the shared options only; each transport subclass says how to connect.
+        raise UserError(
+            f"{type(self).__name__} has no transport",
+            hint="build MCPServerStdio(command=...) or MCPServerStreamableHTTP(url=...) instead of MCPServer",
+        )
 
     def _label(self) -> str:
         return f"mcp server {self.name!r}" if self.name else "mcp server"

@@ -25,6 +25,7 @@ from lovia import Agent, MCPError, Runner, UserError, events  # noqa: E402
 from lovia.plugins.mcp import (  # noqa: E402
     MCP,
     MCPConnection,
+    MCPServer,
     MCPServerStdio,
     MCPServerStreamableHTTP,
     MCPToolResult,
@@ -225,6 +226,12 @@ def test_a_missing_sdk_is_a_user_error_naming_the_extra() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "pip install 'lovia[mcp]'" in out.stdout, out.stderr
+
+
+def test_the_shared_options_base_alone_is_a_user_error_naming_the_transports() -> None:
+    with pytest.raises(UserError) as err:
+        MCPServer(name="docs").connection()
+    assert "MCPServerStdio" in err.value.hint and "MCPServerStreamableHTTP" in err.value.hint
 
 
 # ----------------------------------------------------------------------------- listing and calls

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from abc import ABC, abstractmethod
 from typing import Any
 
 from ...exceptions import UserError
@@ -42,7 +43,7 @@ def _ident(name: str, what: str) -> str:
     return f'"{name}"'
 
 
-class _PgBase(Fusable):
+class _PgBase(Fusable, ABC):
     def __init__(self, dsn: str, *, scope: str = "default", schema: str = "lovia_memory", table: str) -> None:
         self.dsn = dsn
         self.scope = scope
@@ -54,8 +55,9 @@ class _PgBase(Fusable):
         psycopg = _psycopg()
         return await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
 
-    async def _ensure(self, conn: Any) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    async def _ensure(self, conn: Any) -> None:
+        """Create this index's table if it is missing (each index knows its own columns)."""
 
     async def _conn(self) -> Any:
         conn = await self._connect()

@@ -56,6 +56,7 @@ export class Transcript {
     this.canRewind = false;
     this.hooks = {}; // optional page extensions: userContent(msgEl, content), controls(root)
     this.follow = true; // the reader is at the bottom: keep them there as the answer grows
+    this.lastTop = 0; // scrollTop at the last scroll event, to tell "scrolled up" from "content grew"
     this.jump = jump || null;
     this.retryTimer = null;
     root.addEventListener("scroll", () => this.onScroll(), { passive: true });
@@ -68,8 +69,14 @@ export class Transcript {
     return box.scrollHeight - box.scrollTop - box.clientHeight <= FOLLOW_SLACK;
   }
 
+  // Scroll events arrive a frame late: one caused by our own move to the bottom can be read
+  // after more text has landed, when the box is no longer at the bottom. So only a move
+  // upward (the reader scrolling away) stops following; reaching the bottom resumes it.
   onScroll() {
-    this.follow = this.atBottom();
+    const top = this.root.scrollTop;
+    if (this.atBottom()) this.follow = true;
+    else if (top < this.lastTop - 1) this.follow = false;
+    this.lastTop = top;
     this.updateJump();
   }
 

@@ -42,12 +42,6 @@ KNOWN_TYPE_CYCLES: list[tuple[str, ...]] = [
         "lovia.tools._schema",
         "lovia.tools._tool",
     ),
-    (
-        "lovia.web.app",
-        "lovia.web.routes_chat",
-        "lovia.web.routes_info",
-        "lovia.web.routes_sessions",
-    ),
 ]
 """Cycles that exist only through annotations, each the sorted modules of one strongly connected
 component. The large one is the public API's own shape: instructions and tools receive a

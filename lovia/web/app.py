@@ -9,7 +9,6 @@ require_web()
 import contextlib  # noqa: E402
 import os  # noqa: E402
 from collections.abc import AsyncIterator, Mapping, Sequence  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -35,6 +34,7 @@ from .routes_sessions import sessions_router  # noqa: E402
 from .routes_uploads import DEFAULT_MAX_UPLOAD_MB, parse_allowed_ext, uploads_router  # noqa: E402
 from .schedule_store import PostgresScheduleStore, ScheduleStore, SQLiteScheduleStore, open_schedule_store  # noqa: E402
 from .scheduler import Clock, Scheduler  # noqa: E402
+from .state import WebState  # noqa: E402
 from .store import ChatStore  # noqa: E402
 from .store_pg import PostgresChatStore  # noqa: E402
 from .supervisor import RunSupervisor  # noqa: E402
@@ -43,24 +43,6 @@ __all__ = ["DEFAULT_DB", "WebState", "create_app"]
 
 DEFAULT_DB = "./.lovia/lovia.db"
 STATIC_DIR = Path(__file__).parent / "static"
-
-
-@dataclass(eq=False)
-class WebState:
-    """What every route needs: the store, the supervisor, the agents and the auth token."""
-
-    store: ChatStore
-    supervisor: RunSupervisor
-    agents: AgentSet
-    token: str | None
-    title: str
-    max_upload_bytes: int = int(25 * (1 << 20))
-    upload_allowed_ext: frozenset[str] | None = None
-    """Extensions an upload may have (``None``: any)."""
-    questions: QuestionRegistry | None = None
-    """Pending ``ask_human`` questions (``None``: the app has no question channel)."""
-    schedules: ScheduleStore | None = None
-    scheduler: Scheduler | None = None
 
 
 def _auth_dependency(state: WebState) -> Any:

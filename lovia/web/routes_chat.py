@@ -16,7 +16,7 @@ from .sse import Frame, event_stream, live_tail
 from .supervisor import Subscription
 
 if TYPE_CHECKING:
-    from .app import WebState
+    from .state import WebState
 
 __all__ = ["ApproveRequest", "ChatRequest", "InjectRequest", "UninjectRequest", "chat_router", "sse_response"]
 

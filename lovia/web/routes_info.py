@@ -13,7 +13,7 @@ from ..handoff import Handoff
 from .sse import Frame, event_stream, live_tail
 
 if TYPE_CHECKING:
-    from .app import WebState
+    from .state import WebState
 
 __all__ = ["agent_info", "info_router", "model_name"]
 

@@ -49,7 +49,7 @@ class SchedulePatch(BaseModel):
 
 
 class WebState(Protocol):
-    """What these routes use of the app state (``lovia.web.app.WebState``), without importing it."""
+    """What these routes use of the app state (``lovia.web.state.WebState``), without importing it."""
 
     store: ChatStore
     supervisor: RunSupervisor

@@ -15,7 +15,7 @@ from .params import Limit, Offset, Since
 from .store import ChatMeta
 
 if TYPE_CHECKING:
-    from .app import WebState
+    from .state import WebState
 
 __all__ = ["RenameRequest", "RewindRequest", "sessions_router", "transcript_markdown", "transcript_text"]
 

@@ -60,7 +60,7 @@ _CHUNK_LIMIT = 1 << 20
 
 
 class WebState(Protocol):
-    """The part of :class:`lovia.web.app.WebState` these routes use (a protocol: no import back into the app)."""
+    """The part of :class:`lovia.web.state.WebState` these routes use (a protocol: no import back into the app)."""
 
     store: ChatStore
     supervisor: RunSupervisor

@@ -11,7 +11,9 @@
 * Every replica sweeps: a chat whose run's lease expired (its owner was killed) or was released
   (its owner shut down) is claimed by exactly one replica (a conditional update of
   ``web_runs.claimed_until``), which resumes it from its checkpoint, so finished tool calls are
-  not run again, and keeps appending frames: attached clients keep streaming.
+  not run again, and keeps appending frames: attached clients keep streaming. Its first frame is
+  an ``output_discarded``: the text the dead owner had streamed of the turn in flight is void,
+  as that turn streams again from its start.
 """
 
 from __future__ import annotations
@@ -185,6 +187,10 @@ class ReplicaSupervisor(RunSupervisor):
     def _launch(self, live: LiveRun, message: Any, options: CheckpointOptions) -> None:
         super()._launch(live, message, dataclasses.replace(options, lease_ttl=self.ttl))
         queue: asyncio.Queue[Frame | None] = asyncio.Queue()
+        if live.resumed:
+            # Followers elsewhere may hold text the previous owner streamed in the turn it died in;
+            # the resumed run streams that turn again from its start, so it is void for them.
+            queue.put_nowait(Frame("output_discarded", {}))
         live.subscribers.add(queue)
         self._remote.pop(live.session_id, None)
         self._spawn(self._pump(live, queue))

@@ -83,12 +83,12 @@ class ProcessServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> ProcessServer:
+    def start(self, timeout: float = 20) -> ProcessServer:
         cmd = [sys.executable, "-m", "lovia.web", "--log-level", "warning", *self.args]
         self.proc = subprocess.Popen(
             cmd, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + timeout
         while True:
             assert self.proc.poll() is None, f"server exited: {self.proc.stdout.read() if self.proc.stdout else ''}"
             try:

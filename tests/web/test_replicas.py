@@ -11,49 +11,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .helpers import ProcessServer, Stream, iter_frames, wait_for
+from .app_fixture import ANSWER
+from .helpers import Stream, iter_frames, wait_for
+from .replica_helpers import PG, drop_schema, log_lines, pg_up, replicas, start_run, stop_all
 
-PG = "postgresql://postgres@127.0.0.1:5432/test"
-APP = "tests.web.app_fixture:agent"
-
-
-def _pg_up() -> bool:
-    try:
-        import psycopg
-
-        with psycopg.connect(PG, connect_timeout=2):
-            return True
-    except Exception:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _pg_up(), reason=f"PostgreSQL is not reachable at {PG}")
+pytestmark = pytest.mark.skipif(not pg_up(), reason=f"PostgreSQL is not reachable at {PG}")
 
 
 @pytest.fixture
 def schema() -> Iterator[str]:
-    import psycopg
-
     name = f"replicas_{uuid.uuid4().hex[:10]}"
     yield name
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-
-
-def log_lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-def replicas(schema: str, env: dict[str, str], n: int = 3, ttl: float = 1.5) -> list[ProcessServer]:
-    args = ("--db", PG, "--db-schema", schema, "--lease-ttl", str(ttl), "--app", APP, "--no-workspace")
-    servers = [ProcessServer(*args, env=env) for _ in range(n)]
-    servers[0].start()  # migrates the schema; the others start in parallel afterwards
-    threads = [threading.Thread(target=s.start) for s in servers[1:]]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return servers
+    drop_schema(name)
 
 
 class Follower:
@@ -84,29 +53,6 @@ class Follower:
         assert self.done.wait(timeout), f"stream did not end; got {self.stream.names()}"
         assert self.error is None, self.error
         return self.stream
-
-
-def start_run(base: str, message: str) -> tuple[str, str]:
-    """Start a run on one replica and disconnect after its first tool call (the run goes on)."""
-    with (
-        httpx.Client(timeout=20) as client,
-        client.stream("POST", base + "/api/chat/stream", json={"message": message}) as r,
-    ):
-        sid = run_id = ""
-        for frame in iter_frames(r):
-            if frame.event == "session":
-                sid = frame.data["session_id"]
-            if frame.event == "snapshot":
-                run_id = frame.data["run_id"]
-            if frame.event == "tool_call":
-                break
-    return sid, run_id
-
-
-def stop_all(servers: list[ProcessServer]) -> None:
-    for s in servers:
-        if s.proc is not None and s.proc.poll() is None:
-            s.kill(signal.SIGKILL)
 
 
 def test_follow_and_stop_a_run_owned_by_another_replica(tmp_path: Path, schema: str) -> None:
@@ -157,5 +103,29 @@ def test_sigkill_the_owner_mid_tool_and_the_run_completes_through_another(tmp_pa
         meta = httpx.get(f"{c.url}/api/sessions/{sid}").json()
         assert meta["active_run_id"] is None
         assert [e["type"] for e in meta["entries"]][-1] == "assistant_text" or "All done" in str(meta["entries"][-1])
+    finally:
+        stop_all(servers)
+
+
+def test_a_takeover_mid_answer_voids_the_partial_text_followers_already_have(tmp_path: Path, schema: str) -> None:
+    log = tmp_path / "tools.log"
+    env = {"LOVIA_FIXTURE_LOG": str(log), "LOVIA_FIXTURE_TEXT_DELAY": "0.05"}
+    servers = replicas(schema, env)
+    a, b, _c = servers
+    try:
+        sid, _run_id = start_run(a.url, "make the report")
+        follower = Follower(b.url, sid)
+        wait_for(lambda: len(follower.stream.text()) >= 3)
+        assert a.kill(signal.SIGKILL) == -signal.SIGKILL  # mid-answer: both tools have finished
+        stream = follower.wait(timeout=25)
+        assert stream.of("done"), stream.names()
+        names = stream.names()
+        assert "output_discarded" in names, f"the partial text of the dead owner stays: {stream.text()!r}"
+        cut = len(names) - 1 - names[::-1].index("output_discarded")
+        before = "".join(f.data["delta"] for f in stream.frames[:cut] if f.event == "text_delta")
+        after = "".join(f.data["delta"] for f in stream.frames[cut:] if f.event == "text_delta")
+        assert before and ANSWER.startswith(before) and before != ANSWER  # what the dead owner streamed
+        assert after == ANSWER  # the new owner's turn, from its start: the follower shows it once
+        assert log_lines(log) == ["quick", "slow:start", "slow:done"]
     finally:
         stop_all(servers)

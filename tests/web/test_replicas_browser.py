@@ -118,18 +118,32 @@ def live_run_ids(server: ProcessServer) -> list[str]:
     return [r["run_id"] for r in httpx.get(server.url + "/api/runs", timeout=10).json()["runs"]]
 
 
-def follow_growing_answer(page: Any, replica: ProcessServer, sid: str) -> list[str]:
-    """Open the chat on ``replica`` and wait until its page shows the answer growing, live."""
+def open_following(page: Any, replica: ProcessServer, sid: str) -> None:
+    """Open the chat on ``replica`` and wait until its page follows the live run."""
     page.goto(f"{replica.url}/#/chat/{sid}")
-    page.get_by_test_id("stop").wait_for()  # the page follows a live run
-    tools = page.get_by_test_id("tool-call")
-    wait_for(lambda: tools.count() == 2, timeout=20)
-    assert [t.split()[0] for t in tools.all_inner_texts()] == ["quick", "slow"]
-    samples = wait_for(lambda: (s := live_samples(page)) and len(s) >= 3 and s, timeout=20)
+    page.get_by_test_id("stop").wait_for()  # shown while a run is live in this chat
+    page.get_by_test_id("tool-call").first.wait_for()
+
+
+def wait_growing(page: Any) -> list[str]:
+    """Wait until the page has shown the answer growing (three prefixes of it), before its end."""
+    samples = wait_for(lambda: (s := live_samples(page)) and len(s) >= 3 and s, timeout=30)
     assert all(ANSWER.startswith(s) for s in samples), samples
     assert len(set(samples)) == len(samples) and samples == sorted(samples, key=len), samples  # growing
     assert len(samples[-1]) < len(ANSWER), "the answer was already complete: nothing was seen streaming"
     return samples
+
+
+def tool_cards(page: Any) -> list[tuple[str, str]]:
+    """``(tool name, state)`` of every tool card (state: pending, running, done, failed, dropped)."""
+    cards = page.get_by_test_id("tool-call")
+    out = []
+    for i in range(cards.count()):
+        card = cards.nth(i)
+        classes = (card.get_attribute("class") or "").split()
+        state = next((c for c in classes if c in {"pending", "running", "done", "failed", "dropped"}), "")
+        out.append((card.locator(".tool-name").inner_text(), state))
+    return out
 
 
 def test_a_page_on_b_follows_and_stops_a_run_owned_by_a(tmp_path: Path, schema: str, page: Any) -> None:
@@ -139,7 +153,9 @@ def test_a_page_on_b_follows_and_stops_a_run_owned_by_a(tmp_path: Path, schema: 
     a, b, c = servers
     try:
         sid, run_id = start_run(a.url, "make the report")
-        follow_growing_answer(page, b, sid)
+        open_following(page, b, sid)
+        wait_growing(page)
+        assert tool_cards(page) == [("quick", "done"), ("slow", "done")]
         # while B's page streams it, the run is A's: A drives it, B and C only relay
         assert live_run_ids(a) == [run_id]
         assert live_run_ids(b) == live_run_ids(c) == []
@@ -172,22 +188,32 @@ def test_a_page_on_b_follows_and_stops_a_run_owned_by_a(tmp_path: Path, schema: 
         stop_all(servers)
 
 
-def test_sigkill_the_owner_mid_answer_and_the_page_on_b_sees_it_complete(
-    tmp_path: Path, schema: str, page: Any
+@pytest.mark.parametrize("moment", ["mid-answer", "mid-tool"])
+def test_sigkill_the_owner_and_the_page_on_b_follows_the_run_to_its_end(
+    tmp_path: Path, schema: str, page: Any, moment: str
 ) -> None:
     log = tmp_path / "tools.log"
-    env = {"LOVIA_FIXTURE_LOG": str(log), "LOVIA_FIXTURE_SLOW": "0.2", "LOVIA_FIXTURE_TEXT_DELAY": "0.1"}
+    slow = "0.2" if moment == "mid-answer" else "4"
+    env = {"LOVIA_FIXTURE_LOG": str(log), "LOVIA_FIXTURE_SLOW": slow, "LOVIA_FIXTURE_TEXT_DELAY": "0.1"}
     servers = replicas(schema, env)
     a, b, c = servers
     try:
         sid, run_id = start_run(a.url, "make the report")
-        follow_growing_answer(page, b, sid)
+        open_following(page, b, sid)
+        if moment == "mid-answer":
+            wait_growing(page)  # both tools have finished
+        else:
+            wait_for(lambda: tool_cards(page) == [("quick", "done"), ("slow", "running")], timeout=20)
+            assert log_lines(log) == ["quick", "slow:start"]
         assert run_row(schema, run_id) == ("running", owner_of(a))
-        assert a.kill(signal.SIGKILL) == -signal.SIGKILL  # mid-answer: both tools have finished
+        assert a.kill(signal.SIGKILL) == -signal.SIGKILL
 
         # after A's lease expires, B or C resumes the run from its checkpoint; B's page follows to the end
+        if moment == "mid-tool":
+            wait_growing(page)  # the answer streams in from the new owner
         page.get_by_test_id("stop").wait_for(state="hidden", timeout=40_000)
         assert answers(page) == [ANSWER]
+        assert tool_cards(page) == [("quick", "done"), ("slow", "done")]
         assert page.get_by_test_id("stopped-mark").count() == 0
         assert page.locator(".error-card").count() == 0
         # while it followed, the page never showed anything but a prefix of the one answer
@@ -209,11 +235,15 @@ def test_sigkill_the_owner_mid_answer_and_the_page_on_b_sees_it_complete(
                 "tool_result",
                 "assistant_text",
             ]
-        # the tools finished before the kill and ran exactly once: the takeover re-ran only the model turn
-        assert log_lines(log) == ["quick", "slow:start", "slow:done"]
+        # a finished tool never runs again; the one A was killed in runs again and finishes once
+        lines = log_lines(log)
+        if moment == "mid-answer":
+            assert lines == ["quick", "slow:start", "slow:done"]
+        else:
+            assert lines == ["quick", "slow:start", "slow:start", "slow:done"]
         page.reload()
         page.get_by_test_id("message-assistant").wait_for()
         assert answers(page) == [ANSWER]
-        assert page.get_by_test_id("tool-call").count() == 2
+        assert tool_cards(page) == [("quick", "done"), ("slow", "done")]
     finally:
         stop_all(servers)

@@ -127,7 +127,7 @@ def open_following(page: Any, replica: ProcessServer, sid: str) -> None:
 
 def wait_growing(page: Any) -> list[str]:
     """Wait until the page has shown the answer growing (three prefixes of it), before its end."""
-    samples = wait_for(lambda: (s := live_samples(page)) and len(s) >= 3 and s, timeout=30)
+    samples: list[str] = wait_for(lambda: (s := live_samples(page)) and len(s) >= 3 and s, timeout=30)
     assert all(ANSWER.startswith(s) for s in samples), samples
     assert len(set(samples)) == len(samples) and samples == sorted(samples, key=len), samples  # growing
     assert len(samples[-1]) < len(ANSWER), "the answer was already complete: nothing was seen streaming"
@@ -194,7 +194,7 @@ def test_sigkill_the_owner_and_the_page_on_b_follows_the_run_to_its_end(
 ) -> None:
     log = tmp_path / "tools.log"
     slow = "0.2" if moment == "mid-answer" else "4"
-    env = {"LOVIA_FIXTURE_LOG": str(log), "LOVIA_FIXTURE_SLOW": slow, "LOVIA_FIXTURE_TEXT_DELAY": "0.1"}
+    env = {"LOVIA_FIXTURE_LOG": str(log), "LOVIA_FIXTURE_SLOW": slow, "LOVIA_FIXTURE_TEXT_DELAY": "0.15"}
     servers = replicas(schema, env)
     a, b, c = servers
     try:

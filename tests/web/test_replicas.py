@@ -107,6 +107,28 @@ def test_sigkill_the_owner_mid_tool_and_the_run_completes_through_another(tmp_pa
         stop_all(servers)
 
 
+def test_sigterm_the_owner_mid_tool_and_another_replica_takes_the_released_run(tmp_path: Path, schema: str) -> None:
+    log = tmp_path / "tools.log"
+    servers = replicas(schema, {"LOVIA_FIXTURE_LOG": str(log), "LOVIA_FIXTURE_SLOW": "3"})
+    a, b, c = servers
+    try:
+        sid, run_id = start_run(a.url, "make the report")
+        wait_for(lambda: "slow:start" in log_lines(log))
+        follower = Follower(b.url, sid)
+        wait_for(lambda: follower.stream.of("snapshot"))
+        assert a.kill(signal.SIGTERM) in (0, -signal.SIGTERM)  # graceful: lease released, run interrupted
+        stream = follower.wait(timeout=25)
+        assert [e.get("resumable") for e in stream.of("error")] == [True]  # A said so, and the run went on
+        assert stream.of("done") and "All done" in stream.text(), stream.names()
+        lines = log_lines(log)
+        assert lines.count("quick") == 1 and lines.count("slow:start") == 2 and lines.count("slow:done") == 1
+        rows = httpx.get(f"{c.url}/api/runs/history", timeout=10).json()["runs"]
+        assert [r["status"] for r in rows if r["run_id"] == run_id] == ["completed"]
+        assert httpx.get(f"{c.url}/api/sessions/{sid}", timeout=10).json()["active_run_id"] is None
+    finally:
+        stop_all(servers)
+
+
 def test_a_takeover_mid_answer_voids_the_partial_text_followers_already_have(tmp_path: Path, schema: str) -> None:
     log = tmp_path / "tools.log"
     env = {"LOVIA_FIXTURE_LOG": str(log), "LOVIA_FIXTURE_TEXT_DELAY": "0.05"}
@@ -129,3 +151,50 @@ def test_a_takeover_mid_answer_voids_the_partial_text_followers_already_have(tmp
         assert log_lines(log) == ["quick", "slow:start", "slow:done"]
     finally:
         stop_all(servers)
+
+
+def test_a_released_lease_is_taken_over_only_after_a_shutdown_never_while_the_run_ends(schema: str) -> None:
+    """A stop releases the lease before the owner writes the stopped run down: no replica may resume it then."""
+    import asyncio
+
+    from lovia.web.replicas import ReplicaSupervisor
+    from lovia.web.store_pg import PostgresChatStore
+
+    from .app_fixture import agent
+
+    async def claimed(store: PostgresChatStore, run_id: str) -> bool:
+        rows = await store.fetch("SELECT claimed_until FROM {web_runs} WHERE run_id = %s", (run_id,))
+        return rows[0][0] is not None
+
+    async def go() -> None:
+        store = PostgresChatStore(PG, schema=schema, lease_ttl=0.3)
+        sup = ReplicaSupervisor(store, {"fixture": agent}, default_agent="fixture")
+        cp = store.pg_checkpointer
+        try:
+            sid = (await store.create(title="t")).id
+            await store.record_run("run_ending", sid, status="running")
+            await store.set_active_run(sid, "run_ending")
+            lease = await cp.acquire_lease("run_ending", owner="other-replica", ttl=30)
+            assert await sup.resume(sid, "run_ending") is None and not await claimed(store, "run_ending")  # live
+            await cp.release_lease(lease)  # the owner's run ends (a stop): it is still writing it down
+            assert await sup.resume(sid, "run_ending") is None and not await claimed(store, "run_ending")
+            await store.record_run("run_ending", sid, status="interrupted")  # the owner shut down instead
+            await sup.resume(sid, "run_ending")
+            assert await claimed(store, "run_ending")
+
+            sid2 = (await store.create(title="t2")).id
+            await store.record_run("run_killed", sid2, status="running")
+            await store.set_active_run(sid2, "run_killed")
+            await cp.acquire_lease("run_killed", owner="killed-replica", ttl=0.3)
+            await sup.resume(sid2, "run_killed")
+            assert not await claimed(store, "run_killed")  # still live
+            deadline = asyncio.get_running_loop().time() + 10
+            while any(le.run_id == "run_killed" for le in await cp.live_leases()):  # killed: never renewed
+                assert asyncio.get_running_loop().time() < deadline, "the lease did not expire"
+                await asyncio.sleep(0.05)
+            await sup.resume(sid2, "run_killed")
+            assert await claimed(store, "run_killed")
+        finally:
+            await store.close()
+
+    asyncio.run(go())

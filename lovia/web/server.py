@@ -115,7 +115,7 @@ def serve(
     shown = "localhost" if host in ("0.0.0.0", "::") else host
     link = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     state = app.state.lovia
-    if state.agents.demo:
+    if state.demo:
         say("lovia web: no model configured (set LOVIA_MODEL); the page offers the offline demo model")
     if root_path:
         say(f"lovia web: serving for a proxy at {root_path}/ (it strips the prefix); this server answers at {link}")

@@ -7,6 +7,8 @@ answer back as it arrives (so SSE works through it). Anything outside the prefix
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -55,9 +57,13 @@ class StripPrefixProxy:
             try:
                 out = [(k.encode(), v.encode()) for k, v in response.headers.items() if k.encode().lower() not in _HOP]
                 await send({"type": "http.response.start", "status": response.status_code, "headers": out})
-                async for chunk in _chunks(response):
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                await send({"type": "http.response.body", "body": b""})
+                relay = asyncio.ensure_future(_relay(response, send))
+                gone = asyncio.ensure_future(_disconnected(receive))
+                await asyncio.wait({relay, gone}, return_when=asyncio.FIRST_COMPLETED)
+                for task in (relay, gone):  # a client that left ends the backend request too
+                    task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
+                    await relay
             finally:
                 await response.aclose()
         finally:
@@ -68,6 +74,17 @@ async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
     async for chunk in response.aiter_raw():
         if chunk:
             yield chunk
+
+
+async def _relay(response: httpx.Response, send: Any) -> None:
+    async for chunk in _chunks(response):
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _disconnected(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _answer(send: Any, status: int, body: bytes) -> None:

@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the page/browser fixtures are imported from test_browser and used as arguments)
 """The page in headless Chromium behind a reverse proxy that serves it under ``/lovia/``."""
 
 from __future__ import annotations

@@ -57,14 +57,17 @@ def create_app(
     scheduler_poll: float = 1.0,
     clock: Clock | None = None,
 ) -> FastAPI:
-    """Build the ASGI app.
+    """Build the ASGI app: the page, ``/healthz``, ``/api/docs`` and the router of
+    :func:`lovia.web.api.build_api_router` (one :class:`~lovia.web.api.RouterDeps`, kept as
+    ``app.state.deps``), behind the Host / Origin guard and, with ``token``, the token check.
 
     Args:
         agents: an ``Agent`` or ``{name: agent}`` (the first is the default). ``None``: an
             assistant on ``LOVIA_MODEL``, or the offline demo model when none is configured.
         store: a ready :class:`ChatStore`; otherwise one SQLite file at ``db_path``.
         db_path: the SQLite file (default ``./.lovia/lovia.db``) when ``store`` is not given.
-        token: when set, every API route requires ``Authorization: Bearer <token>``.
+        token: when set, every API route requires ``Authorization: Bearer <token>`` (otherwise
+            401 ``server_token``).
         title: shown in the page header.
         max_turns: per-run turn limit.
         ui: serve the page at ``/`` (``False``: API only).

@@ -149,3 +149,16 @@ def test_unexpected_errors_are_500_internal_with_no_traceback(tmp_path: Path, ca
         user = error(http.get("/api/sessions", params={"q": "user"}), 400, "invalid_request")
         assert user["hint"] == "search for something else"
         assert http.get("/api/sessions").status_code == 200  # the server is fine afterwards
+
+
+def test_a_failed_blocking_turn_is_500_run_failed_with_the_runs_error(tmp_path: Path) -> None:
+    from lovia import Agent
+    from lovia.exceptions import ProviderError
+    from lovia.testing import ScriptedProvider, fail
+
+    broken = ProviderError("the model server fell over", retryable=False, hint="check the model server's log")
+    agent = Agent(name="down", model=ScriptedProvider([fail(broken)]))
+    with ThreadServer(create_app(agent, db_path=str(tmp_path / "f.db"))) as srv:
+        r = httpx.post(f"{srv.url}/api/chat", json={"message": "hello"}, timeout=20)
+        detail = error(r, 500, "run_failed")
+        assert "fell over" in detail["message"] and detail["hint"] == "check the model server's log"

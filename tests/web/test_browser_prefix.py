@@ -43,3 +43,21 @@ def test_the_page_works_under_a_path_prefix(proxied: tuple[ThreadServer, StripPr
     assert failed == []
     assert requested and all(u.startswith(front) for u in requested), [u for u in requested if not u.startswith(front)]
     assert {"/api/info", "/api/chat/stream", "/api/sessions", "/static/app.js"} <= set(proxy.paths)
+    # The page's error normalizer reads both documented shapes (and resolves paths under the prefix).
+    errors = page.evaluate(
+        """async () => {
+            const { apiError, url } = await import(new URL('static/api.js', document.baseURI).href);
+            const one = await apiError(await fetch(url('/api/sessions/nope')));
+            const list = await apiError(await fetch(url('/api/sessions?limit=0')));
+            return [url('/api/info'), one.status, one.code, one.hint, list.status, list.code, list.message];
+        }"""
+    )
+    assert errors == [
+        front + "api/info",
+        404,
+        "session_not_found",
+        "list the chats with GET /api/sessions",
+        422,
+        "invalid_request",
+        "limit: Input should be greater than or equal to 1",
+    ]

@@ -121,3 +121,27 @@ def test_web_error_carries_the_documented_detail() -> None:
     assert err.status_code == 409 and err.detail == {"code": "run_active", "message": "busy", "hint": "wait"}
     wrapped = WebError.from_exc(400, "invalid_request", UserError("bad", hint="fix it"))
     assert wrapped.detail == {"code": "invalid_request", "message": "bad", "hint": "fix it"}
+
+
+def test_a_whole_create_app_mounted_under_a_prefix(tmp_path: Path) -> None:
+    from contextlib import asynccontextmanager
+    from typing import Any
+
+    lovia_app = create_app(scripted_agent(name="bot"), db_path=str(tmp_path / "m.db"))
+
+    @asynccontextmanager
+    async def lifespan(_app: Any) -> Any:
+        async with lovia_app.state.deps.lifespan():  # Starlette runs only the outer app's lifespan
+            yield
+        await lovia_app.state.deps.store.close()
+
+    outer = FastAPI(lifespan=lifespan)
+    outer.mount("/lovia", lovia_app)
+    with ThreadServer(outer) as srv, httpx.Client(base_url=srv.url + "/lovia", timeout=10) as http:
+        page = http.get("/")
+        assert page.status_code == 200 and 'src="static/app.js"' in page.text
+        assert http.get("/static/app.js").status_code == 200
+        assert http.post("/api/chat", json={"message": "hello"}).json()["output"] == "You said: hello"
+        refused = http.post("/api/sessions", json={}, headers={"Origin": "http://evil.test"})
+        assert refused.status_code == 403 and refused.json()["detail"]["code"] == "cross_origin"
+        assert http.get("/api/nope").json()["detail"]["code"] == "not_found"

@@ -139,6 +139,10 @@ def create_app(
     return app
 
 
+_STATUS_CODES = {401: "server_token", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+"""The error code of an ``HTTPException`` raised with a plain-text detail, by status."""
+
+
 def _error_handlers(app: FastAPI) -> None:
     """Errors raised outside the API routes get the same body as the routes' own."""
 
@@ -147,7 +151,8 @@ def _error_handlers(app: FastAPI) -> None:
         if isinstance(exc.detail, dict) and "code" in exc.detail:
             body: dict[str, Any] = {"detail": exc.detail}
         else:  # Starlette's own: an unknown path, a wrong method
-            code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
+            fallback = "internal" if exc.status_code >= 500 else "invalid_request"
+            code = _STATUS_CODES.get(exc.status_code, fallback)
             hint = "GET /api/docs lists the routes" if exc.status_code in (404, 405) else None
             body = error_body(code, str(exc.detail), hint)
         return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))

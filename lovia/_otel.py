@@ -77,6 +77,13 @@ _PLAIN = frozenset({str, int, bool, float})
 _MAX_REMEMBERED_RUNS = 10_000
 _MAX_KEYS_PER_KIND = 256  # cap on lazily mapped unknown keys (callers name them in code, but still)
 
+try:  # module globals: the quickest lookup on the hot path
+    from opentelemetry.context import attach as _attach
+    from opentelemetry.context import detach as _detach
+    from opentelemetry.trace import set_span_in_context as _set_span_in_context
+except ImportError:  # the extra is missing: OpenTelemetryTracer() says how to install it
+    pass
+
 _INPUT_TOKENS = _COMMON["input_tokens"]
 _OUTPUT_TOKENS = _COMMON["output_tokens"]
 _CACHE_READ = _COMMON["cache_read_tokens"]
@@ -105,12 +112,15 @@ def _otel_value(key: str, value: Any) -> Any:
 class _Kind:
     """Everything about one span name that does not change between spans, resolved once."""
 
-    __slots__ = ("base", "capture", "keys", "kind", "label", "label_key", "name")
+    __slots__ = ("base", "capture", "is_model", "is_run", "keys", "kind", "label", "label_key", "name", "start_span")
 
-    def __init__(self, name: str, kind: SpanKind, capture: bool) -> None:
+    def __init__(self, name: str, kind: SpanKind, capture: bool, start_span: Any) -> None:
         self.name = name
         self.kind = kind
         self.capture = capture
+        self.start_span = start_span
+        self.is_run = name == "run"
+        self.is_model = name == "model_call"
         operation = _OPERATION.get(name)
         self.base: dict[str, Any] = {} if operation is None else {"gen_ai.operation.name": operation}
         self.label, self.label_key = _LABEL.get(name, (name, ""))
@@ -127,8 +137,8 @@ class _Kind:
                 self.keys[key] = mapped
         return mapped
 
-    def attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """The start attributes of a span opened with ``attrs`` (our names), in OpenTelemetry names."""
+    def start(self, attrs: dict[str, Any]) -> OtelSpan:
+        """Start the SDK span for ``attrs`` (our names): display name, kind and mapped attributes."""
         out = self.base.copy()
         keys = self.keys
         for key, value in attrs.items():
@@ -140,20 +150,17 @@ class _Kind:
             if not mapped:  # content that is not captured
                 continue
             out[mapped] = value if type(value) in _PLAIN and key != "finish_reason" else _otel_value(key, value)
-        if self.name == "model_call":
+        if self.is_model:
             system = attrs.get("system")
             if system is not None:
                 out["gen_ai.system"] = str(system)
-        return out
-
-    def display_name(self, attrs: dict[str, Any]) -> str:
-        """``{operation} {target}`` (just the operation when the target is missing)."""
-        if not self.label_key:
-            return self.label
-        target = attrs.get(self.label_key)
-        if target is None or target == "":
-            return self.label
-        return f"{self.label} {target}"
+        name = self.label
+        if self.label_key:  # ``{operation} {target}``, just the operation when the target is missing
+            target = attrs.get(self.label_key)
+            if target is not None and target != "":
+                name = f"{name} {target}"
+        span: OtelSpan = self.start_span(name, kind=self.kind, attributes=out)
+        return span
 
 
 class _Span:
@@ -175,7 +182,7 @@ class _Span:
         self._token: Any = None
         self.errored = False
         self._linked = False
-        run_id = attrs.get("run_id") if kind.name == "run" else None
+        run_id = attrs.get("run_id") if kind.is_run else None
         self.run_id = run_id if isinstance(run_id, str) else None
 
     @property
@@ -189,12 +196,11 @@ class _Span:
         return self._kind.capture
 
     def __enter__(self) -> _Span:
-        owner, kind, attrs = self._owner, self._kind, self._attrs
-        self._span = span = owner._start(kind.display_name(attrs), kind=kind.kind, attributes=kind.attributes(attrs))
+        self._span = span = self._kind.start(self._attrs)
         self._recording = span.is_recording()
         if self.run_id is not None:
-            owner._remember(self)
-        self._token = owner._attach(owner._set_in_context(span))
+            self._owner._remember(self)
+        self._token = _attach(_set_span_in_context(span))
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -202,7 +208,7 @@ class _Span:
             if exc is not None:
                 self.record_exception(exc)
         finally:
-            self._owner._detach(self._token)
+            _detach(self._token)
             self._span.end()
 
     def set_attribute(self, key: str, value: Any) -> None:
@@ -215,7 +221,7 @@ class _Span:
             return
         if self._recording:
             self._span.set_attribute(mapped, _otel_value(key, value))
-            if key == "system" and kind.name == "model_call":
+            if key == "system" and kind.is_model:
                 self._span.set_attribute("gen_ai.system", str(value))
         if key == "resumed" and value and self.run_id is not None:
             self._owner._link_to_first_attempt(self)
@@ -333,13 +339,7 @@ class OpenTelemetryTracer:
                 hint="pip install 'lovia[otel]' (installs opentelemetry-sdk)",
             ) from exc
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-        from opentelemetry import context
-
         self._tracer = provider.get_tracer(tracer_name)
-        self._start = self._tracer.start_span
-        self._attach = context.attach
-        self._detach = context.detach
-        self._set_in_context = trace.set_span_in_context
         self._client = trace.SpanKind.CLIENT
         self._internal = trace.SpanKind.INTERNAL
         self._kinds: dict[str, _Kind] = {}
@@ -367,7 +367,9 @@ class OpenTelemetryTracer:
     def _kind(self, name: str) -> _Kind:
         kind = self._kinds.get(name)
         if kind is None:
-            kind = _Kind(name, self._client if name == "model_call" else self._internal, self._capture)
+            kind = _Kind(
+                name, self._client if name == "model_call" else self._internal, self._capture, self._tracer.start_span
+            )
             if len(self._kinds) < _MAX_KEYS_PER_KIND:
                 self._kinds[name] = kind
         return kind

@@ -1,4 +1,4 @@
-"""What tracing costs per step: the same runs with tracing off and with OpenTelemetry on, side by side.
+"""What tracing costs per step: the same runs with tracing off, with the bare SDK and with OpenTelemetry on.
 
 What a step is: one turn of the loop, i.e. one model call (request, streamed deltas folded and
 handed to the consumer, usage) plus the tool calls that answer asked for (argument validation,
@@ -8,10 +8,10 @@ tool call; step 2 is a model call that streams the final answer. Traced, a run i
 (``invoke_agent``, two ``turn``, two ``chat``, one ``execute_tool``), three per step. Since every
 run has the same two steps, the overhead per step in percent is the overhead per run in percent.
 
-Tracing off is the default ``NoopTracer``. Tracing on is ``OpenTelemetryTracer`` over the real SDK
-``TracerProvider`` with a ``BatchSpanProcessor`` (what a service uses) and an exporter that counts
-and drops the spans, so what is measured is creating, attributing, ending and batching spans, not
-the network I/O of an exporter (which runs in the processor's thread anyway).
+Traced spans go to the real SDK ``TracerProvider`` with a ``BatchSpanProcessor`` (what a service
+uses) and an exporter that counts and drops the spans, so what is measured is creating,
+attributing, ending and batching spans, not the network I/O of an exporter (which runs in the
+processor's thread anyway).
 
 Workloads (``--profile``):
 
@@ -24,21 +24,29 @@ Workloads (``--profile``):
   and SSE parsing, which is what a user pays per step with an endpoint on the same machine (a
   remote model's latency only makes the share of tracing smaller).
 
-Method: off and on share the process, the agent set-up and the warm-up. Repetitions alternate
-off/on and on/off so drift hits both alike; each repetition is ``--runs`` runs of each mode. The
-clock is CPU time of this process (``time.process_time``, all threads, so the batch processor's
-thread counts): on a shared machine, time spent waiting for a core is nobody's. ``http`` also
-shows wall-clock time. Per workload: the median per run and per step for both modes with the
-range over repetitions, the overhead as the median of the paired ratios on/off (with their
-interquartile range), and a PASS/MISS line against ``--limit`` (default 15%).
+Three modes share the process, the provider, the agent set-up and the warm-up:
 
-The SDK's floor: the exported spans of one run are replayed straight into the SDK (``start_span``
-with their final attributes, made current and ended: the least any adapter emitting the same spans
-pays), timed alone; the floor in percent is that cost over the untraced run. What is left of the
-overhead beyond the floor is our adapter's own cost, printed per span.
+- ``off``: the default ``NoopTracer``.
+- ``sdk``: the SDK's floor inside the same run. :class:`SdkFloorTracer` emits exactly the spans
+  ``OpenTelemetryTracer`` exports for this workload (recorded once beforehand): the n-th span a
+  run opens is started with its final name, kind and all of its attributes in one call, made
+  current and ended, and nothing else happens. No adapter can emit the same spans for less.
+- ``on``: ``OpenTelemetryTracer``. ``on`` minus ``sdk`` is lovia's own adapter.
+
+The modes take turns run by run in a rotating order, so load changes on a shared machine hit them
+alike; ``--repeats`` repetitions of ``--runs`` runs per mode. Building the agent is outside the
+clock. The clock is CPU time of this process (``time.process_time``, all threads, so the batch
+processor's thread counts): on a shared machine, time spent waiting for a core is nobody's;
+``http`` also shows wall-clock time. Printed per workload: the median per run and per step of
+each mode (with the range of the per-repetition medians and the mean), the overhead on vs off
+and the floor sdk vs off as ratios of medians (with the interquartile range over repetitions and
+the ratio of means), the SDK's cost per span inside the run and in a tight loop (spans per run x
+cost per span against the untraced run), lovia's cost per span on top, and a PASS/MISS line for
+the overhead against ``--limit`` (default 15%), which names the floor when the floor alone is
+above the limit. ``--check`` exits 1 when the ``http`` workload misses.
 
     .venv/bin/python bench/tracing_overhead.py                 # all workloads
-    .venv/bin/python bench/tracing_overhead.py --profile http --check   # exit 1 on a MISS
+    .venv/bin/python bench/tracing_overhead.py --profile http --check   # exit 1 on an http MISS
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ _CONTENT = frozenset({"output_text", "input_messages", "arguments", "result"})
 _SKIP = ""  # the mapped key of an attribute that is not exported
 _PLAIN = frozenset({str, int, bool, float})
 _MAX_REMEMBERED_RUNS = 10_000
-_MAX_KEYS_PER_KIND = 256  # cap on lazily mapped unknown keys (callers name them in code, but still)
+_MAX_CACHED = 256  # cap on lazily mapped span names and keys (callers name them in code, but still)
 
 try:  # module globals: the quickest lookup on the hot path
     from opentelemetry.context import attach as _attach
@@ -133,7 +133,7 @@ class _Kind:
         mapped = self.keys.get(key)
         if mapped is None:
             mapped = _SKIP if key in _CONTENT and not self.capture else _otel_key(self.name, key)
-            if len(self.keys) < _MAX_KEYS_PER_KIND:
+            if len(self.keys) < _MAX_CACHED:
                 self.keys[key] = mapped
         return mapped
 
@@ -370,7 +370,7 @@ class OpenTelemetryTracer:
             kind = _Kind(
                 name, self._client if name == "model_call" else self._internal, self._capture, self._tracer.start_span
             )
-            if len(self._kinds) < _MAX_KEYS_PER_KIND:
+            if len(self._kinds) < _MAX_CACHED:
                 self._kinds[name] = kind
         return kind
 

@@ -88,7 +88,7 @@ class ProcessServer:
         self.proc = subprocess.Popen(
             cmd, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # generous: a loaded 2-core machine starts three replicas at once
         while True:
             assert self.proc.poll() is None, f"server exited: {self.proc.stdout.read() if self.proc.stdout else ''}"
             try:

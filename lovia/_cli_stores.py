@@ -8,6 +8,7 @@ component that was never migrated there is reported, not migrated.
 
 from __future__ import annotations
 
+import difflib
 import os
 import sqlite3
 import time
@@ -193,7 +194,9 @@ async def _probe(dsn: str, schema: str | None) -> dict[str, int]:
         ) from exc
     where = f"schema {schema!r}" if schema else "the search path"
     problem = f"there is no schema {schema!r}" if not exists else f"{where} holds no lovia tables"
-    known = ", ".join(found)
+    close = difflib.get_close_matches(schema, found, n=3, cutoff=0.6) if schema else []  # a typo's right spelling
+    ordered = close + [name for name in found if name not in close]
+    known = ", ".join(ordered[:10]) + (f" and {len(ordered) - 10} more" if len(ordered) > 10 else "")
     raise NotFound(
         f"no lovia stores in {shown}: {problem}",
         hint=f"pass --db-schema NAME (or LOVIA_DB_SCHEMA): schemas with lovia tables here: {known}"

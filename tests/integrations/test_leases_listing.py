@@ -243,7 +243,7 @@ def test_a_missing_schema_is_reported_not_created(schema: str) -> None:
     asyncio.run(make_one())
     assert_clear_failure(lovia("sessions", "ls", "--db", DSN, "--db-schema", schema), 1, "no sessions", "checkpointer")
     other = lovia("runs", "ls", "--db", DSN, "--db-schema", schema + "_x")
-    assert_clear_failure(other, 1, schema)  # the hint names the schemas that do hold lovia tables
+    assert_clear_failure(other, 1, f"schemas with lovia tables here: {schema}")  # the nearest name first
     assert not schema_exists(schema + "_x")
 
 

@@ -5,18 +5,25 @@ Our span names and attributes are mapped onto the GenAI semantic conventions: a 
 ``gen_ai.usage.*`` and ``gen_ai.response.finish_reasons``, a ``tool_call`` an ``execute_tool``
 span with ``gen_ai.tool.name``. Parenthood follows the OpenTelemetry context (a contextvar), so a
 sub-run of an agent-as-tool nests under its ``tool_call`` and joins the caller's trace.
+
+Spans open on every model and tool call, so the path from ``tracer.span(...)`` to the SDK's
+``start_span`` is kept short: each span kind's key mapping, constant attributes, display-name
+rule and kind are resolved once per tracer (:class:`_Kind`), values of the common types pass
+through untouched, attributes no one exports (content without ``capture_content``, anything on a
+span the sampler dropped) are not built, and a model response goes to the SDK in one call.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import UserError
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span as OtelSpan
-    from opentelemetry.trace import SpanContext, TracerProvider
+    from opentelemetry.trace import SpanContext, SpanKind, TracerProvider
 
 __all__ = ["OpenTelemetryTracer"]
 
@@ -55,9 +62,34 @@ _KEYS: dict[str, dict[str, str]] = {
     "checkpoint_save": {"status": "lovia.checkpoint.status"},
 }
 _OPERATION = {"run": "invoke_agent", "model_call": "chat", "tool_call": "execute_tool"}
+# The display name the conventions ask for, ``{operation} {target}``: (prefix, attribute of the target).
+_LABEL = {
+    "run": ("invoke_agent", "agent"),
+    "model_call": ("chat", "model"),
+    "tool_call": ("execute_tool", "name"),
+    "turn": ("turn", "turn"),
+    "guardrail": ("guardrail", "kind"),
+}
 # Prompt/completion text and tool payloads: only exported with capture_content=True.
 _CONTENT = frozenset({"output_text", "input_messages", "arguments", "result"})
+_SKIP = ""  # the mapped key of an attribute that is not exported
+_PLAIN = frozenset({str, int, bool, float})
 _MAX_REMEMBERED_RUNS = 10_000
+_MAX_CACHED = 256  # cap on lazily mapped span names and keys (callers name them in code, but still)
+
+try:  # module globals: the quickest lookup on the hot path
+    from opentelemetry.context import attach as _attach
+    from opentelemetry.context import detach as _detach
+    from opentelemetry.trace import set_span_in_context as _set_span_in_context
+except ImportError:  # the extra is missing: OpenTelemetryTracer() says how to install it
+    pass
+
+_INPUT_TOKENS = _COMMON["input_tokens"]
+_OUTPUT_TOKENS = _COMMON["output_tokens"]
+_CACHE_READ = _COMMON["cache_read_tokens"]
+_CACHE_WRITE = _COMMON["cache_write_tokens"]
+_FINISH_REASONS = _KEYS["model_call"]["finish_reason"]
+_OUTPUT_TEXT = _KEYS["model_call"]["output_text"]
 
 
 def _otel_key(span_name: str, key: str) -> str:
@@ -77,19 +109,58 @@ def _otel_value(key: str, value: Any) -> Any:
     return str(value)
 
 
-def _display_name(name: str, attrs: dict[str, Any]) -> str:
-    """The span name the conventions ask for: ``{operation} {target}``."""
-    if name == "run":
-        return f"invoke_agent {attrs.get('agent', '')}".rstrip()
-    if name == "model_call":
-        return f"chat {attrs.get('model') or ''}".rstrip()
-    if name == "tool_call":
-        return f"execute_tool {attrs.get('name', '')}".rstrip()
-    if name == "turn":
-        return f"turn {attrs.get('turn', '')}".rstrip()
-    if name == "guardrail":
-        return f"guardrail {attrs.get('kind', '')}".rstrip()
-    return name
+class _Kind:
+    """Everything about one span name that does not change between spans, resolved once."""
+
+    __slots__ = ("base", "capture", "is_model", "is_run", "keys", "kind", "label", "label_key", "name", "start_span")
+
+    def __init__(self, name: str, kind: SpanKind, capture: bool, start_span: Any) -> None:
+        self.name = name
+        self.kind = kind
+        self.capture = capture
+        self.start_span = start_span
+        self.is_run = name == "run"
+        self.is_model = name == "model_call"
+        operation = _OPERATION.get(name)
+        self.base: dict[str, Any] = {} if operation is None else {"gen_ai.operation.name": operation}
+        self.label, self.label_key = _LABEL.get(name, (name, ""))
+        self.keys: dict[str, str] = {}
+        for key in (*_COMMON, *_KEYS.get(name, ())):
+            self.key(key)
+
+    def key(self, key: str) -> str:
+        """The exported name of ``key`` on this kind of span (``_SKIP`` for content not captured)."""
+        mapped = self.keys.get(key)
+        if mapped is None:
+            mapped = _SKIP if key in _CONTENT and not self.capture else _otel_key(self.name, key)
+            if len(self.keys) < _MAX_CACHED:
+                self.keys[key] = mapped
+        return mapped
+
+    def start(self, attrs: dict[str, Any]) -> OtelSpan:
+        """Start the SDK span for ``attrs`` (our names): display name, kind and mapped attributes."""
+        out = self.base.copy()
+        keys = self.keys
+        for key, value in attrs.items():
+            if value is None:
+                continue
+            mapped = keys.get(key)
+            if mapped is None:
+                mapped = self.key(key)
+            if not mapped:  # content that is not captured
+                continue
+            out[mapped] = value if type(value) in _PLAIN and key != "finish_reason" else _otel_value(key, value)
+        if self.is_model:
+            system = attrs.get("system")
+            if system is not None:
+                out["gen_ai.system"] = str(system)
+        name = self.label
+        if self.label_key:  # ``{operation} {target}``, just the operation when the target is missing
+            target = attrs.get(self.label_key)
+            if target is not None and target != "":
+                name = f"{name} {target}"
+        span: OtelSpan = self.start_span(name, kind=self.kind, attributes=out)
+        return span
 
 
 class _Span:
@@ -99,38 +170,37 @@ class _Span:
     and tool call, so each saved frame counts.
     """
 
-    __slots__ = ("_attrs", "_linked", "_owner", "_span", "_token", "captures_content", "errored", "name", "run_id")
+    __slots__ = ("_attrs", "_kind", "_linked", "_owner", "_recording", "_span", "_token", "errored", "run_id")
 
-    def __init__(self, owner: OpenTelemetryTracer, name: str, attrs: dict[str, Any]) -> None:
+    _span: OtelSpan  # set on entering the block
+
+    def __init__(self, owner: OpenTelemetryTracer, kind: _Kind, attrs: dict[str, Any]) -> None:
         self._owner = owner
-        self.name = name
+        self._kind = kind
         self._attrs = attrs
-        self._span: OtelSpan | None = None
+        self._recording = False
         self._token: Any = None
-        self.captures_content = owner.capture_content
         self.errored = False
         self._linked = False
-        run_id = attrs.get("run_id") if name == "run" else None
+        run_id = attrs.get("run_id") if kind.is_run else None
         self.run_id = run_id if isinstance(run_id, str) else None
 
+    @property
+    def name(self) -> str:
+        """Our span name (``run``, ``model_call``, ...)."""
+        return self._kind.name
+
+    @property
+    def captures_content(self) -> bool:
+        """Whether prompt/answer text and tool payloads are exported on this span."""
+        return self._kind.capture
+
     def __enter__(self) -> _Span:
-        owner, name, attrs = self._owner, self.name, self._attrs
-        attributes: dict[str, Any] = {}
-        operation = _OPERATION.get(name)
-        if operation is not None:
-            attributes["gen_ai.operation.name"] = operation
-        for key, value in attrs.items():
-            if value is None or (key in _CONTENT and not self.captures_content):
-                continue
-            attributes[_otel_key(name, key)] = _otel_value(key, value)
-        if name == "model_call" and "system" in attrs:
-            attributes["gen_ai.system"] = str(attrs["system"])
-        self._span = owner._tracer.start_span(
-            _display_name(name, attrs), kind=owner._kinds.get(name, owner._internal), attributes=attributes
-        )
+        self._span = span = self._kind.start(self._attrs)
+        self._recording = span.is_recording()
         if self.run_id is not None:
-            owner._remember(self)
-        self._token = owner._attach(owner._set_in_context(self._span))
+            self._owner._remember(self)
+        self._token = _attach(_set_span_in_context(span))
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -138,33 +208,65 @@ class _Span:
             if exc is not None:
                 self.record_exception(exc)
         finally:
-            self._owner._detach(self._token)
-            self._otel.end()
-
-    @property
-    def _otel(self) -> OtelSpan:
-        assert self._span is not None, "the span is used outside its with-block"
-        return self._span
+            _detach(self._token)
+            self._span.end()
 
     def set_attribute(self, key: str, value: Any) -> None:
         """Set one attribute (mapped to its ``gen_ai.*``/``lovia.*`` name; content only when opted in)."""
-        if value is None or (key in _CONTENT and not self.captures_content):
+        if value is None:
             return
-        self._otel.set_attribute(_otel_key(self.name, key), _otel_value(key, value))
-        if key == "system" and self.name == "model_call":
-            self._otel.set_attribute("gen_ai.system", str(value))
-        elif key == "resumed" and value and self.run_id is not None:
+        kind = self._kind
+        mapped = kind.keys.get(key) or kind.key(key)
+        if not mapped:
+            return
+        if self._recording:
+            self._span.set_attribute(mapped, _otel_value(key, value))
+            if key == "system" and kind.is_model:
+                self._span.set_attribute("gen_ai.system", str(value))
+        if key == "resumed" and value and self.run_id is not None:
             self._owner._link_to_first_attempt(self)
 
     def set_attributes(self, attrs: dict[str, Any]) -> None:
         """Set several attributes at once (one call into the SDK)."""
-        mapped = {
-            _otel_key(self.name, k): _otel_value(k, v)
-            for k, v in attrs.items()
-            if v is not None and (k not in _CONTENT or self.captures_content)
-        }
-        if mapped:
-            self._otel.set_attributes(mapped)
+        kind = self._kind
+        mapped: dict[str, Any] = {}
+        for key, value in attrs.items():
+            if value is None:
+                continue
+            name = kind.keys.get(key) or kind.key(key)
+            if name:
+                mapped[name] = _otel_value(key, value)
+        if mapped and self._recording:
+            self._span.set_attributes(mapped)
+        if self.run_id is not None and attrs.get("resumed"):
+            self._owner._link_to_first_attempt(self)
+
+    def record_response(self, response: Any) -> None:
+        """A model response's usage, finish reason and (when captured) text, in one SDK call.
+
+        The fast path of :func:`lovia.tracing.record_model_response` for this tracer: the
+        attributes are built under their exported names directly.
+        """
+        if not self._recording:
+            return
+        attrs: dict[str, Any] = {}
+        usage = getattr(response, "usage", None)
+        if usage is not None:
+            attrs[_INPUT_TOKENS] = usage.input_tokens
+            attrs[_OUTPUT_TOKENS] = usage.output_tokens
+            if usage.cache_read_tokens:
+                attrs[_CACHE_READ] = usage.cache_read_tokens
+            if usage.cache_write_tokens:
+                attrs[_CACHE_WRITE] = usage.cache_write_tokens
+        reason = getattr(response, "finish_reason", None)
+        if reason:
+            attrs[_FINISH_REASONS] = [str(reason)]
+        if self._kind.capture:
+            text = getattr(response, "text", None)
+            if text:
+                attrs[_OUTPUT_TEXT] = "".join(text) if isinstance(text, Sequence) else str(text)
+        if attrs:
+            self._span.set_attributes(attrs)
 
     def record_exception(self, exc: BaseException) -> None:
         """Record ``exc`` as an event, set ``error.type`` and an error status."""
@@ -173,18 +275,18 @@ class _Span:
         if self.errored:
             return
         self.errored = True
-        self._otel.record_exception(exc)
-        self._otel.set_attribute("error.type", type(exc).__qualname__)
-        self._otel.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:500]))
+        self._span.record_exception(exc)
+        self._span.set_attribute("error.type", type(exc).__qualname__)
+        self._span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:500]))
 
     @property
     def context(self) -> SpanContext:
         """The OpenTelemetry span context (trace and span id)."""
-        return self._otel.get_span_context()
+        return self._span.get_span_context()
 
     def trace_ref(self) -> dict[str, str]:
         """This span's trace and span id as hex text (what a checkpoint keeps of the first attempt)."""
-        ctx = self.context
+        ctx = self._span.get_span_context()
         return {"trace_id": f"{ctx.trace_id:032x}", "span_id": f"{ctx.span_id:016x}"}
 
     def link_first_attempt(self, ref: dict[str, str]) -> None:
@@ -202,7 +304,7 @@ class _Span:
             return  # a damaged reference only costs the link
         if first.span_id == self.context.span_id or not first.is_valid:
             return
-        self._otel.add_link(first, {"lovia.link": "first_attempt", "lovia.run_id": self.run_id or ""})
+        self._span.add_link(first, {"lovia.link": "first_attempt", "lovia.run_id": self.run_id or ""})
         self._linked = True
 
 
@@ -237,21 +339,40 @@ class OpenTelemetryTracer:
                 hint="pip install 'lovia[otel]' (installs opentelemetry-sdk)",
             ) from exc
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-        from opentelemetry import context
-
         self._tracer = provider.get_tracer(tracer_name)
-        self._attach = context.attach
-        self._detach = context.detach
-        self._set_in_context = trace.set_span_in_context
-        self._kinds = {"model_call": trace.SpanKind.CLIENT}
+        self._client = trace.SpanKind.CLIENT
         self._internal = trace.SpanKind.INTERNAL
-        self.capture_content = capture_content
+        self._kinds: dict[str, _Kind] = {}
+        self._capture = bool(capture_content)
         self.detail_spans = detail_spans
         self._first_attempt: OrderedDict[str, SpanContext] = OrderedDict()
 
+    @property
+    def capture_content(self) -> bool:
+        """Whether model output text and tool arguments/results are exported (spans opened from now on)."""
+        return self._capture
+
+    @capture_content.setter
+    def capture_content(self, value: bool) -> None:
+        self._capture = bool(value)
+        self._kinds = {}  # the key tables depend on it
+
     def span(self, name: str, /, **attrs: Any) -> _Span:
         """Open an OpenTelemetry span as the current one for the block."""
-        return _Span(self, str(name), attrs)
+        kind = self._kinds.get(name) if type(name) is str else None
+        if kind is None:
+            kind = self._kind(str(name))
+        return _Span(self, kind, attrs)
+
+    def _kind(self, name: str) -> _Kind:
+        kind = self._kinds.get(name)
+        if kind is None:
+            kind = _Kind(
+                name, self._client if name == "model_call" else self._internal, self._capture, self._tracer.start_span
+            )
+            if len(self._kinds) < _MAX_CACHED:
+                self._kinds[name] = kind
+        return kind
 
     def _remember(self, span: _Span) -> None:
         assert span.run_id is not None
@@ -264,4 +385,4 @@ class OpenTelemetryTracer:
         assert span.run_id is not None
         first = self._first_attempt.get(span.run_id)
         if first is not None and first != span.context and not span._linked:
-            span._otel.add_link(first, {"lovia.link": "first_attempt", "lovia.run_id": span.run_id})
+            span._span.add_link(first, {"lovia.link": "first_attempt", "lovia.run_id": span.run_id})

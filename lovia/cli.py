@@ -1,7 +1,8 @@
 """The ``lovia`` command: ``web``, ``runs``, ``sessions``, ``demo`` and ``--version``.
 
 ``runs`` and ``sessions`` inspect any SQLite store file (``--db PATH``, default
-``./.lovia/lovia.db``) and print plain-text tables with aligned columns.
+``./.lovia/lovia.db``) or PostgreSQL schema (``--db postgresql://USER@HOST/DB --db-schema NAME``)
+and print plain-text tables with aligned columns.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import asyncio
 import json
 import os
 import socket
-import sqlite3
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
+from ._cli_stores import NotFound, Stores, open_stores
 from .exceptions import LoviaError, UserError
 from .transcript import InputEntry, ReasoningEntry, ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from .web.command import DEFAULT_DB
@@ -25,10 +26,6 @@ __all__ = ["NotFound", "effective_status", "format_table", "main", "owner_alive"
 
 STALE_AFTER = 600.0
 """Seconds without a save after which a lease-less ``running`` run counts as interrupted."""
-
-
-class NotFound(UserError):
-    """A named run, session or database does not exist (exit status 1)."""
 
 
 # --------------------------------------------------------------------------- formatting
@@ -71,59 +68,27 @@ def _entries_table(entries: Sequence[TranscriptEntry], start: int = 0) -> str:
 # --------------------------------------------------------------------------- stores
 
 
-def _require_db(path: str) -> None:
-    if not os.path.exists(path):
-        raise NotFound(
-            f"no database at {path}",
-            hint="pass --db PATH or set LOVIA_DB (the file `lovia web --db`, `lovia demo` or your stores use)",
-        )
+def _schema(args: argparse.Namespace) -> str | None:
+    """``--db-schema``; ``LOVIA_DB_SCHEMA`` counts only with a PostgreSQL ``--db`` (an SQLite file has none)."""
+    from .web.store_pg import is_postgres_url
+
+    given = getattr(args, "db_schema", None)
+    if given is None and is_postgres_url(args.db):
+        given = os.environ.get("LOVIA_DB_SCHEMA") or None
+    return str(given) if given is not None else None
 
 
-def _stores(path: str) -> tuple[Any, Any]:
-    from .stores import SQLiteCheckpointer, SQLiteSession
-
-    _require_db(path)
-    return SQLiteSession(path, wal=True), SQLiteCheckpointer(path, wal=True)
-
-
-def _chat_titles(path: str) -> dict[str, str]:
-    """Titles from the web app's ``chat_sessions`` table, when the file has one."""
+async def _with_stores(args: argparse.Namespace, body: Callable[[Stores], Coroutine[Any, Any, int]]) -> int:
+    stores = await open_stores(args.db, _schema(args))
+    args.where = stores.where
     try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-            return {sid: title for sid, title in conn.execute("SELECT id, title FROM chat_sessions")}
-    except sqlite3.Error:
-        return {}
-
-
-async def _with_stores(path: str, body: Callable[[Any, Any], Coroutine[Any, Any, int]]) -> int:
-    session, checkpointer = _stores(path)
-    try:
-        return await body(session, checkpointer)
+        stores.require("checkpoint" if args.command == "runs" else "session")
+        return await body(stores)
     finally:
-        await session.close()
-        await checkpointer.close()
+        await stores.close()
 
 
 # --------------------------------------------------------------------------- runs
-
-
-def _leases(path: str) -> dict[str, float]:
-    """``run_id -> expires_at`` from the checkpointer's lease table, when the file has one."""
-    try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-            return {rid: float(exp) for rid, exp in conn.execute("SELECT run_id, expires_at FROM run_leases")}
-    except sqlite3.Error:
-        return {}
-
-
-def _web_owners(path: str) -> dict[str, str]:
-    """``run_id -> host:pid`` of the ``lovia web`` process that started each chat run still marked running."""
-    try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-            sql = "SELECT run_id, owner FROM chat_runs WHERE status = 'running' AND owner IS NOT NULL"
-            return {rid: str(owner) for rid, owner in conn.execute(sql)}
-    except sqlite3.Error:
-        return {}
 
 
 def owner_alive(owner: str) -> bool | None:
@@ -167,8 +132,9 @@ async def _failure_note(cp: Any, run_id: str) -> str:
     return _clip(f"{error.get('type')}: {error.get('message')}", 60) if error else ""
 
 
-async def _runs_ls(args: argparse.Namespace, _s: Any, cp: Any) -> int:
-    leases, owners, now = _leases(args.db), _web_owners(args.db), time.time()
+async def _runs_ls(args: argparse.Namespace, st: Stores) -> int:
+    cp = st.checkpointer
+    leases, owners, now = await st.leases(), await st.web_owners(), time.time()
     wanted = args.status
     fetch = None if wanted in ("running", "interrupted") else wanted
     runs = await cp.list_runs(status=fetch, limit=args.limit if fetch else 10_000)
@@ -196,7 +162,7 @@ async def _runs_ls(args: argparse.Namespace, _s: Any, cp: Any) -> int:
 
 
 def _missing_run(args: argparse.Namespace, run_id: str) -> NotFound:
-    return NotFound(f"no run {run_id!r} in {args.db}", hint="list them with `lovia runs ls`")
+    return NotFound(f"no run {run_id!r} in {args.where}", hint="list them with `lovia runs ls`")
 
 
 def _print_damaged(rows: Iterable[tuple[str, str | None]]) -> None:
@@ -206,8 +172,8 @@ def _print_damaged(rows: Iterable[tuple[str, str | None]]) -> None:
             print(f"damaged: {ident}: {damaged}", file=sys.stderr)
 
 
-async def _runs_show(args: argparse.Namespace, _s: Any, cp: Any) -> int:
-    snap = await cp.load(args.run_id)
+async def _runs_show(args: argparse.Namespace, st: Stores) -> int:
+    snap = await st.checkpointer.load(args.run_id)
     if snap is None:
         raise _missing_run(args, args.run_id)
     if args.json:
@@ -255,17 +221,17 @@ def _resume_agent(args: argparse.Namespace, agent_name: str) -> Any:
     )
 
 
-async def _runs_resume(args: argparse.Namespace, session: Any, cp: Any) -> int:
+async def _runs_resume(args: argparse.Namespace, st: Stores) -> int:
     from . import events as ev
     from .checkpointer import CheckpointOptions
     from .runner import Runner
 
-    snap = await cp.load(args.run_id)
+    snap = await st.checkpointer.load(args.run_id)
     if snap is None:
         raise _missing_run(args, args.run_id)
     agent = _resume_agent(args, snap.agent_name)
-    options = CheckpointOptions(cp, args.run_id, if_run_exists="resume_only")
-    kwargs: dict[str, Any] = {"session": session, "session_id": args.session_id} if args.session_id else {}
+    options = CheckpointOptions(st.checkpointer, args.run_id, if_run_exists="resume_only")
+    kwargs: dict[str, Any] = {"session": st.session, "session_id": args.session_id} if args.session_id else {}
     print(
         f"resuming run {args.run_id} (agent {snap.agent_name}, {len(snap.entries)} stored entries)...", file=sys.stderr
     )
@@ -282,8 +248,8 @@ async def _runs_resume(args: argparse.Namespace, session: Any, cp: Any) -> int:
     return 0
 
 
-async def _runs_rm(args: argparse.Namespace, _s: Any, cp: Any) -> int:
-    missing = []
+async def _runs_rm(args: argparse.Namespace, st: Stores) -> int:
+    cp, missing = st.checkpointer, []
     for run_id in args.run_ids:
         if await cp.load(run_id) is None:
             missing.append(run_id)
@@ -297,9 +263,9 @@ async def _runs_rm(args: argparse.Namespace, _s: Any, cp: Any) -> int:
 # --------------------------------------------------------------------------- sessions
 
 
-async def _sessions_ls(args: argparse.Namespace, session: Any, _c: Any) -> int:
-    infos = await session.list_sessions(limit=args.limit, query=args.query)
-    titles = _chat_titles(args.db)
+async def _sessions_ls(args: argparse.Namespace, st: Stores) -> int:
+    infos = await st.session.list_sessions(limit=args.limit, query=args.query)
+    titles = await st.chat_titles()
     rows = [
         (i.session_id, _clip(titles.get(i.session_id, ""), 40), i.runs, i.entries, _when(i.updated_at)) for i in infos
     ]
@@ -311,12 +277,12 @@ async def _sessions_ls(args: argparse.Namespace, session: Any, _c: Any) -> int:
 async def _require_session(args: argparse.Namespace, session: Any) -> list[Any]:
     segments = await session.segments(args.session_id)
     if not segments:
-        raise NotFound(f"no session {args.session_id!r} in {args.db}", hint="list them with `lovia sessions ls`")
+        raise NotFound(f"no session {args.session_id!r} in {args.where}", hint="list them with `lovia sessions ls`")
     return list(segments)
 
 
-async def _sessions_show(args: argparse.Namespace, session: Any, _c: Any) -> int:
-    segments = await _require_session(args, session)
+async def _sessions_show(args: argparse.Namespace, st: Stores) -> int:
+    segments = await _require_session(args, st.session)
     from .usage import segment_summary, session_summary
 
     print(f"session {args.session_id}: {session_summary(s.meta for s in segments)}")
@@ -336,21 +302,22 @@ async def _sessions_show(args: argparse.Namespace, session: Any, _c: Any) -> int
     return 0
 
 
-async def _sessions_export(args: argparse.Namespace, session: Any, _c: Any) -> int:
-    await _require_session(args, session)
-    entries = await session.load(args.session_id)
+async def _sessions_export(args: argparse.Namespace, st: Stores) -> int:
+    await _require_session(args, st.session)
+    entries = await st.session.load(args.session_id)
     if args.format == "json":
         print(json.dumps([entry_to_dict(e) for e in entries], indent=2, ensure_ascii=False, default=str))
     else:
         from .web.routes_sessions import transcript_markdown
 
-        print(transcript_markdown(_chat_titles(args.db).get(args.session_id, args.session_id), entries), end="")
+        title = (await st.chat_titles()).get(args.session_id, args.session_id)
+        print(transcript_markdown(title, entries), end="")
     return 0
 
 
-async def _sessions_trim(args: argparse.Namespace, session: Any, _c: Any) -> int:
-    await _require_session(args, session)
-    trimmed = await session.trim_tool_results(args.session_id, keep_chars=args.keep_chars, keep_runs=args.keep_runs)
+async def _sessions_trim(args: argparse.Namespace, st: Stores) -> int:
+    await _require_session(args, st.session)
+    trimmed = await st.session.trim_tool_results(args.session_id, keep_chars=args.keep_chars, keep_runs=args.keep_runs)
     print(f"trimmed {trimmed} tool result(s) in {args.session_id}")
     return 0
 
@@ -359,7 +326,8 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-async def _sessions_rewind(args: argparse.Namespace, session: Any, cp: Any) -> int:
+async def _sessions_rewind(args: argparse.Namespace, st: Stores) -> int:
+    session, cp = st.session, st.checkpointer
     segments = await _require_session(args, session)
     removed = await session.rewind(args.session_id, keep_entries=args.keep_entries)
     dropped, start = [], 0
@@ -385,7 +353,18 @@ def _add_db(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
     parser.add_argument(
         "--db",
         default=os.environ.get("LOVIA_DB", DEFAULT_DB) if top else argparse.SUPPRESS,
-        help="SQLite store file (env LOVIA_DB; default %(default)s)" if top else "SQLite store file (as lovia --db)",
+        help="SQLite store file or postgresql://USER@HOST/DB (env LOVIA_DB; default %(default)s)"
+        if top
+        else "SQLite store file or postgresql://USER@HOST/DB (as lovia --db)",
+    )
+    parser.add_argument(
+        "--db-schema",
+        default=None if top else argparse.SUPPRESS,
+        metavar="NAME",
+        help="PostgreSQL schema of the stores, with a postgresql:// --db (env LOVIA_DB_SCHEMA; default: the search "
+        "path)"
+        if top
+        else "PostgreSQL schema of the stores (as lovia --db-schema)",
     )
 
 
@@ -490,7 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_ACTIONS: dict[tuple[str, str], Callable[[argparse.Namespace, Any, Any], Coroutine[Any, Any, int]]] = {
+_ACTIONS: dict[tuple[str, str], Callable[[argparse.Namespace, Stores], Coroutine[Any, Any, int]]] = {
     ("runs", "ls"): _runs_ls,
     ("runs", "show"): _runs_show,
     ("runs", "resume"): _runs_resume,
@@ -517,7 +496,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_demo(fast=args.fast, db=args.db if args.db != DEFAULT_DB else None)
     action = _ACTIONS[(args.command, args.action)]
-    return asyncio.run(_with_stores(args.db, lambda s, c: action(args, s, c)))
+    return asyncio.run(_with_stores(args, lambda stores: action(args, stores)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -258,10 +258,21 @@ def handoff_span(tracer: Tracer, *, from_agent: str, to_agent: str) -> AbstractC
     return tracer.span(SpanName.HANDOFF.value, from_agent=from_agent, to_agent=to_agent)
 
 
-def record_run_end(span: Span, *, turns: int, total_tokens: int) -> None:
-    """Set the attributes a finished run adds to its span."""
-    span.set_attribute("turns", turns)
-    span.set_attribute("total_tokens", total_tokens)
+def record_run_end(span: Span, *, turns: int, total_tokens: int, resumed: bool | None = None) -> None:
+    """Set the attributes a finished run adds to its span (in one call when the span takes several)."""
+    if type(span) is _NoopSpan:
+        return
+    bulk = getattr(span, "set_attributes", None)
+    if bulk is None:
+        span.set_attribute("turns", turns)
+        span.set_attribute("total_tokens", total_tokens)
+        if resumed is not None:
+            span.set_attribute("resumed", resumed)
+        return
+    attrs: dict[str, Any] = {"turns": turns, "total_tokens": total_tokens}
+    if resumed is not None:
+        attrs["resumed"] = resumed
+    bulk(attrs)
 
 
 def record_model_response(span: Span, response: Any) -> None:
@@ -271,7 +282,11 @@ def record_model_response(span: Span, response: Any) -> None:
     and ``text`` (a list of fragments), like the loop's turn assembler. The text is only joined
     when the span asks for content (``span.captures_content``), so this stays cheap otherwise.
     """
-    if isinstance(span, _NoopSpan):
+    if type(span) is _NoopSpan:
+        return
+    own = getattr(span, "record_response", None)
+    if own is not None:  # the tracer maps the response itself (OpenTelemetry: one SDK call)
+        own(response)
         return
     attrs: dict[str, Any] = {}
     usage = getattr(response, "usage", None)

@@ -226,3 +226,12 @@ def test_web_charts_example():
     assert lines[0] == 'show_chart: the model sees {"lovia_ui": {"kind": "chart", "from_args": "option"}}'
     assert lines[1].startswith('top_products: the model sees {"lovia_ui": {"kind": "table", "props": {')
     assert lines[2] == "swatch: the model sees [1 attachment(s)]"
+
+
+def test_web_api_router_example():
+    out = _run_example("web_api_router.py")
+    assert "stream events: session, snapshot, turn_started, text_delta, message_completed, done" in out
+    assert "answer: Hello from the mounted API." in out
+    assert "chats: ['hi']" in out
+    assert "unknown chat: 404 session_not_found" in out and "no token: 401 server_token" in out
+    assert "host route: {'app': 'mine'}" in out

@@ -46,7 +46,7 @@ from ..providers.failover import provider_state, restore_provider_state
 from ..result import RunResult
 from ..run_context import RunContext
 from ..session import new_run_id
-from ..tracing import Span, detail_span, link_first_attempt, span_ref
+from ..tracing import Span, detail_span, link_first_attempt, record_run_end, span_ref
 from ..transcript import (
     AssistantTextEntry,
     InputEntry,
@@ -106,15 +106,16 @@ class RunLoop:
         with self.options.tracer.span("run", agent=self.entry_agent.name, run_id=state.run_id) as span:
             try:
                 result = await self._run(span)
-                span.set_attribute("turns", result.turns)
-                span.set_attribute("total_tokens", result.usage.total_tokens)
+                record_run_end(
+                    span, turns=result.turns, total_tokens=result.usage.total_tokens, resumed=state.ctx.resumed
+                )
                 return result
             except BaseException as exc:
+                span.set_attribute("resumed", state.ctx.resumed)
                 span.record_exception(exc)
                 await self._fail(exc)
                 raise_as_lovia_error(exc)  # anything else escaping is still a LoviaError with a hint
             finally:
-                span.set_attribute("resumed", state.ctx.resumed)
                 await self._cleanup()
 
     async def _run(self, span: Span) -> RunResult[Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .auth import generate_token, is_loopback, token_dependency
 from .charts import show_chart, validate_chart_option
 from .components import ui_result
 from .store import ChatMeta, ChatStore
@@ -15,19 +16,42 @@ from .supervisor import RunSupervisor
 from .tables import show_table
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    from fastapi import APIRouter, FastAPI
+
+    from .api.deps import RouterDeps
 
 __all__ = [
     "ChatMeta",
     "ChatStore",
+    "RouterDeps",
     "RunSupervisor",
+    "build_api_router",
     "create_app",
+    "generate_token",
+    "is_loopback",
     "serve",
     "show_chart",
     "show_table",
+    "token_dependency",
     "ui_result",
     "validate_chart_option",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``RouterDeps`` is loaded on first use, like the rest of the FastAPI side."""
+    if name == "RouterDeps":
+        from .api.deps import RouterDeps
+
+        return RouterDeps
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def build_api_router(deps: RouterDeps) -> APIRouter:
+    """The HTTP API as a router for your own FastAPI app; see :func:`lovia.web.api.build_api_router`."""
+    from .api import build_api_router as build
+
+    return build(deps)
 
 
 def create_app(*args: Any, **kwargs: Any) -> FastAPI:

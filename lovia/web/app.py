@@ -12,53 +12,31 @@ from collections.abc import AsyncIterator, Mapping, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from fastapi import Depends, FastAPI, HTTPException, Request  # noqa: E402
+from fastapi import Depends, FastAPI, Request  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import FileResponse, JSONResponse  # noqa: E402
 from fastapi.staticfiles import StaticFiles  # noqa: E402
+from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 
 from ..agent import Agent  # noqa: E402
 from ..exceptions import LoviaError, UserError  # noqa: E402
 from ..tools.human import HumanChannel  # noqa: E402
-from .agents import AgentSet, default_agents, resolve_agents  # noqa: E402
-from .auth import HostOriginGuard, HostPolicy, token_matches  # noqa: E402
-from .events_hub import EventHub  # noqa: E402
-from .params import CleanJsonBodies, validation_response  # noqa: E402
+from .agents import default_agents, resolve_agents  # noqa: E402
+from .api import RouterDeps, build_api_router  # noqa: E402
+from .auth import HostOriginGuard, HostPolicy, token_dependency  # noqa: E402
+from .errors import error_body, internal_error_response, lovia_error_response, validation_response  # noqa: E402
+from .params import CleanJsonBodies  # noqa: E402
 from .questions import QuestionRegistry, broadcast_question  # noqa: E402
-from .replicas import ReplicaSupervisor  # noqa: E402
-from .routes_agentviews import agentviews_router  # noqa: E402
-from .routes_chat import chat_router  # noqa: E402
-from .routes_info import info_router  # noqa: E402
-from .routes_schedules import fire_in_chat, schedules_router  # noqa: E402
-from .routes_sessions import sessions_router  # noqa: E402
-from .routes_uploads import DEFAULT_MAX_UPLOAD_MB, parse_allowed_ext, uploads_router  # noqa: E402
-from .schedule_store import PostgresScheduleStore, ScheduleStore, SQLiteScheduleStore, open_schedule_store  # noqa: E402
-from .scheduler import Clock, Scheduler  # noqa: E402
+from .routes_uploads import DEFAULT_MAX_UPLOAD_MB, parse_allowed_ext  # noqa: E402
+from .schedule_store import ScheduleStore, open_schedule_store  # noqa: E402
+from .scheduler import Clock  # noqa: E402
 from .state import WebState  # noqa: E402
 from .store import ChatStore  # noqa: E402
-from .store_pg import PostgresChatStore  # noqa: E402
-from .supervisor import RunSupervisor  # noqa: E402
 
 __all__ = ["DEFAULT_DB", "WebState", "create_app"]
 
 DEFAULT_DB = "./.lovia/lovia.db"
 STATIC_DIR = Path(__file__).parent / "static"
-
-
-def _auth_dependency(state: WebState) -> Any:
-    async def require_token(request: Request) -> None:
-        if state.token is None:
-            return
-        if not token_matches(state.token, request.headers.get("authorization")):
-            raise HTTPException(
-                status_code=401,
-                detail=(
-                    "missing or wrong token: send 'Authorization: Bearer <token>'"
-                    " with the token the server printed at startup"
-                ),
-            )
-
-    return Depends(require_token)
 
 
 def create_app(
@@ -79,14 +57,17 @@ def create_app(
     scheduler_poll: float = 1.0,
     clock: Clock | None = None,
 ) -> FastAPI:
-    """Build the ASGI app.
+    """Build the ASGI app: the page, ``/healthz``, ``/api/docs`` and the router of
+    :func:`lovia.web.api.build_api_router` (one :class:`~lovia.web.api.RouterDeps`, kept as
+    ``app.state.deps``), behind the Host / Origin guard and, with ``token``, the token check.
 
     Args:
         agents: an ``Agent`` or ``{name: agent}`` (the first is the default). ``None``: an
             assistant on ``LOVIA_MODEL``, or the offline demo model when none is configured.
         store: a ready :class:`ChatStore`; otherwise one SQLite file at ``db_path``.
         db_path: the SQLite file (default ``./.lovia/lovia.db``) when ``store`` is not given.
-        token: when set, every API route requires ``Authorization: Bearer <token>``.
+        token: when set, every API route requires ``Authorization: Bearer <token>`` (otherwise
+            401 ``server_token``).
         title: shown in the page header.
         max_turns: per-run turn limit.
         ui: serve the page at ``/`` (``False``: API only).
@@ -109,97 +90,101 @@ def create_app(
     agent_set = resolve_agents(agents) if agents is not None else default_agents()
     owned = store is None
     chat_store = store if store is not None else ChatStore.sqlite(db_path or DEFAULT_DB)
-    supervisor = _supervisor(chat_store, agent_set, max_turns)
-    state = WebState(
-        chat_store, supervisor, agent_set, token, title, *_upload_limits(max_upload_mb, upload_allowed_ext)
+    max_bytes, allowed_ext = _upload_limits(max_upload_mb, upload_allowed_ext)
+    if schedules is None and owned and db_path is not None:
+        schedules = open_schedule_store(db_path)  # a postgresql:// db_path keeps its schedules there
+        owns_schedules = True
+    else:
+        owns_schedules = False
+    deps = RouterDeps(
+        agents=agent_set.agents,
+        store=chat_store,
+        title=title,
+        max_turns=max_turns,
+        scheduler_poll=scheduler_poll,
+        schedules=schedules,
+        clock=clock,
+        max_upload_bytes=max_bytes,
+        upload_allowed_ext=allowed_ext,
+        demo=agent_set.demo,
     )
     if question_channel is not None:
-        state.questions = QuestionRegistry(
-            question_channel, timeout=question_timeout, on_question=lambda q: broadcast_question(supervisor, q)
+        deps.questions = QuestionRegistry(
+            question_channel, timeout=question_timeout, on_question=lambda q: broadcast_question(deps.supervisor, q)
         )
 
-    owns_schedules = schedules is None
-    state.schedules = schedules if schedules is not None else _default_schedules(chat_store, db_path, owned)
-    state.scheduler = Scheduler(
-        state.schedules, lambda row: fire_in_chat(state, row), clock=clock, poll_interval=scheduler_poll
+    app = FastAPI(
+        title=title,
+        lifespan=_lifespan(deps, owns_store=owned, owns_schedules=owns_schedules),
+        docs_url=None,
+        openapi_url=None,
+        redoc_url=None,
     )
-
-    lifespan = _lifespan(state, owns_store=owned, owns_schedules=owns_schedules)
-    app = FastAPI(title=title, lifespan=lifespan, docs_url=None, openapi_url=None, redoc_url=None)
-    app.state.lovia = state
+    app.state.deps = deps
+    app.state.lovia = deps  # the older name; ``serve`` and existing callers read it
     app.state.host_policy = HostPolicy(allowed_hosts)  # serve() adds the bound address
     app.add_middleware(CleanJsonBodies)
     app.add_middleware(HostOriginGuard, policy=app.state.host_policy)  # added last: runs first
-    auth = _auth_dependency(state)
+    auth = [Depends(token_dependency(token))] if token is not None else []
     _mount_docs(app, auth)  # the schema and Swagger UI need what the API needs
+    _error_handlers(app)
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.include_router(build_api_router(deps), dependencies=auth)
+    if ui:
+        _mount_ui(app)
+    return app
+
+
+_STATUS_CODES = {401: "server_token", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+"""The error code of an ``HTTPException`` raised with a plain-text detail, by status."""
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Errors raised outside the API routes get the same body as the routes' own."""
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if isinstance(exc.detail, dict) and "code" in exc.detail:
+            body: dict[str, Any] = {"detail": exc.detail}
+        else:  # Starlette's own: an unknown path, a wrong method
+            fallback = "internal" if exc.status_code >= 500 else "invalid_request"
+            code = _STATUS_CODES.get(exc.status_code, fallback)
+            hint = "GET /api/docs lists the routes" if exc.status_code in (404, 405) else None
+            body = error_body(code, str(exc.detail), hint)
+        return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
         return validation_response(exc)
 
     @app.exception_handler(LoviaError)
-    async def lovia_error(_request: Request, exc: LoviaError) -> JSONResponse:
-        return JSONResponse({"detail": exc.message, "hint": exc.hint, "type": type(exc).__name__}, status_code=400)
+    async def lovia_error(request: Request, exc: LoviaError) -> JSONResponse:
+        return lovia_error_response(exc, request)
 
-    @app.get("/healthz", include_in_schema=False)
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
-    app.include_router(info_router(state), dependencies=[auth])
-    app.include_router(chat_router(state), dependencies=[auth])
-    app.include_router(sessions_router(state), dependencies=[auth])
-    app.include_router(schedules_router(state), dependencies=[auth])
-    app.include_router(uploads_router(state), dependencies=[auth])
-    app.include_router(agentviews_router(state), dependencies=[auth])
-    if ui:
-        _mount_ui(app)
-    return app
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception) -> JSONResponse:
+        return internal_error_response(exc, request)
 
 
-def _supervisor(chat_store: ChatStore, agent_set: AgentSet, max_turns: int) -> RunSupervisor:
-    """The run supervisor; on PostgreSQL several processes serve one app, so runs are leased,
-    relayed and taken over (:class:`ReplicaSupervisor`)."""
-    options: dict[str, Any] = {"default_agent": agent_set.default, "max_turns": max_turns, "hub": EventHub()}
-    if isinstance(chat_store, PostgresChatStore):
-        return ReplicaSupervisor(chat_store, agent_set.agents, **options)
-    return RunSupervisor(chat_store, agent_set.agents, **options)
-
-
-def _lifespan(state: WebState, *, owns_store: bool, owns_schedules: bool) -> Any:
-    """Start the question registry, the scheduler and the supervisor; stop them in reverse."""
-    supervisor = state.supervisor
+def _lifespan(deps: RouterDeps, *, owns_store: bool, owns_schedules: bool) -> Any:
+    """The API machinery (:meth:`RouterDeps.lifespan`), then what the app itself opened."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if state.questions is not None:
-            state.questions.start()
-        assert state.scheduler is not None and state.schedules is not None
-        state.scheduler.start()
-        startup = getattr(supervisor, "startup", None)
-        if startup is not None:
-            await startup()
         try:
-            yield
+            async with deps.lifespan():
+                yield
         finally:
-            await state.scheduler.stop()
-            if owns_schedules:
-                await state.schedules.close()
-            await supervisor.shutdown()
-            if state.questions is not None:
-                await state.questions.aclose()
+            if owns_schedules and deps.schedules is not None:
+                await deps.schedules.close()
             if owns_store:
-                await state.store.close()
+                await deps.store.close()
 
     return lifespan
-
-
-def _default_schedules(chat_store: ChatStore, db_path: str | None, owned: bool) -> ScheduleStore:
-    """The schedule store next to the chats: the same database (PostgreSQL URL or SQLite file)."""
-    if isinstance(chat_store, PostgresChatStore):
-        return PostgresScheduleStore(chat_store.dsn, schema=chat_store.schema)
-    if owned:
-        return open_schedule_store(db_path or DEFAULT_DB)
-    return SQLiteScheduleStore(chat_store.path)
 
 
 def _upload_limits(mb: float | None, ext: str | Sequence[str] | None) -> tuple[int, frozenset[str] | None]:
@@ -219,16 +204,17 @@ def _upload_limits(mb: float | None, ext: str | Sequence[str] | None) -> tuple[i
     return int(mb * (1 << 20)), parse_allowed_ext(ext)
 
 
-def _mount_docs(app: FastAPI, auth: Any) -> None:
+def _mount_docs(app: FastAPI, auth: list[Any]) -> None:
     from fastapi.openapi.docs import get_swagger_ui_html
 
-    @app.get("/api/openapi.json", include_in_schema=False, dependencies=[auth])
+    @app.get("/api/openapi.json", include_in_schema=False, dependencies=auth)
     async def openapi() -> JSONResponse:
         return JSONResponse(app.openapi())
 
-    @app.get("/api/docs", include_in_schema=False, dependencies=[auth])
-    async def docs() -> Any:
-        return get_swagger_ui_html(openapi_url="/api/openapi.json", title=f"{app.title} API")
+    @app.get("/api/docs", include_in_schema=False, dependencies=auth)
+    async def docs(request: Request) -> Any:
+        root = request.scope.get("root_path", "")  # behind a proxy's path prefix, or mounted
+        return get_swagger_ui_html(openapi_url=f"{root}/api/openapi.json", title=f"{app.title} API")
 
 
 def _mount_ui(app: FastAPI) -> None:

@@ -13,7 +13,7 @@ import ipaddress
 import json
 import secrets
 import socket
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "is_loopback",
     "same_origin",
     "split_host",
+    "token_dependency",
     "token_matches",
 ]
 
@@ -51,6 +52,33 @@ def token_matches(expected: str, authorization: str | None) -> bool:
     if scheme.lower() != "bearer":
         return False
     return hmac.compare_digest(value.strip().encode(), expected.encode())
+
+
+def token_dependency(token: str) -> Callable[[Any], Awaitable[None]]:
+    """A FastAPI dependency requiring ``Authorization: Bearer <token>``; otherwise 401 ``server_token``.
+
+    ``create_app(token=...)`` guards its API with it; an app mounting
+    :func:`lovia.web.api.build_api_router` adds it itself:
+    ``app.include_router(router, dependencies=[Depends(token_dependency(token))])``.
+    """
+    from starlette.requests import Request
+
+    from .errors import WebError
+
+    async def require_token(request: Request) -> None:
+        if not token_matches(token, request.headers.get("authorization")):
+            raise WebError(
+                401,
+                "server_token",
+                "missing or wrong server token",
+                hint="send 'Authorization: Bearer <token>' with the token the server printed at startup",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    # This module is imported without FastAPI too, so ``Request`` is a local name, and FastAPI
+    # resolves a string annotation in the module's globals: hand it the class itself.
+    require_token.__annotations__["request"] = Request
+    return require_token
 
 
 # --------------------------------------------------------------------------- Host and Origin checks
@@ -160,6 +188,7 @@ class HostOriginGuard:
                 scope,
                 send,
                 421,
+                "host_not_allowed",
                 f"this server does not answer for host {shown!r}",
                 "open it through its own address (e.g. http://127.0.0.1), or start it with"
                 f" --allowed-host {split_host(shown)[0] or 'NAME'}"
@@ -173,6 +202,7 @@ class HostOriginGuard:
                 scope,
                 send,
                 403,
+                "cross_origin",
                 f"cross-origin request from {origin.strip()[:100]!r} refused",
                 "state-changing API calls are accepted from this server's own page only (same origin)"
                 " or from non-browser clients",
@@ -181,11 +211,11 @@ class HostOriginGuard:
         await self.app(scope, receive, send)
 
 
-async def _refuse(scope: Any, send: Any, status: int, detail: str, hint: str) -> None:
+async def _refuse(scope: Any, send: Any, status: int, code: str, message: str, hint: str) -> None:
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 1008})
         return
-    body = json.dumps({"detail": detail, "hint": hint, "type": "RequestRefused"}).encode()
+    body = json.dumps({"detail": {"code": code, "message": message, "hint": hint}}).encode()
     await send(
         {
             "type": "http.response.start",

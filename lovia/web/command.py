@@ -63,6 +63,12 @@ def add_web_parser(sub: Any) -> argparse.ArgumentParser:
         metavar="NAME",
         help="also answer requests for this host name (repeatable; '.example.com' = its subdomains)",
     )
+    web.add_argument(
+        "--root-path",
+        default=os.environ.get("LOVIA_ROOT_PATH", ""),
+        metavar="PREFIX",
+        help="path prefix a reverse proxy serves the app under and strips, e.g. /lovia (default: none)",
+    )
     web.add_argument("--title", default="lovia", help="page title")
     web.add_argument("--max-turns", type=int, default=50, help="turn limit per run")
     web.add_argument("--log-level", default="info", help="uvicorn log level")
@@ -110,6 +116,7 @@ def run_web(args: argparse.Namespace) -> int:
         max_turns=args.max_turns,
         log_level=args.log_level,
         allowed_hosts=args.allowed_host,
+        root_path=args.root_path,
     )
     return 0
 

@@ -17,9 +17,12 @@ from fastapi.responses import JSONResponse
 
 from .._text import clean_value
 
-__all__ = ["MAX_PAGE", "CleanJsonBodies", "Limit", "Offset", "Since", "validation_response"]
+__all__ = ["MAX_JSON_BODY", "MAX_PAGE", "CleanJsonBodies", "Limit", "Offset", "Since", "validation_response"]
 
 MAX_PAGE = 500
+
+MAX_JSON_BODY = 4 << 20
+"""The largest JSON request body (4 MiB): far above the longest chat message, even fully escaped."""
 
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"page size, 1 to {MAX_PAGE}")]
 Offset = Annotated[int, Query(ge=0, le=2**62, description="rows to skip, 0 or more")]
@@ -28,33 +31,18 @@ Since = Annotated[
 ]
 
 
-def _where(loc: Any) -> str:
-    parts = [str(p) for p in (loc or ())]
-    if len(parts) >= 2 and parts[0] in ("query", "path", "header", "body"):
-        kind = {"query": "query parameter", "path": "path parameter", "header": "header", "body": "body field"}[
-            parts[0]
-        ]
-        return f"{kind} {'.'.join(parts[1:])!r}"
-    return ".".join(parts) or "request"
-
-
 def validation_response(exc: RequestValidationError) -> JSONResponse:
-    """A 422 whose ``detail`` says in one sentence which parameter is wrong and why."""
-    errors = exc.errors()
-    problems = [f"{_where(e.get('loc'))}: {e.get('msg', 'invalid')}" for e in errors]
-    return JSONResponse(
-        {
-            "detail": "; ".join(problems) or "invalid request",
-            "hint": "fix the named parameter and send the request again",
-            "type": "RequestValidationError",
-            "errors": [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in errors],
-        },
-        status_code=422,
-    )
+    """The 422 answer: ``{"detail": [{loc, msg, type}, ...]}`` (see :mod:`lovia.web.errors`)."""
+    from .errors import validation_response as respond
+
+    return respond(exc)
 
 
 class CleanJsonBodies:
-    """ASGI middleware: the text policy (:mod:`lovia._text`) for JSON request bodies.
+    """ASGI middleware: the size limit and the text policy (:mod:`lovia._text`) for JSON request bodies.
+
+    A JSON body over :data:`MAX_JSON_BODY` is refused with 413 ``payload_too_large``, from its
+    ``Content-Length`` before a byte is read, else as soon as the bytes read pass the limit.
 
     ``JSON.stringify`` in a browser writes a lone surrogate as a ``\\udXXX`` escape; pydantic would
     refuse such a string with 422. A body that spells one is decoded, cleaned (lone surrogates
@@ -62,20 +50,31 @@ class CleanJsonBodies:
     run input given in Python. Other bodies pass through untouched.
     """
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, *, max_bytes: int = MAX_JSON_BODY) -> None:
         self.app = app
+        self.max_bytes = max_bytes
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH") or not _is_json(scope):
             await self.app(scope, receive, send)
             return
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._too_large(send)
+            return
         chunks: list[bytes] = []
+        size = 0
         while True:
             message = await receive()
             if message["type"] != "http.request":  # the client left while sending: let the app see it
                 await self.app(scope, _replay([message], receive), send)
                 return
-            chunks.append(message.get("body", b""))
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._too_large(send)
+                return
+            chunks.append(chunk)
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
@@ -85,12 +84,31 @@ class CleanJsonBodies:
             scope = {**scope, "headers": [*headers, (b"content-length", str(len(cleaned)).encode())]}
         await self.app(scope, _replay([{"type": "http.request", "body": cleaned, "more_body": False}], receive), send)
 
+    async def _too_large(self, send: Any) -> None:
+        body = json.dumps(
+            {
+                "detail": {
+                    "code": "payload_too_large",
+                    "message": f"the request body is over the {self.max_bytes >> 20} MiB limit for JSON",
+                    "hint": "send less at once; files go to POST /api/sessions/{id}/uploads",
+                }
+            }
+        ).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 413, "headers": [*headers, (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope: Any, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1").strip()
+    return None
+
 
 def _is_json(scope: Any) -> bool:
-    for key, value in scope.get("headers", []):
-        if key.lower() == b"content-type":
-            return bytes(value).lower().startswith(b"application/json")
-    return False
+    value = _header(scope, b"content-type")
+    return value is not None and value.lower().startswith("application/json")
 
 
 def _clean_body(body: bytes) -> bytes:

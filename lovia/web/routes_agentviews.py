@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from ..plugins.todo import todos_from_entries
+from .errors import ApiRoute, ErrorCode, WebError
 from .questions import QuestionRegistry, question_payload
 from .store import ChatStore
 from .supervisor import RunSupervisor
@@ -22,16 +23,19 @@ class AnswerRequest(BaseModel):
     answer: str = Field(max_length=100_000)
 
 
-def api_error(status: int, code: str, message: str, hint: str = "") -> HTTPException:
-    """An ``HTTPException`` with the documented error body ``{"detail": {code, message, hint}}``."""
-    return HTTPException(status, detail={"code": code, "message": message, "hint": hint})
+def api_error(status: int, code: ErrorCode, message: str, hint: str | None = None) -> WebError:
+    """A :class:`~lovia.web.errors.WebError`: the documented error body ``{"detail": {code, message, hint}}``."""
+    return WebError(status, code, message, hint=hint)
 
 
 class AgentViewsState(Protocol):
     """What the routes need from the app state (``WebState`` has it; no import of the app module)."""
 
     store: ChatStore
-    supervisor: RunSupervisor
+
+    @property
+    def supervisor(self) -> RunSupervisor: ...
+
     questions: QuestionRegistry | None
 
 
@@ -49,7 +53,7 @@ def _registry(state: AgentViewsState) -> QuestionRegistry:
 
 def agentviews_router(state: AgentViewsState) -> APIRouter:
     """``GET /api/chat/question``, ``POST /api/chat/answer`` and ``GET /api/sessions/{id}/todos``."""
-    router = APIRouter(prefix="/api")
+    router = APIRouter(prefix="/api", route_class=ApiRoute)
     _question_routes(router, state)
     _todo_routes(router, state)
     return router

@@ -6,11 +6,12 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from ..exceptions import UserError
+from .errors import ApiRoute, WebError
 from .routes_uploads import attachment_content
 from .sse import Frame, event_stream, live_tail
 from .supervisor import Subscription
@@ -53,6 +54,9 @@ class UninjectRequest(BaseModel):
     id: int = Field(ge=0)
 
 
+_LIST_HINT = "list the chats with GET /api/sessions"
+
+
 def title_from(message: str) -> str:
     """A chat title from its first message (whitespace collapsed, at most 60 characters)."""
     text = re.sub(r"\s+", " ", message).strip()
@@ -77,7 +81,7 @@ def sse_response(head: list[Frame], sub: Subscription) -> StreamingResponse:
 
 def chat_router(state: WebState) -> APIRouter:
     """The ``/api/chat`` routes bound to one app state."""
-    router = APIRouter(prefix="/api/chat")
+    router = APIRouter(prefix="/api/chat", route_class=ApiRoute)
     _stream_routes(router, state)
     _control_routes(router, state)
     return router
@@ -85,7 +89,12 @@ def chat_router(state: WebState) -> APIRouter:
 
 def _steer(live: Any, body: ChatRequest, message: str) -> None:
     if body.attachments:
-        raise HTTPException(409, "attachments wait for the live run to finish: send them after it")
+        raise WebError(
+            409,
+            "run_active",
+            "a run is live in this chat, and attachments cannot join it",
+            hint="send the attachments after the run finishes (or stop it)",
+        )
     if message:
         live.mailbox.push(message)  # steer the live run: its next turn sees the message
 
@@ -97,11 +106,15 @@ def _opener(state: WebState) -> Callable[[ChatRequest], Awaitable[Subscription]]
     async def open_chat(body: ChatRequest) -> Subscription:
         message = body.message.strip()
         if sup.closing:
-            raise HTTPException(503, "the server is shutting down")
+            raise WebError(503, "shutting_down", "the server is shutting down", hint="retry once it is back")
+        if body.agent is not None and body.agent not in sup.agents:
+            raise WebError(
+                404, "agent_not_found", f"no agent {body.agent!r}", hint=f"use one of {', '.join(sorted(sup.agents))}"
+            )
         meta = await store.get(body.session_id) if body.session_id else None
         if meta is None:
             if not message:
-                raise HTTPException(400, "message is empty")
+                raise WebError(400, "invalid_request", "message is empty", hint="send a non-empty message")
             meta = await store.create(title=title_from(message), agent=body.agent, session_id=body.session_id)
             sup.hub.publish("session_created", {"session": meta.to_dict()})
         sid = meta.id
@@ -116,7 +129,7 @@ def _opener(state: WebState) -> Callable[[ChatRequest], Awaitable[Subscription]]
                 try:
                     sup.start(sid, content, agent=body.agent or meta.agent)
                 except UserError as exc:
-                    raise HTTPException(400, str(exc)) from exc
+                    raise WebError.from_exc(400, "invalid_request", exc) from exc
                 if not meta.title:
                     await store.update(sid, title=title_from(message))
                     updated = await store.get(sid)
@@ -143,7 +156,7 @@ def _stream_routes(router: APIRouter, state: WebState) -> None:
     async def reconnect(session_id: str) -> StreamingResponse:
         meta = await store.get(session_id)
         if meta is None:
-            raise HTTPException(404, f"no chat {session_id!r}")
+            raise WebError(404, "session_not_found", f"no chat {session_id!r}", hint=_LIST_HINT)
         async with sup.lock(session_id):
             if sup.live(session_id) is None and meta.active_run_id and not sup.closing:
                 await sup.resume(session_id, meta.active_run_id, agent=meta.agent)
@@ -164,30 +177,45 @@ def _control_routes(router: APIRouter, state: WebState) -> None:  # noqa: C901  
     async def inject(body: InjectRequest) -> dict[str, Any]:
         live = sup.live(body.session_id)
         if live is None:
-            raise HTTPException(404, "no live run in this chat: send the message with /api/chat/stream instead")
+            raise WebError(
+                404,
+                "run_not_found",
+                "no live run in this chat",
+                hint="send the message with POST /api/chat/stream instead",
+            )
         return {"id": live.mailbox.push(body.message)}
 
     @router.post("/uninject")
     async def uninject(body: UninjectRequest) -> dict[str, Any]:
         live = sup.live(body.session_id)
         if live is None:
-            raise HTTPException(404, "no live run in this chat")
+            raise WebError(404, "run_not_found", "no live run in this chat", hint="the run has finished")
         return {"removed": live.mailbox.remove(body.id)}
 
     @router.post("/approve")
     async def approve(body: ApproveRequest) -> dict[str, Any]:
         live = sup.live(body.session_id)
         if live is None or live.handle is None:
-            raise HTTPException(404, "no live run in this chat")
+            raise WebError(404, "run_not_found", "no live run in this chat", hint="the run has finished")
         ok = live.handle.approvals.resolve(body.call_id, body.decision == "approve")
         if not ok:
-            raise HTTPException(404, f"call {body.call_id!r} is not waiting for a decision")
+            raise WebError(
+                404,
+                "approval_not_found",
+                f"call {body.call_id!r} is not waiting for a decision",
+                hint="it was decided already, or its run ended; reload the chat",
+            )
         return {"ok": True}
 
     @router.post("")
     async def chat(body: ChatRequest) -> dict[str, Any]:
         if body.session_id and sup.live(body.session_id) is not None:
-            raise HTTPException(409, "a run is already live in this chat")
+            raise WebError(
+                409,
+                "run_active",
+                "a run is already live in this chat",
+                hint="wait for it to finish, stop it, or use POST /api/chat/stream to join it",
+            )
         sub = await open_chat(body)
         result: dict[str, Any] = {"session_id": sub.live.session_id if sub.live else body.session_id}
         try:
@@ -195,7 +223,12 @@ def _control_routes(router: APIRouter, state: WebState) -> None:  # noqa: C901  
                 if frame.event == "done":
                     result.update(output=frame.data.get("output"), usage=frame.data.get("usage"))
                 elif frame.event == "error" and frame.data.get("scope") != "tool":
-                    raise HTTPException(502, frame.data.get("message", "run failed"))
+                    raise WebError(
+                        500,
+                        "run_failed",
+                        str(frame.data.get("message") or "the run failed"),
+                        hint=frame.data.get("hint") or "GET /api/sessions/{id} shows the run's error",
+                    )
         finally:
             sub.close()
         return result

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
 from ..agent import Agent
 from ..handoff import Handoff
+from .errors import ApiRoute, WebError
 from .sse import Frame, event_stream, live_tail
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def agent_info(agent: Agent[Any], *, detail: bool = False) -> dict[str, Any]:
 
 def info_router(state: WebState) -> APIRouter:
     """``/api/info``, ``/api/agents``, ``/api/agents/{name}`` and ``/api/events``."""
-    router = APIRouter(prefix="/api")
+    router = APIRouter(prefix="/api", route_class=ApiRoute)
 
     @router.get("/info")
     async def info() -> dict[str, Any]:
@@ -60,10 +61,10 @@ def info_router(state: WebState) -> APIRouter:
         return {
             "title": state.title,
             "version": __version__,
-            "agents": [agent_info(a) for a in state.agents.agents.values()],
-            "default_agent": state.agents.default,
-            "configured": state.agents.configured,
-            "demo": state.agents.demo,
+            "agents": [agent_info(a) for a in state.agents.values()],
+            "default_agent": state.default_agent,
+            "configured": state.configured,
+            "demo": state.demo,
             "features": {
                 "rewind": state.store.supports_rewind,
                 "stop": True,
@@ -76,13 +77,15 @@ def info_router(state: WebState) -> APIRouter:
 
     @router.get("/agents")
     async def agents() -> dict[str, Any]:
-        return {"agents": [agent_info(a) for a in state.agents.agents.values()], "default_agent": state.agents.default}
+        return {"agents": [agent_info(a) for a in state.agents.values()], "default_agent": state.default_agent}
 
     @router.get("/agents/{name}")
     async def agent(name: str) -> dict[str, Any]:
-        found = state.agents.agents.get(name)
+        found = state.agents.get(name)
         if found is None:
-            raise HTTPException(404, f"no agent {name!r}; agents: {', '.join(sorted(state.agents.agents))}")
+            raise WebError(
+                404, "agent_not_found", f"no agent {name!r}", hint=f"agents: {', '.join(sorted(state.agents))}"
+            )
         return agent_info(found, detail=True)
 
     @router.get("/events")

@@ -11,10 +11,11 @@ import dataclasses
 import re
 from typing import Any, Literal, Protocol
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from ..exceptions import UserError
+from .errors import ApiRoute, ErrorCode, WebError
 from .schedule_store import ScheduleRow, ScheduleStore
 from .scheduler import Scheduler
 from .store import ChatStore
@@ -52,9 +53,13 @@ class WebState(Protocol):
     """What these routes use of the app state (``lovia.web.state.WebState``), without importing it."""
 
     store: ChatStore
-    supervisor: RunSupervisor
     schedules: ScheduleStore | None
-    scheduler: Scheduler | None
+
+    @property
+    def supervisor(self) -> RunSupervisor: ...
+
+    @property
+    def scheduler(self) -> Scheduler | None: ...
 
 
 def title_from(message: str) -> str:
@@ -63,8 +68,8 @@ def title_from(message: str) -> str:
     return text if len(text) <= 60 else text[:59].rstrip() + "…"
 
 
-def _error(status: int, code: str, message: str, hint: str | None = None) -> HTTPException:
-    return HTTPException(status, {"code": code, "message": message, "hint": hint})
+def _error(status: int, code: ErrorCode, message: str, hint: str | None = None) -> WebError:
+    return WebError(status, code, message, hint=hint)
 
 
 async def fire_in_chat(state: WebState, row: ScheduleRow) -> tuple[str | None, str | None]:
@@ -94,7 +99,7 @@ async def fire_in_chat(state: WebState, row: ScheduleRow) -> tuple[str | None, s
 
 def schedules_router(state: WebState) -> APIRouter:
     """The ``/api/schedules`` routes bound to one app state (absent when the app has no schedule store)."""
-    router = APIRouter(prefix="/api/schedules")
+    router = APIRouter(prefix="/api/schedules", route_class=ApiRoute)
     _collection_routes(router, state)
     _item_routes(router, state)
     return router

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field
 
 from ..session import Segment
 from ..transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
+from .errors import ApiRoute, WebError
 from .params import Limit, Offset, Since
 from .store import ChatMeta
 
@@ -107,7 +108,7 @@ def transcript_text(title: str, entries: list[TranscriptEntry]) -> str:
 
 def sessions_router(state: WebState) -> APIRouter:
     """The ``/api/sessions`` and ``/api/runs`` routes bound to one app state."""
-    router = APIRouter(prefix="/api")
+    router = APIRouter(prefix="/api", route_class=ApiRoute)
     _read_routes(router, state)
     _write_routes(router, state)
     return router
@@ -116,7 +117,9 @@ def sessions_router(state: WebState) -> APIRouter:
 async def _require(state: WebState, session_id: str) -> ChatMeta:
     meta = await state.store.get(session_id)
     if meta is None:
-        raise HTTPException(404, f"no chat {session_id!r}")
+        raise WebError(
+            404, "session_not_found", f"no chat {session_id!r}", hint="list the chats with GET /api/sessions"
+        )
     return meta
 
 
@@ -159,7 +162,9 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
         if format == "txt":
             return PlainTextResponse(transcript_text(meta.title, entries), media_type="text/plain")
         if format != "md":
-            raise HTTPException(422, "format must be 'md', 'json' or 'txt'")
+            raise WebError(
+                422, "invalid_request", f"unknown export format {format!r}", hint="use format=md, json or txt"
+            )
         return PlainTextResponse(transcript_markdown(meta.title, entries), media_type="text/markdown")
 
     @router.get("/runs")
@@ -215,15 +220,25 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
     async def rewind(session_id: str, body: RewindRequest) -> dict[str, Any]:
         meta = await _require(state, session_id)
         if not store.supports_rewind:
-            raise HTTPException(501, "this session store has no rewind: edit and regenerate are unavailable")
+            raise WebError(
+                501,
+                "feature_unavailable",
+                "this session store has no rewind: edit and regenerate are unavailable",
+                hint="serve the app on a session store with rewind (SQLite and PostgreSQL have it)",
+            )
         async with sup.lock(session_id):
             if sup.live(session_id) is not None:
-                raise HTTPException(409, "a run is live in this chat: stop it first")
+                raise WebError(409, "run_active", "a run is live in this chat", hint="stop it first, then rewind")
             segments = await store.session.segments(session_id)
             flat = [e for s in segments for e in s.entries]
             users = _user_positions(flat)
             if body.user_turn >= len(users):
-                raise HTTPException(404, f"chat has {len(users)} user messages; no user_turn {body.user_turn}")
+                raise WebError(
+                    404,
+                    "turn_not_found",
+                    f"the chat has {len(users)} user messages; there is no user_turn {body.user_turn}",
+                    hint="reload the chat and pick a message it still has",
+                )
             keep = users[body.user_turn]
             removed = await store.session.rewind(session_id, keep_entries=keep)  # type: ignore[attr-defined]
             await _drop_rewound_checkpoints(state, segments, keep)

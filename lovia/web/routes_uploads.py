@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 from starlette.requests import ClientDisconnect
 
 from ..parts import IMAGE_MIME_BY_SUFFIX, ContentPart, FilePart, ImagePart, TextPart
 from ..providers.base import supports_vision
 from ..transcript import InputEntry, TranscriptEntry
+from .errors import ApiRoute, ErrorCode, WebError
 from .store import ChatMeta, ChatStore, UploadRecord
 from .supervisor import RunSupervisor
 
@@ -63,7 +64,10 @@ class WebState(Protocol):
     """The part of :class:`lovia.web.state.WebState` these routes use (a protocol: no import back into the app)."""
 
     store: ChatStore
-    supervisor: RunSupervisor
+
+    @property
+    def supervisor(self) -> RunSupervisor: ...
+
     max_upload_bytes: int
     upload_allowed_ext: frozenset[str] | None
 
@@ -80,11 +84,8 @@ def parse_allowed_ext(value: str | Iterable[str] | None) -> frozenset[str] | Non
     return None if "*" in names else frozenset(names)
 
 
-def _error(status: int, code: str, message: str, hint: str | None = None) -> HTTPException:
-    detail: dict[str, Any] = {"code": code, "message": message}
-    if hint:
-        detail["hint"] = hint
-    return HTTPException(status, detail=detail)
+def _error(status: int, code: ErrorCode, message: str, hint: str | None = None) -> WebError:
+    return WebError(status, code, message, hint=hint)
 
 
 def _clean_name(raw: str | None) -> str:
@@ -134,7 +135,7 @@ def _check_type(state: WebState, name: str) -> None:
         )
 
 
-def _too_large(state: WebState) -> HTTPException:
+def _too_large(state: WebState) -> WebError:
     mib = state.max_upload_bytes / (1 << 20)
     return _error(
         413,
@@ -188,7 +189,7 @@ async def attachment_content(
     """The user message with its attachments as parts (just ``message`` when there are none).
 
     Raises:
-        HTTPException: an unknown upload id (404), or an image for a model without vision (422).
+        WebError: an unknown upload id (404), or an image for a model without vision (422).
     """
     if not attachments:
         return message
@@ -214,7 +215,7 @@ class ForkRequest(BaseModel):
 
 def uploads_router(state: WebState) -> APIRouter:
     """The upload and fork routes bound to one app state."""
-    router = APIRouter(prefix="/api/sessions")
+    router = APIRouter(prefix="/api/sessions", route_class=ApiRoute)
     _upload_routes(router, state)
     _fork_routes(router, state)
     return router

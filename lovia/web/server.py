@@ -9,11 +9,29 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..agent import Agent
+from ..exceptions import UserError
 from ._deps import require_web
 from .auth import generate_token, is_loopback
 from .store import ChatStore
 
-__all__ = ["serve"]
+__all__ = ["normalize_root_path", "serve"]
+
+
+def normalize_root_path(value: str | None) -> str:
+    """``"/lovia"`` from ``"lovia"``, ``"/lovia/"`` or ``"/lovia"``; ``""`` for none (or ``"/"``).
+
+    Raises:
+        UserError: a URL or a path with a query, fragment or whitespace.
+    """
+    text = (value or "").strip()
+    if not text or text == "/":
+        return ""
+    if "://" in text or any(c in text for c in "?# \t"):
+        raise UserError(
+            f"root path {value!r} is not a plain URL path",
+            hint="pass the prefix the proxy serves the app under, e.g. --root-path /lovia",
+        )
+    return "/" + text.strip("/")
 
 
 def _server_class() -> Any:
@@ -63,6 +81,7 @@ def serve(
     log_level: str = "info",
     echo: Callable[[str], None] | None = None,
     allowed_hosts: Sequence[str] = (),
+    root_path: str = "",
 ) -> None:
     """Serve the chat app until interrupted (Ctrl+C / SIGTERM: live runs keep their checkpoints).
 
@@ -79,11 +98,15 @@ def serve(
         echo: where to print the startup lines (default: stdout).
         allowed_hosts: more ``Host`` names to answer (``--allowed-host``); loopback names and
             ``host`` itself always work, any other name is refused (DNS-rebinding defence).
+        root_path: the path prefix a reverse proxy serves the app under (``"/lovia"``) and strips
+            before forwarding; the page's asset and API URLs then carry it. The server itself
+            still answers at its root.
     """
     require_web()
     from .app import create_app
 
     say = echo or (lambda line: print(line, file=sys.stdout, flush=True))
+    root_path = normalize_root_path(root_path)
     if token is None and not is_loopback(host):
         token = generate_token()
         say(f"lovia web: {host} is not a loopback address, so API calls need this token: {token}")
@@ -92,11 +115,22 @@ def serve(
     shown = "localhost" if host in ("0.0.0.0", "::") else host
     link = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     state = app.state.lovia
-    if state.agents.demo:
+    if state.demo:
         say("lovia web: no model configured (set LOVIA_MODEL); the page offers the offline demo model")
-    say(f"lovia web: open {link}")
+    if root_path:
+        say(f"lovia web: serving for a proxy at {root_path}/ (it strips the prefix); this server answers at {link}")
+    else:
+        say(f"lovia web: open {link}")
     _log_run_failures()
     import uvicorn
 
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1, timeout_graceful_shutdown=15)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        workers=1,
+        timeout_graceful_shutdown=15,
+        root_path=root_path,
+    )
     _server_class()(config).run()

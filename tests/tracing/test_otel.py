@@ -300,3 +300,57 @@ async def test_guardrail_spans_and_a_tripped_guardrail_is_an_error() -> None:
     assert guard_out.attributes["error.type"] == "GuardrailTripped"
     assert guard_out.attributes["lovia.guardrail.kind"] == "output"
     assert run.status.status_code == StatusCode.ERROR
+
+
+def test_span_names_given_as_the_enum_and_unknown_keys_are_mapped() -> None:
+    tracer, exporter = _setup()
+    with tracer.span(SpanName.TOOL_CALL, name="lookup", call_id="c9", shard=3) as span:
+        span.set_attribute("attempt", 2)
+        span.set_attribute("tags", ("a", "b"))
+        span.set_attribute("ignored", None)
+    with tracer.span("custom_step", label="x") as span:
+        span.set_attribute("finish_reason", "stop")
+    spans = list(exporter.get_finished_spans())
+    tool_span, custom = _one(spans, "execute_tool lookup"), _one(spans, "custom_step")
+    assert tool_span.attributes is not None and custom.attributes is not None
+    assert tool_span.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool_span.attributes["gen_ai.tool.call.id"] == "c9"
+    assert tool_span.attributes["lovia.shard"] == 3
+    assert tool_span.attributes["lovia.attempt"] == 2
+    assert tuple(tool_span.attributes["lovia.tags"]) == ("a", "b")
+    assert "lovia.ignored" not in tool_span.attributes
+    assert custom.kind == SpanKind.INTERNAL and custom.attributes["lovia.label"] == "x"
+    assert tuple(custom.attributes["lovia.finish_reason"]) == ("stop",)
+
+
+async def test_capture_content_can_be_switched_after_construction() -> None:
+    tracer, exporter = _setup(capture_content=False)
+    turns = [call("lookup", {"city": "Lima"}), text("first"), call("lookup", {"city": "Pisa"}), text("2")]
+    model = ScriptedProvider(turns)
+    agent = Agent(name="a", model=model, tools=[lookup])
+    await Runner.run(agent, "hi", tracer=tracer)
+    tracer.capture_content = True
+    await Runner.run(agent, "again", tracer=tracer)
+    tools = sorted(
+        (s for s in exporter.get_finished_spans() if s.name == "execute_tool lookup"), key=lambda s: s.start_time or 0
+    )
+    assert [s.attributes.get("gen_ai.tool.call.result") for s in tools if s.attributes is not None] == [
+        None,
+        "sunny in Pisa",
+    ]
+
+
+async def test_spans_the_sampler_drops_cost_no_attributes_and_break_nothing() -> None:
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = OpenTelemetryTracer(tracer_provider=provider, capture_content=True)
+    model = ScriptedProvider([call("lookup", {"city": "Oslo"}), text("done")])
+    result = await Runner.run(Agent(name="a", model=model, tools=[lookup]), "hi", tracer=tracer)
+    assert result.output == "done"
+    assert list(exporter.get_finished_spans()) == []
+    with tracer.span("model_call", model="m", turn=1) as span:
+        assert not span._recording
+        span.set_attribute("output_text", "not built")

@@ -83,12 +83,12 @@ class ProcessServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20) -> ProcessServer:
+    def start(self) -> ProcessServer:
         cmd = [sys.executable, "-m", "lovia.web", "--log-level", "warning", *self.args]
         self.proc = subprocess.Popen(
             cmd, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + 60  # generous: a loaded 2-core machine starts three replicas at once
         while True:
             assert self.proc.poll() is None, f"server exited: {self.proc.stdout.read() if self.proc.stdout else ''}"
             try:
@@ -174,8 +174,12 @@ def sse(
     until: str | None = None,
     headers: dict[str, str] | None = None,
     timeout: float = 20,
+    on_frame: Any = None,
 ) -> Stream:
-    """POST and collect frames until the stream ends (or until the first ``until`` frame, then disconnect)."""
+    """POST and collect frames until the stream ends (or until the first ``until`` frame, then disconnect).
+
+    ``on_frame(frame)``, when given, is called as each frame arrives (to signal another thread).
+    """
     out = Stream()
     with (
         httpx.Client(timeout=timeout) as client,
@@ -184,6 +188,8 @@ def sse(
         assert response.status_code == 200, response.read()
         for frame in iter_frames(response):
             out.frames.append(frame)
+            if on_frame is not None:
+                on_frame(frame)
             if until is not None and frame.event == until:
                 break
     return out

@@ -38,12 +38,10 @@ def log_lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def replicas(
-    schema: str, env: dict[str, str], n: int = 3, ttl: float = 1.5, timeout: float = 40
-) -> list[ProcessServer]:
+def replicas(schema: str, env: dict[str, str], n: int = 3, ttl: float = 1.5) -> list[ProcessServer]:
     """Start ``n`` replicas on one schema: the first migrates it, the others start in parallel.
 
-    A replica that does not come up within ``timeout`` seconds fails the test (the others are killed).
+    A replica that does not come up fails the test (the others are killed).
     """
     args = ("--db", PG, "--db-schema", schema, "--lease-ttl", str(ttl), "--app", APP, "--no-workspace")
     servers = [ProcessServer(*args, env=env) for _ in range(n)]
@@ -51,7 +49,7 @@ def replicas(
 
     def start(server: ProcessServer) -> None:
         try:
-            server.start(timeout=timeout)
+            server.start()
         except BaseException as exc:
             errors.append(exc)
 

@@ -69,14 +69,15 @@ def test_disconnect_is_not_cancel_and_streams_attach(server: ThreadServer, gate:
     assert httpx.get(f"{server.url}/api/runs").json()["runs"][0]["session_id"] == sid
 
     results: dict[str, Any] = {}
+    attached = {"a": threading.Event(), "b": threading.Event()}
 
     def attach(key: str) -> None:
-        results[key] = sse(server.url, f"/api/chat/reconnect?session_id={sid}")
+        results[key] = sse(server.url, f"/api/chat/reconnect?session_id={sid}", on_frame=lambda _: attached[key].set())
 
     threads = [threading.Thread(target=attach, args=(k,)) for k in ("a", "b")]
     for t in threads:
         t.start()
-    time.sleep(0.3)
+    assert all(event.wait(10) for event in attached.values())  # both hold the live run's snapshot
     gate.release.set()
     for t in threads:
         t.join(10)
@@ -98,11 +99,19 @@ def test_message_to_a_live_run_is_injected(server: ThreadServer, gate: Gate) -> 
     sid = first.of("session")[0]["session_id"]
     wait_for(lambda: gate.runs.get("slow"))
     box: dict[str, Any] = {}
+    answered = threading.Event()
     t = threading.Thread(
-        target=lambda: box.update(s=sse(server.url, "/api/chat/stream", {"message": "also this", "session_id": sid}))
+        target=lambda: box.update(
+            s=sse(
+                server.url,
+                "/api/chat/stream",
+                {"message": "also this", "session_id": sid},
+                on_frame=lambda _: answered.set(),
+            )
+        )
     )
     t.start()
-    time.sleep(0.3)
+    assert answered.wait(10)  # the server took the message (its stream has begun) before the run moves on
     gate.release.set()
     t.join(10)
     s = box["s"]

@@ -191,6 +191,18 @@ class PostgresCheckpointer:
         await self.close()
 
 
+async def lease_rows(cp: PostgresCheckpointer) -> list[tuple[str, str, float]]:
+    """Every lease row as ``(run_id, owner, seconds left)``, expired and released ones included.
+
+    Internal (``lovia runs ls``): the seconds are counted by the database clock, the one the
+    leases themselves use; a released lease has an empty owner and a negative remainder.
+    """
+    async with cp._db.connection("listing run leases") as conn:
+        cur = await conn.execute(cp._sql["lease_all"])
+        rows = await cur.fetchall()
+    return [(str(r), str(o), float(left)) for r, o, left in rows]
+
+
 def _save_params(run_id: str, entries: Sequence[TranscriptEntry], head: RunHead) -> dict[str, Any]:
     batch = encode_entries(entries) if entries else None
     return {
@@ -243,6 +255,7 @@ def _statements(db: Database) -> dict[str, Any]:
             "UPDATE {leases} SET owner = '', expires_at = 0 WHERE run_id = %s AND owner = %s AND token = %s"
         ),
         "lease_get": q("SELECT owner, token, expires_at FROM {leases} WHERE run_id = %s"),
+        "lease_all": q(f"SELECT run_id, owner, expires_at - {_NOW} FROM {{leases}}"),
         "lease_live": q(
             f"SELECT run_id, owner, token, expires_at FROM {{leases}} WHERE owner <> '' AND expires_at > {_NOW} "
             "ORDER BY expires_at"

@@ -1,8 +1,44 @@
 // HTTP + SSE client for the lovia web API (bearer token kept in localStorage).
 
-const TOKEN_KEY = "lovia_token";
+// The app's own base URL. This module is served at <base>/static/api.js, so behind a reverse
+// proxy's path prefix (or mounted inside another app) every request stays under that prefix.
+export const BASE = new URL("../", import.meta.url);
+
+// Two apps under one host (different prefixes) keep separate tokens.
+const TOKEN_KEY = BASE.pathname === "/" ? "lovia_token" : `lovia_token:${BASE.pathname}`;
+
+// The URL of an app path: url("/api/info") is <base>/api/info.
+export function url(path) {
+  return new URL(String(path).replace(/^\/+/, ""), BASE).href;
+}
 
 export class AuthError extends Error {}
+
+// An Error for a failed response, carrying status, code and hint. The body is the API's
+// {detail: {code, message, hint}}, or a validation error's {detail: [{loc, msg, type}]}.
+export async function apiError(response) {
+  let message = `${response.status} ${response.statusText}`.trim();
+  let code = null;
+  let hint = null;
+  try {
+    const detail = (await response.json()).detail;
+    if (Array.isArray(detail)) {
+      code = "invalid_request";
+      message = detail.map((e) => `${(e.loc || []).slice(1).join(".") || "request"}: ${e.msg}`).join("; ");
+    } else if (detail && typeof detail === "object") {
+      code = detail.code || null;
+      message = detail.message || message;
+      hint = detail.hint || null;
+    } else if (typeof detail === "string") {
+      message = detail;
+    }
+  } catch (_e) { /* not JSON */ }
+  const error = new Error(hint ? `${message} (${hint})` : message);
+  error.status = response.status;
+  error.code = code;
+  error.hint = hint;
+  return error;
+}
 
 export function captureToken() {
   const url = new URL(window.location.href);
@@ -18,35 +54,29 @@ export function setToken(token) {
   localStorage.setItem(TOKEN_KEY, token);
 }
 
-function headers(extra = {}) {
+export function authHeaders(extra = {}) {
   const token = localStorage.getItem(TOKEN_KEY);
   return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
 }
 
 async function check(response) {
   if (response.status === 401) throw new AuthError("unauthorized");
-  if (!response.ok) {
-    let detail = response.statusText;
-    try {
-      detail = (await response.json()).detail || detail;
-    } catch (_e) { /* not JSON */ }
-    throw new Error(`${response.status}: ${detail}`);
-  }
+  if (!response.ok) throw await apiError(response);
   return response;
 }
 
 export async function api(method, path, body) {
-  const init = { method, headers: headers(body ? { "Content-Type": "application/json" } : {}) };
+  const init = { method, headers: authHeaders(body ? { "Content-Type": "application/json" } : {}) };
   if (body) init.body = JSON.stringify(body);
-  const response = await check(await fetch(path, init));
+  const response = await check(await fetch(url(path), init));
   return response.status === 204 ? null : response.json();
 }
 
 // POST (or GET) and read the SSE reply; onFrame(event, data) per frame. Resolves when the stream ends.
 export async function streamFrames(path, body, onFrame, signal, method = "POST") {
-  const init = { method, headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }), signal };
+  const init = { method, headers: authHeaders({ "Content-Type": "application/json", Accept: "text/event-stream" }), signal };
   if (body) init.body = JSON.stringify(body);
-  const response = await check(await fetch(path, init));
+  const response = await check(await fetch(url(path), init));
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";

@@ -4,18 +4,13 @@
 // uploads ride along with the next message as `attachments`. A refused upload shows the server's
 // message and hint on its chip and is never sent.
 
-const TOKEN_KEY = "lovia_token";
+import { apiError, authHeaders, url } from "./api.js";
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
   if (cls) node.className = cls;
   if (text !== undefined) node.textContent = text;
   return node;
-}
-
-function authHeaders(extra) {
-  const token = localStorage.getItem(TOKEN_KEY);
-  return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
 }
 
 function sizeText(bytes) {
@@ -25,14 +20,7 @@ function sizeText(bytes) {
 }
 
 async function errorText(response) {
-  try {
-    const detail = (await response.json()).detail;
-    if (detail && typeof detail === "object" && detail.message) {
-      return detail.hint ? `${detail.message} (${detail.hint})` : detail.message;
-    }
-    if (typeof detail === "string") return detail;
-  } catch (_e) { /* not JSON */ }
-  return `${response.status} ${response.statusText}`;
+  return (await apiError(response)).message;
 }
 
 export function initUploads(transcript, page) {
@@ -68,7 +56,7 @@ export function initUploads(transcript, page) {
     try {
       const sid = await page.ensureSession();
       item.sid = sid;
-      const response = await fetch(`/api/sessions/${encodeURIComponent(sid)}/uploads`, {
+      const response = await fetch(url(`/api/sessions/${encodeURIComponent(sid)}/uploads`), {
         method: "POST",
         headers: authHeaders({ "X-Filename": encodeURIComponent(file.name), "Content-Type": file.type || "application/octet-stream" }),
         body: file,
@@ -144,7 +132,7 @@ export function initUploads(transcript, page) {
   async function fork(userTurn) {
     const sid = page.sessionId();
     if (!sid || page.busy()) return;
-    const response = await fetch(`/api/sessions/${encodeURIComponent(sid)}/fork`, {
+    const response = await fetch(url(`/api/sessions/${encodeURIComponent(sid)}/fork`), {
       method: "POST",
       headers: authHeaders({ "Content-Type": "application/json" }),
       body: JSON.stringify(userTurn === null ? {} : { user_turn: userTurn }),

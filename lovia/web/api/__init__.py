@@ -1,0 +1,51 @@
+"""The HTTP API as a router of its own: mount it in your FastAPI app, without the page.
+
+```python
+deps = RouterDeps(agents={"bot": agent}, store=ChatStore.in_memory())
+app = FastAPI(lifespan=deps.lifespan)
+app.include_router(build_api_router(deps), prefix="/lovia")
+```
+
+The router carries no authentication and no Host / Origin checks: add your own dependency (for
+example ``Depends(token_dependency(token))``) and middleware (:class:`~lovia.web.auth.HostOriginGuard`).
+"""
+
+from __future__ import annotations
+
+from .._deps import require_web
+
+require_web()
+
+from fastapi import APIRouter  # noqa: E402
+
+from ..errors import ApiRoute  # noqa: E402
+from ..routes_agentviews import agentviews_router  # noqa: E402
+from ..routes_chat import chat_router  # noqa: E402
+from ..routes_info import info_router  # noqa: E402
+from ..routes_schedules import schedules_router  # noqa: E402
+from ..routes_sessions import sessions_router  # noqa: E402
+from ..routes_uploads import uploads_router  # noqa: E402
+from .deps import RouterDeps  # noqa: E402
+
+__all__ = ["RouterDeps", "build_api_router"]
+
+
+def build_api_router(deps: RouterDeps) -> APIRouter:
+    """Every ``/api/...`` route (info, agents, events, chat, sessions, runs, uploads, schedules,
+    questions, todos) bound to ``deps``, answering errors with the documented body.
+
+    The routes' paths start with ``/api``; ``include_router(router, prefix=...)`` puts them
+    under a prefix of yours. Enter ``deps.lifespan`` with the app, or schedules never fire and
+    live runs are not wound down on shutdown.
+    """
+    router = APIRouter(route_class=ApiRoute)
+    for part in (
+        info_router(deps),
+        chat_router(deps),
+        sessions_router(deps),
+        schedules_router(deps),
+        uploads_router(deps),
+        agentviews_router(deps),
+    ):
+        router.include_router(part)
+    return router

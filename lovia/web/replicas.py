@@ -9,9 +9,11 @@
 * Stop, steer and approve sent to a non-owner become rows of ``web_commands`` plus a ``NOTIFY``
   (``c:<chat id>``); the owner executes them.
 * Every replica sweeps: a chat whose run's lease expired (its owner was killed) or was released
-  (its owner shut down) is claimed by exactly one replica (a conditional update of
+  on a shutdown (its owner recorded the run ``interrupted``) is claimed by exactly one replica (a conditional update of
   ``web_runs.claimed_until``), which resumes it from its checkpoint, so finished tool calls are
-  not run again, and keeps appending frames: attached clients keep streaming.
+  not run again, and keeps appending frames: attached clients keep streaming. Its first frame is
+  an ``output_discarded``: the text the dead owner had streamed of the turn in flight is void,
+  as that turn streams again from its start.
 """
 
 from __future__ import annotations
@@ -185,6 +187,10 @@ class ReplicaSupervisor(RunSupervisor):
     def _launch(self, live: LiveRun, message: Any, options: CheckpointOptions) -> None:
         super()._launch(live, message, dataclasses.replace(options, lease_ttl=self.ttl))
         queue: asyncio.Queue[Frame | None] = asyncio.Queue()
+        if live.resumed:
+            # Followers elsewhere may hold text the previous owner streamed in the turn it died in;
+            # the resumed run streams that turn again from its start, so it is void for them.
+            queue.put_nowait(Frame("output_discarded", {}))
         live.subscribers.add(queue)
         self._remote.pop(live.session_id, None)
         self._spawn(self._pump(live, queue))
@@ -355,14 +361,21 @@ class ReplicaSupervisor(RunSupervisor):
     # ------------------------------------------------------------------ takeover
 
     async def resume(self, session_id: str, run_id: str, *, agent: str | None = None) -> LiveRun | None:
-        """Take the run over when its owner is gone (lease expired or released) and this replica wins the claim."""
+        """Take the run over when its owner is gone and this replica wins the claim.
+
+        The owner is gone when its lease expired (it was killed), or when it released the lease
+        on a shutdown (it recorded the run as ``interrupted``). A lease released while the run is
+        still recorded as ``running`` belongs to a run that is ending (stopped, failed or
+        completed): its owner is writing the outcome down, so the run is not taken.
+        """
         if session_id in self._live or self.closing:
             return self._live.get(session_id)
         claimed = await self.pg.execute(
-            f"UPDATE {{web_runs}} SET claimed_until = {_NOW} + %s WHERE run_id = %s "
-            f"AND (claimed_until IS NULL OR claimed_until < {_NOW}) "
-            f"AND NOT EXISTS (SELECT 1 FROM {{run_leases}} l WHERE l.run_id = %s AND l.expires_at > {_NOW})",
-            (self.ttl, run_id, run_id),
+            f"UPDATE {{web_runs}} r SET claimed_until = {_NOW} + %s WHERE r.run_id = %s "
+            f"AND (r.claimed_until IS NULL OR r.claimed_until < {_NOW}) "
+            "AND NOT EXISTS (SELECT 1 FROM {run_leases} l WHERE l.run_id = r.run_id "
+            f"AND (l.expires_at > {_NOW} OR (l.owner = '' AND r.status <> 'interrupted')))",
+            (self.ttl, run_id),
         )
         if not claimed:
             return None

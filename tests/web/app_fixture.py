@@ -2,7 +2,8 @@
 
 The model is a deterministic function of the transcript, so a restarted process continues the
 same script. Tools append to ``$LOVIA_FIXTURE_LOG`` so a test can count executions across
-processes; ``slow`` takes ``$LOVIA_FIXTURE_SLOW`` seconds (default 0.2).
+processes; ``slow`` takes ``$LOVIA_FIXTURE_SLOW`` seconds (default 0.2), and the final answer
+streams one character every ``$LOVIA_FIXTURE_TEXT_DELAY`` seconds (default 0: at once).
 """
 
 from __future__ import annotations
@@ -41,13 +42,16 @@ async def slow(item: str) -> str:
     return f"slow:{item}"
 
 
+ANSWER = "All done: quick and slow both finished."
+
+
 def script(entries: list[TranscriptEntry], _tools: list[Any]) -> Any:
     done = sum(1 for e in entries if isinstance(e, ToolResultEntry))
     if done == 0:
         return call("quick", {"item": "a"}, call_id="call_quick")
     if done == 1:
         return call("slow", {"item": "b"}, call_id="call_slow")
-    return text("All done: quick and slow both finished.")
+    return text(ANSWER, delay=float(os.environ.get("LOVIA_FIXTURE_TEXT_DELAY", "0")))
 
 
 agent = Agent(name="fixture", model=ScriptedProvider(script), tools=[quick, slow])

@@ -11,49 +11,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .helpers import ProcessServer, Stream, iter_frames, wait_for
+from .app_fixture import ANSWER
+from .helpers import Stream, iter_frames, wait_for
+from .replica_helpers import PG, drop_schema, log_lines, pg_up, replicas, start_run, stop_all
 
-PG = "postgresql://postgres@127.0.0.1:5432/test"
-APP = "tests.web.app_fixture:agent"
-
-
-def _pg_up() -> bool:
-    try:
-        import psycopg
-
-        with psycopg.connect(PG, connect_timeout=2):
-            return True
-    except Exception:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _pg_up(), reason=f"PostgreSQL is not reachable at {PG}")
+pytestmark = pytest.mark.skipif(not pg_up(), reason=f"PostgreSQL is not reachable at {PG}")
 
 
 @pytest.fixture
 def schema() -> Iterator[str]:
-    import psycopg
-
     name = f"replicas_{uuid.uuid4().hex[:10]}"
     yield name
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-
-
-def log_lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-def replicas(schema: str, env: dict[str, str], n: int = 3, ttl: float = 1.5) -> list[ProcessServer]:
-    args = ("--db", PG, "--db-schema", schema, "--lease-ttl", str(ttl), "--app", APP, "--no-workspace")
-    servers = [ProcessServer(*args, env=env) for _ in range(n)]
-    servers[0].start()  # migrates the schema; the others start in parallel afterwards
-    threads = [threading.Thread(target=s.start) for s in servers[1:]]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return servers
+    drop_schema(name)
 
 
 class Follower:
@@ -84,29 +53,6 @@ class Follower:
         assert self.done.wait(timeout), f"stream did not end; got {self.stream.names()}"
         assert self.error is None, self.error
         return self.stream
-
-
-def start_run(base: str, message: str) -> tuple[str, str]:
-    """Start a run on one replica and disconnect after its first tool call (the run goes on)."""
-    with (
-        httpx.Client(timeout=20) as client,
-        client.stream("POST", base + "/api/chat/stream", json={"message": message}) as r,
-    ):
-        sid = run_id = ""
-        for frame in iter_frames(r):
-            if frame.event == "session":
-                sid = frame.data["session_id"]
-            if frame.event == "snapshot":
-                run_id = frame.data["run_id"]
-            if frame.event == "tool_call":
-                break
-    return sid, run_id
-
-
-def stop_all(servers: list[ProcessServer]) -> None:
-    for s in servers:
-        if s.proc is not None and s.proc.poll() is None:
-            s.kill(signal.SIGKILL)
 
 
 def test_follow_and_stop_a_run_owned_by_another_replica(tmp_path: Path, schema: str) -> None:
@@ -159,3 +105,96 @@ def test_sigkill_the_owner_mid_tool_and_the_run_completes_through_another(tmp_pa
         assert [e["type"] for e in meta["entries"]][-1] == "assistant_text" or "All done" in str(meta["entries"][-1])
     finally:
         stop_all(servers)
+
+
+def test_sigterm_the_owner_mid_tool_and_another_replica_takes_the_released_run(tmp_path: Path, schema: str) -> None:
+    log = tmp_path / "tools.log"
+    servers = replicas(schema, {"LOVIA_FIXTURE_LOG": str(log), "LOVIA_FIXTURE_SLOW": "3"})
+    a, b, c = servers
+    try:
+        sid, run_id = start_run(a.url, "make the report")
+        wait_for(lambda: "slow:start" in log_lines(log))
+        follower = Follower(b.url, sid)
+        wait_for(lambda: follower.stream.of("snapshot"))
+        assert a.kill(signal.SIGTERM) in (0, -signal.SIGTERM)  # graceful: lease released, run interrupted
+        stream = follower.wait(timeout=25)
+        assert [e.get("resumable") for e in stream.of("error")] == [True]  # A said so, and the run went on
+        assert stream.of("done") and "All done" in stream.text(), stream.names()
+        lines = log_lines(log)
+        assert lines.count("quick") == 1 and lines.count("slow:start") == 2 and lines.count("slow:done") == 1
+        rows = httpx.get(f"{c.url}/api/runs/history", timeout=10).json()["runs"]
+        assert [r["status"] for r in rows if r["run_id"] == run_id] == ["completed"]
+        assert httpx.get(f"{c.url}/api/sessions/{sid}", timeout=10).json()["active_run_id"] is None
+    finally:
+        stop_all(servers)
+
+
+def test_a_takeover_mid_answer_voids_the_partial_text_followers_already_have(tmp_path: Path, schema: str) -> None:
+    log = tmp_path / "tools.log"
+    env = {"LOVIA_FIXTURE_LOG": str(log), "LOVIA_FIXTURE_TEXT_DELAY": "0.05"}
+    servers = replicas(schema, env)
+    a, b, _c = servers
+    try:
+        sid, _run_id = start_run(a.url, "make the report")
+        follower = Follower(b.url, sid)
+        wait_for(lambda: len(follower.stream.text()) >= 3)
+        assert a.kill(signal.SIGKILL) == -signal.SIGKILL  # mid-answer: both tools have finished
+        stream = follower.wait(timeout=25)
+        assert stream.of("done"), stream.names()
+        names = stream.names()
+        assert "output_discarded" in names, f"the partial text of the dead owner stays: {stream.text()!r}"
+        cut = len(names) - 1 - names[::-1].index("output_discarded")
+        before = "".join(f.data["delta"] for f in stream.frames[:cut] if f.event == "text_delta")
+        after = "".join(f.data["delta"] for f in stream.frames[cut:] if f.event == "text_delta")
+        assert before and ANSWER.startswith(before) and before != ANSWER  # what the dead owner streamed
+        assert after == ANSWER  # the new owner's turn, from its start: the follower shows it once
+        assert log_lines(log) == ["quick", "slow:start", "slow:done"]
+    finally:
+        stop_all(servers)
+
+
+def test_a_released_lease_is_taken_over_only_after_a_shutdown_never_while_the_run_ends(schema: str) -> None:
+    """A stop releases the lease before the owner writes the stopped run down: no replica may resume it then."""
+    import asyncio
+
+    from lovia.web.replicas import ReplicaSupervisor
+    from lovia.web.store_pg import PostgresChatStore
+
+    from .app_fixture import agent
+
+    async def claimed(store: PostgresChatStore, run_id: str) -> bool:
+        rows = await store.fetch("SELECT claimed_until FROM {web_runs} WHERE run_id = %s", (run_id,))
+        return rows[0][0] is not None
+
+    async def go() -> None:
+        store = PostgresChatStore(PG, schema=schema, lease_ttl=0.3)
+        sup = ReplicaSupervisor(store, {"fixture": agent}, default_agent="fixture")
+        cp = store.pg_checkpointer
+        try:
+            sid = (await store.create(title="t")).id
+            await store.record_run("run_ending", sid, status="running")
+            await store.set_active_run(sid, "run_ending")
+            lease = await cp.acquire_lease("run_ending", owner="other-replica", ttl=30)
+            assert await sup.resume(sid, "run_ending") is None and not await claimed(store, "run_ending")  # live
+            await cp.release_lease(lease)  # the owner's run ends (a stop): it is still writing it down
+            assert await sup.resume(sid, "run_ending") is None and not await claimed(store, "run_ending")
+            await store.record_run("run_ending", sid, status="interrupted")  # the owner shut down instead
+            await sup.resume(sid, "run_ending")
+            assert await claimed(store, "run_ending")
+
+            sid2 = (await store.create(title="t2")).id
+            await store.record_run("run_killed", sid2, status="running")
+            await store.set_active_run(sid2, "run_killed")
+            await cp.acquire_lease("run_killed", owner="killed-replica", ttl=0.3)
+            await sup.resume(sid2, "run_killed")
+            assert not await claimed(store, "run_killed")  # still live
+            deadline = asyncio.get_running_loop().time() + 10
+            while any(le.run_id == "run_killed" for le in await cp.live_leases()):  # killed: never renewed
+                assert asyncio.get_running_loop().time() < deadline, "the lease did not expire"
+                await asyncio.sleep(0.05)
+            await sup.resume(sid2, "run_killed")
+            assert await claimed(store, "run_killed")
+        finally:
+            await store.close()
+
+    asyncio.run(go())

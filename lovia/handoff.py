@@ -11,12 +11,12 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ._agent_protocol import AgentLike
 from .tools._tool import Tool
 
 if TYPE_CHECKING:
-    from .agent import Agent
     from .context.policy import ContextPolicy
     from .reliability import RetryPolicy, RunBudget
     from .run_context import RunContext
@@ -27,6 +27,21 @@ HANDOFF_TOOL_PREFIX = "transfer_to_"
 """Handoff tools are named ``transfer_to_<slug of the target's name>`` unless given a name."""
 
 OnHandoff = Callable[[dict[str, Any], "RunContext[Any]"], Any]
+
+
+class _AsTool(Protocol):
+    """An agent seen through :meth:`lovia.Agent.as_tool` alone (this module cannot import the class)."""
+
+    def as_tool(
+        self,
+        *,
+        name: str | None = ...,
+        description: str | None = ...,
+        max_turns: int = ...,
+        budget: RunBudget | None = ...,
+        retry: RetryPolicy | None = ...,
+        context_policy: ContextPolicy | None = ...,
+    ) -> Tool[Any]: ...
 
 
 def slugify(name: str) -> str:
@@ -41,7 +56,8 @@ def slugify(name: str) -> str:
 class Handoff:
     """A handoff target with optional tool name, description and callback ``on_handoff(args, ctx)``."""
 
-    target: Agent[Any]
+    target: AgentLike
+    """The agent to hand over to (a :class:`lovia.Agent`)."""
     name: str | None = None
     description: str | None = None
     on_handoff: OnHandoff | None = None
@@ -82,7 +98,7 @@ def build_handoff_tool(handoff: Handoff) -> Tool[Any]:
 
 
 def agent_as_tool(
-    agent: Agent[Any],
+    agent: _AsTool,
     *,
     name: str | None = None,
     description: str | None = None,

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .session import Session
     from .tracing import Tracer
 
-__all__ = ["Agent", "Instructions", "as_agent"]
+__all__ = ["Agent", "AgentLike", "Instructions", "as_agent"]
 
 Deps = TypeVar("Deps")
 
@@ -304,11 +304,15 @@ def _as_handoff(item: Agent[Any] | Handoff) -> Handoff:
     )
 
 
-def as_agent(value: AgentLike) -> Agent[Any]:
+def as_agent(value: AgentLike | Agent[Any]) -> Agent[Any]:
     """``value`` as the :class:`Agent` it is at run time.
 
     ``RunContext.agent``, ``RunResult.final_agent``, ``Handoff.target`` and the event fields are
-    annotated with :class:`~lovia._agent_protocol.AgentLike`; this narrows one of them back.
+    typed :class:`AgentLike`; this narrows one of them back to the class, for code that needs
+    the static type ``Agent`` itself (``agent: Agent[Any] = as_agent(ctx.agent)``).
+
+    Raises:
+        UserError: ``value`` is not an :class:`Agent`.
     """
     if isinstance(value, Agent):
         return value
@@ -316,3 +320,8 @@ def as_agent(value: AgentLike) -> Agent[Any]:
         f"expected an Agent, got {type(value).__name__}",
         hint="handoff targets must be lovia.Agent instances: Handoff(target=Agent(name=...))",
     )
+
+
+def _is_agent_like(agent: Agent[Any]) -> AgentLike:
+    """Never called: the type checker proves here that every ``Agent`` is an ``AgentLike``."""
+    return agent

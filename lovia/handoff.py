@@ -11,7 +11,7 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ._agent_protocol import AgentLike
 from .tools._tool import Tool
@@ -27,21 +27,6 @@ HANDOFF_TOOL_PREFIX = "transfer_to_"
 """Handoff tools are named ``transfer_to_<slug of the target's name>`` unless given a name."""
 
 OnHandoff = Callable[[dict[str, Any], "RunContext[Any]"], Any]
-
-
-class _AsTool(Protocol):
-    """An agent seen through :meth:`lovia.Agent.as_tool` alone (this module cannot import the class)."""
-
-    def as_tool(
-        self,
-        *,
-        name: str | None = ...,
-        description: str | None = ...,
-        max_turns: int = ...,
-        budget: RunBudget | None = ...,
-        retry: RetryPolicy | None = ...,
-        context_policy: ContextPolicy | None = ...,
-    ) -> Tool[Any]: ...
 
 
 def slugify(name: str) -> str:
@@ -98,7 +83,7 @@ def build_handoff_tool(handoff: Handoff) -> Tool[Any]:
 
 
 def agent_as_tool(
-    agent: _AsTool,
+    agent: AgentLike,
     *,
     name: str | None = None,
     description: str | None = None,
@@ -108,7 +93,7 @@ def agent_as_tool(
     context_policy: ContextPolicy | None = None,
 ) -> Tool[Any]:
     """``agent`` as a tool another agent calls with one ``input`` string (see :meth:`Agent.as_tool`)."""
-    return agent.as_tool(
+    made: Tool[Any] = agent.as_tool(
         name=name,
         description=description,
         max_turns=max_turns,
@@ -116,3 +101,4 @@ def agent_as_tool(
         retry=retry,
         context_policy=context_policy,
     )
+    return made

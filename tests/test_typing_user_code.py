@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from lovia.agent import AgentLike
+from lovia import Agent, Runner, UserError
+from lovia.agent import AgentLike, as_agent
+from lovia.testing import ScriptedProvider, call, text
 
 ROOT = Path(__file__).resolve().parent.parent
 SURFACE = json.loads((ROOT / "tests" / "fixtures" / "public_surface.json").read_text(encoding="utf-8"))
@@ -205,3 +207,29 @@ def test_the_check_fails_on_real_mistakes(mypy_dir: Path) -> None:
     assert '"str", variable has type "int"' in done.stdout
     assert '"AgentLike" has no attribute "nmae"' in done.stdout
     assert 'Argument 1 to "run" of "Runner" has incompatible type "str"' in done.stdout
+
+
+async def test_final_agent_goes_back_into_the_runner_as_it_is() -> None:
+    billing_provider = ScriptedProvider([text("Billing here."), text("Still billing.")])
+    billing = Agent(name="Billing", model=billing_provider)
+    triage = Agent(
+        name="Triage", model=ScriptedProvider([call("transfer_to_billing", {"reason": "refund"})]), handoffs=[billing]
+    )
+    first = await Runner.run(triage, "I want a refund")
+    assert first.final_agent is billing and as_agent(first.final_agent) is billing
+    second = await Runner.run(first.final_agent, "and now?")
+    assert second.output == "Still billing." and second.final_agent is billing
+    assert len(billing_provider.calls) == 2
+
+
+class _LooksLikeAnAgent:
+    name = "impostor"
+
+
+async def test_a_value_that_is_not_an_agent_is_refused_with_a_hint() -> None:
+    with pytest.raises(UserError) as caught:
+        as_agent(_LooksLikeAnAgent())  # type: ignore[arg-type]
+    assert "expected an Agent, got _LooksLikeAnAgent" in str(caught.value) and caught.value.hint
+    with pytest.raises(UserError) as refused:
+        await Runner.run(_LooksLikeAnAgent(), "hello")  # type: ignore[arg-type]
+    assert "expected an Agent" in str(refused.value) and refused.value.hint

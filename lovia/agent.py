@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ._agent_protocol import AgentLike, Instructions
 from .context.base import ContextPolicy
 from .context.compaction import Compaction
 from .exceptions import UserError
@@ -31,10 +32,9 @@ if TYPE_CHECKING:
     from .session import Session
     from .tracing import Tracer
 
-__all__ = ["Agent", "Instructions"]
+__all__ = ["Agent", "AgentLike", "Instructions", "as_agent"]
 
 Deps = TypeVar("Deps")
-Instructions = str | Callable[[Any], "str | Awaitable[str]"]
 
 
 def _default_context_policy() -> ContextPolicy:
@@ -302,3 +302,26 @@ def _as_handoff(item: Agent[Any] | Handoff) -> Handoff:
     raise UserError(
         f"handoffs items must be Agent or Handoff, got {type(item).__name__}", hint="wrap targets in Handoff(...)"
     )
+
+
+def as_agent(value: AgentLike | Agent[Any]) -> Agent[Any]:
+    """``value`` as the :class:`Agent` it is at run time.
+
+    ``RunContext.agent``, ``RunResult.final_agent``, ``Handoff.target`` and the event fields are
+    typed :class:`AgentLike`; this narrows one of them back to the class, for code that needs
+    the static type ``Agent`` itself (``agent: Agent[Any] = as_agent(ctx.agent)``).
+
+    Raises:
+        UserError: ``value`` is not an :class:`Agent`.
+    """
+    if isinstance(value, Agent):
+        return value
+    raise UserError(
+        f"expected an Agent, got {type(value).__name__}",
+        hint="handoff targets must be lovia.Agent instances: Handoff(target=Agent(name=...))",
+    )
+
+
+def _is_agent_like(agent: Agent[Any]) -> AgentLike:
+    """Never called: the type checker proves here that every ``Agent`` is an ``AgentLike``."""
+    return agent

@@ -14,11 +14,11 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._agent_protocol import AgentLike
 from .messages import ToolCall
 from .transcript import TranscriptEntry
 
 if TYPE_CHECKING:
-    from .agent import Agent
     from .result import RunResult
 
 __all__ = [
@@ -111,7 +111,7 @@ class ContextEvent(Event):
 class RunStarted(RunEvent):
     """Emitted once, first."""
 
-    agent: Agent[Any]
+    agent: AgentLike
 
 
 @dataclass(slots=True)
@@ -132,7 +132,7 @@ class RunFailed(RunEvent):
 class TurnStarted(TurnEvent):
     """Before the mailbox drain and the model call."""
 
-    agent: Agent[Any]
+    agent: AgentLike
     turn: int
 
 
@@ -140,7 +140,7 @@ class TurnStarted(TurnEvent):
 class TurnEnded(TurnEvent):
     """After the turn's tools."""
 
-    agent: Agent[Any]
+    agent: AgentLike
     turn: int
 
 
@@ -243,8 +243,8 @@ class ModelRetrying(ErrorEvent):
 class HandoffOccurred(TransitionEvent):
     """The active agent changed (sent to both agents' hooks)."""
 
-    from_agent: Agent[Any]
-    to_agent: Agent[Any]
+    from_agent: AgentLike
+    to_agent: AgentLike
 
 
 @dataclass(slots=True)

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._agent_protocol import AgentLike
 from .tools._tool import Tool
 
 if TYPE_CHECKING:
-    from .agent import Agent
     from .context.policy import ContextPolicy
     from .reliability import RetryPolicy, RunBudget
     from .run_context import RunContext
@@ -41,7 +41,8 @@ def slugify(name: str) -> str:
 class Handoff:
     """A handoff target with optional tool name, description and callback ``on_handoff(args, ctx)``."""
 
-    target: Agent[Any]
+    target: AgentLike
+    """The agent to hand over to (a :class:`lovia.Agent`)."""
     name: str | None = None
     description: str | None = None
     on_handoff: OnHandoff | None = None
@@ -82,7 +83,7 @@ def build_handoff_tool(handoff: Handoff) -> Tool[Any]:
 
 
 def agent_as_tool(
-    agent: Agent[Any],
+    agent: AgentLike,
     *,
     name: str | None = None,
     description: str | None = None,
@@ -92,7 +93,7 @@ def agent_as_tool(
     context_policy: ContextPolicy | None = None,
 ) -> Tool[Any]:
     """``agent`` as a tool another agent calls with one ``input`` string (see :meth:`Agent.as_tool`)."""
-    return agent.as_tool(
+    made: Tool[Any] = agent.as_tool(
         name=name,
         description=description,
         max_turns=max_turns,
@@ -100,3 +101,4 @@ def agent_as_tool(
         retry=retry,
         context_policy=context_policy,
     )
+    return made

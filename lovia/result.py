@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
+from ._agent_protocol import AgentLike
 from .messages import Message, Usage
 from .transcript import TranscriptEntry, entries_to_messages
-
-if TYPE_CHECKING:
-    from .agent import Agent
 
 __all__ = ["RunResult"]
 
@@ -26,7 +24,8 @@ class RunResult(Generic[T]):
 
     output: T
     entries: list[TranscriptEntry]
-    final_agent: Agent[Any]
+    final_agent: AgentLike
+    """The agent active when the run ended (a :class:`lovia.Agent`; the entry agent without a handoff)."""
     usage: Usage = field(default_factory=Usage)
     turns: int = 0
     finish_reason: str | None = None

@@ -7,12 +7,12 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ._agent_protocol import AgentLike
 from .messages import Message, Usage
 from .reliability import CancelToken, Mailbox, RunBudget
 from .transcript import TranscriptEntry, entries_to_messages
 
 if TYPE_CHECKING:
-    from .agent import Agent
     from .tracing import Tracer
 
 __all__ = ["RunContext", "idempotency_key"]
@@ -36,7 +36,8 @@ class RunContext(Generic[T]):
     """
 
     context: T
-    agent: Agent[T]
+    agent: AgentLike
+    """The agent running now (a :class:`lovia.Agent`; it changes on a handoff)."""
     run_id: str | None = None
     """The run's global id (always set inside a run)."""
     entries: list[TranscriptEntry] = field(default_factory=list)

@@ -17,7 +17,7 @@ from .run_context import RunContext
 from .tools import Tool
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .agent import Agent, AgentLike
     from .checkpointer import CheckpointOptions
     from .context.base import ContextPolicy
     from .reliability import CancelToken, Mailbox, RetryPolicy, RunBudget
@@ -32,7 +32,7 @@ class Runner:
 
     @staticmethod
     async def run(
-        agent: Agent[Any],
+        agent: Agent[Any] | AgentLike,
         input: RunInput,
         *,
         deps: Any = None,
@@ -53,7 +53,8 @@ class Runner:
         """Run ``agent`` on ``input`` to completion and return the result.
 
         Args:
-            agent: the entry agent.
+            agent: the entry agent. A value typed ``AgentLike`` (``result.final_agent``,
+                ``ctx.agent``, a handoff target) is accepted: it is an ``Agent`` at run time.
             input: a string (one user message) or a list of messages; ``[]`` with ``resume_only``.
             deps: your dependencies object, available to tools as ``ctx.deps``; not checkpointed.
             output_type: run-wide output type (binds every agent reached by handoff).
@@ -91,7 +92,7 @@ class Runner:
 
     @staticmethod
     def run_sync(
-        agent: Agent[Any],
+        agent: Agent[Any] | AgentLike,
         input: RunInput,
         *,
         deps: Any = None,
@@ -138,7 +139,7 @@ class Runner:
 
     @staticmethod
     def stream(
-        agent: Agent[Any],
+        agent: Agent[Any] | AgentLike,
         input: RunInput,
         *,
         deps: Any = None,

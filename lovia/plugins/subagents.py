@@ -112,11 +112,11 @@ class Subagents:
     """Optional: checkpoint each child so a crashed parent resumes its children too."""
 
     def _catalog(self, ctx: RunContext[Any]) -> dict[str, Agent[Any]]:
-        from ..agent import Agent
+        from ..agent import Agent, as_agent
 
         agents = [self.agents] if isinstance(self.agents, Agent) else list(self.agents)
         if not agents:
-            clone = dataclasses.replace(ctx.agent, plugins=[], handoffs=[])
+            clone = dataclasses.replace(as_agent(ctx.agent), plugins=[], handoffs=[])
             return {clone.name: clone}
         by_name: dict[str, Agent[Any]] = {}
         for agent in agents:

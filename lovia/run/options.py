@@ -6,7 +6,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..agent import Agent
+from ..agent import Agent, AgentLike
 from ..approvals import ApprovalChannel
 from ..checkpointer import CheckpointOptions
 from ..context.base import ContextPolicy
@@ -61,7 +61,7 @@ class RunOptions:
     @classmethod
     def build(
         cls,
-        agent: Agent[Any],
+        agent: Agent[Any] | AgentLike,
         input: RunInput,
         *,
         deps: Any = None,
@@ -80,8 +80,12 @@ class RunOptions:
         parent_usage: Usage | None = None,
         approvals: ApprovalChannel | None = None,
     ) -> RunOptions:
-        """Validate the keywords and fill in the defaults (the entry agent's retry and context policy)."""
-        _check(agent, input, max_turns=max_turns, session=session, session_id=session_id, checkpoint=checkpoint)
+        """Validate the keywords and fill in the defaults (the entry agent's retry and context policy).
+
+        ``agent`` may be typed ``AgentLike`` (``result.final_agent``, ``ctx.agent``); it must be an
+        :class:`Agent` at run time.
+        """
+        agent = _check(agent, input, max_turns=max_turns, session=session, session_id=session_id, checkpoint=checkpoint)
         return cls(
             agent=agent,
             input=input,
@@ -111,7 +115,7 @@ def _check(
     session: Any,
     session_id: str | None,
     checkpoint: Any,
-) -> None:
+) -> Agent[Any]:
     if not isinstance(agent, Agent):
         raise UserError(f"expected an Agent, got {type(agent).__name__}", hint="Runner.run(Agent(...), 'hello')")
     if not isinstance(max_turns, int) or max_turns < 1:
@@ -137,3 +141,4 @@ def _check(
         raise UserError(
             f"run input must be str or a list of messages, got {type(input).__name__}", hint="pass a string"
         )
+    return agent

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..agent import as_agent
 from ..checkpointer import CheckpointOptions, Lease, LeasingCheckpointer, RunHead, RunSnapshot, RunStatus
 from ..exceptions import (
     BudgetExceeded,
@@ -101,7 +102,7 @@ def agent_graph(entry: Agent[Any]) -> dict[str, Agent[Any]]:
             )
         found[agent.name] = agent
         for item in agent.handoffs:
-            stack.append(item.target if isinstance(item, Handoff) else item)
+            stack.append(as_agent(item.target) if isinstance(item, Handoff) else item)
     return found
 
 

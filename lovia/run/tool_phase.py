@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._text import clean_entries
-from ..agent import Agent
+from ..agent import Agent, as_agent
 from ..approvals import ApprovalChannel
 from ..events import ApprovalRequired, Event, ToolCallCompleted, ToolCallFailed, ToolCallStarted
 from ..exceptions import BudgetExceeded, InvalidToolArguments, RunCancelled, ToolError
@@ -245,7 +245,7 @@ class ToolPhase:
     def _fire_handoff(self, tool_name: str) -> None:
         for h in self.active.agent.handoff_list:
             if h.tool_name == tool_name:
-                self.state.fire_handoff(h.target)
+                self.state.fire_handoff(as_agent(h.target))
                 return
 
     async def _finish_ok(self, call: ToolCall, tool: Tool[Any], raw: Any, ctx: Any) -> None:

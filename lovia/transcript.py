@@ -304,6 +304,90 @@ _BUILDERS: dict[str, Any] = {
 }
 
 
+# The same entries as ``_BUILDERS`` for the same dicts, built without the dataclass ``__init__``:
+# a frozen dataclass sets every field through ``object.__setattr__``, which is most of what a long
+# session load spends on an entry. These fill the slots directly (none of the entry classes has a
+# ``__post_init__``), delegate the rare shapes (content parts) to the builders above, and let a
+# missing key or a non-dict escape as a plain exception: the stores' bulk decoder then starts over
+# with ``entry_from_dict`` (``lovia.stores._codec.decode_segments``), which names the problem.
+_new = object.__new__
+
+
+def _slot_setters(cls: type, *names: str) -> tuple[Any, ...]:
+    return tuple(getattr(cls, name).__set__ for name in names)
+
+
+_IN_ROLE, _IN_CONTENT, _IN_TYPE = _slot_setters(InputEntry, "role", "content", "type")
+_TX_CONTENT, _TX_ID, _TX_TYPE = _slot_setters(AssistantTextEntry, "content", "id", "type")
+_RS_CONTENT, _RS_ID, _RS_PROVIDER, _RS_METADATA, _RS_TYPE = _slot_setters(
+    ReasoningEntry, "content", "id", "provider", "metadata", "type"
+)
+_TC_CALL_ID, _TC_NAME, _TC_ARGUMENTS, _TC_TYPE = _slot_setters(ToolCallEntry, "call_id", "name", "arguments", "type")
+_TR_CALL_ID, _TR_OUTPUT, _TR_RAW, _TR_IS_ERROR, _TR_PARTS, _TR_TYPE = _slot_setters(
+    ToolResultEntry, "call_id", "output", "raw", "is_error", "parts", "type"
+)
+
+
+def _input_direct(d: Mapping[str, Any]) -> InputEntry:
+    content = d["content"]
+    if content.__class__ is not str:
+        return _input_from(d)
+    e = _new(InputEntry)
+    _IN_ROLE(e, d["role"])
+    _IN_CONTENT(e, content)
+    _IN_TYPE(e, "input")
+    return e
+
+
+def _text_direct(d: Mapping[str, Any]) -> AssistantTextEntry:
+    e = _new(AssistantTextEntry)
+    _TX_CONTENT(e, d["content"])
+    _TX_ID(e, d.get("id"))
+    _TX_TYPE(e, "assistant_text")
+    return e
+
+
+def _reasoning_direct(d: Mapping[str, Any]) -> ReasoningEntry:
+    e = _new(ReasoningEntry)
+    _RS_CONTENT(e, d["content"])
+    _RS_ID(e, d.get("id"))
+    _RS_PROVIDER(e, d.get("provider"))
+    _RS_METADATA(e, dict(d.get("metadata") or {}))
+    _RS_TYPE(e, "reasoning")
+    return e
+
+
+def _call_direct(d: Mapping[str, Any]) -> ToolCallEntry:
+    e = _new(ToolCallEntry)
+    _TC_CALL_ID(e, d["call_id"])
+    _TC_NAME(e, d["name"])
+    _TC_ARGUMENTS(e, d["arguments"])
+    _TC_TYPE(e, "tool_call")
+    return e
+
+
+def _result_direct(d: Mapping[str, Any]) -> ToolResultEntry:
+    if d.get("parts"):
+        return _result_from(d)
+    e = _new(ToolResultEntry)
+    _TR_CALL_ID(e, d["call_id"])
+    _TR_OUTPUT(e, d["output"])
+    _TR_RAW(e, d.get("raw"))
+    _TR_IS_ERROR(e, True if d.get("is_error", False) else False)
+    _TR_PARTS(e, None)
+    _TR_TYPE(e, "tool_result")
+    return e
+
+
+_DIRECT_BUILDERS: dict[str, Any] = {
+    "input": _input_direct,
+    "assistant_text": _text_direct,
+    "reasoning": _reasoning_direct,
+    "tool_call": _call_direct,
+    "tool_result": _result_direct,
+}
+
+
 def known_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` without the keys its entry ``type`` does not know (what ``strict=False`` drops).
 

@@ -306,77 +306,67 @@ _BUILDERS: dict[str, Any] = {
 
 # The same entries as ``_BUILDERS`` for the same dicts, built without the dataclass ``__init__``:
 # a frozen dataclass sets every field through ``object.__setattr__``, which is most of what a long
-# session load spends on an entry. These fill the slots directly (none of the entry classes has a
-# ``__post_init__``), delegate the rare shapes (content parts) to the builders above, and let a
-# missing key or a non-dict escape as a plain exception: the stores' bulk decoder then starts over
-# with ``entry_from_dict`` (``lovia.stores._codec.decode_segments``), which names the problem.
+# session load spends on an entry. Each entry class has a plain twin with the very same slots (so
+# the same memory layout): an instance of the twin takes ordinary attribute stores and then
+# becomes an instance of the entry class by ``__class__`` assignment, which CPython allows between
+# classes of identical layout. None of the entry classes has a ``__post_init__``. The rare shapes
+# (content parts) go to the builders above; a missing key or a non-dict escapes as a plain
+# exception, and the stores' bulk decoder then starts over with ``entry_from_dict``
+# (``lovia.stores._codec.decode_segments``), which names the problem.
 _new = object.__new__
 
 
-def _slot_setters(cls: type, *names: str) -> tuple[Any, ...]:
-    return tuple(getattr(cls, name).__set__ for name in names)
+def _slots_twin(cls: type) -> Any:
+    return type(f"_{cls.__name__}Slots", (), {"__slots__": cls.__dict__["__slots__"], "__module__": __name__})
 
 
-_IN_ROLE, _IN_CONTENT, _IN_TYPE = _slot_setters(InputEntry, "role", "content", "type")
-_TX_CONTENT, _TX_ID, _TX_TYPE = _slot_setters(AssistantTextEntry, "content", "id", "type")
-_RS_CONTENT, _RS_ID, _RS_PROVIDER, _RS_METADATA, _RS_TYPE = _slot_setters(
-    ReasoningEntry, "content", "id", "provider", "metadata", "type"
-)
-_TC_CALL_ID, _TC_NAME, _TC_ARGUMENTS, _TC_TYPE = _slot_setters(ToolCallEntry, "call_id", "name", "arguments", "type")
-_TR_CALL_ID, _TR_OUTPUT, _TR_RAW, _TR_IS_ERROR, _TR_PARTS, _TR_TYPE = _slot_setters(
-    ToolResultEntry, "call_id", "output", "raw", "is_error", "parts", "type"
-)
+_InputSlots = _slots_twin(InputEntry)
+_TextSlots = _slots_twin(AssistantTextEntry)
+_ReasoningSlots = _slots_twin(ReasoningEntry)
+_CallSlots = _slots_twin(ToolCallEntry)
+_ResultSlots = _slots_twin(ToolResultEntry)
 
 
 def _input_direct(d: Mapping[str, Any]) -> InputEntry:
     content = d["content"]
     if content.__class__ is not str:
         return _input_from(d)
-    e = _new(InputEntry)
-    _IN_ROLE(e, d["role"])
-    _IN_CONTENT(e, content)
-    _IN_TYPE(e, "input")
-    return e
+    e = _new(_InputSlots)
+    e.role, e.content, e.type = d["role"], content, "input"
+    e.__class__ = InputEntry
+    return e  # type: ignore[no-any-return]
 
 
 def _text_direct(d: Mapping[str, Any]) -> AssistantTextEntry:
-    e = _new(AssistantTextEntry)
-    _TX_CONTENT(e, d["content"])
-    _TX_ID(e, d.get("id"))
-    _TX_TYPE(e, "assistant_text")
-    return e
+    e = _new(_TextSlots)
+    e.content, e.id, e.type = d["content"], d.get("id"), "assistant_text"
+    e.__class__ = AssistantTextEntry
+    return e  # type: ignore[no-any-return]
 
 
 def _reasoning_direct(d: Mapping[str, Any]) -> ReasoningEntry:
-    e = _new(ReasoningEntry)
-    _RS_CONTENT(e, d["content"])
-    _RS_ID(e, d.get("id"))
-    _RS_PROVIDER(e, d.get("provider"))
-    _RS_METADATA(e, dict(d.get("metadata") or {}))
-    _RS_TYPE(e, "reasoning")
-    return e
+    e = _new(_ReasoningSlots)
+    e.content, e.id, e.provider = d["content"], d.get("id"), d.get("provider")
+    e.metadata, e.type = dict(d.get("metadata") or {}), "reasoning"
+    e.__class__ = ReasoningEntry
+    return e  # type: ignore[no-any-return]
 
 
 def _call_direct(d: Mapping[str, Any]) -> ToolCallEntry:
-    e = _new(ToolCallEntry)
-    _TC_CALL_ID(e, d["call_id"])
-    _TC_NAME(e, d["name"])
-    _TC_ARGUMENTS(e, d["arguments"])
-    _TC_TYPE(e, "tool_call")
-    return e
+    e = _new(_CallSlots)
+    e.call_id, e.name, e.arguments, e.type = d["call_id"], d["name"], d["arguments"], "tool_call"
+    e.__class__ = ToolCallEntry
+    return e  # type: ignore[no-any-return]
 
 
 def _result_direct(d: Mapping[str, Any]) -> ToolResultEntry:
     if d.get("parts"):
         return _result_from(d)
-    e = _new(ToolResultEntry)
-    _TR_CALL_ID(e, d["call_id"])
-    _TR_OUTPUT(e, d["output"])
-    _TR_RAW(e, d.get("raw"))
-    _TR_IS_ERROR(e, True if d.get("is_error", False) else False)
-    _TR_PARTS(e, None)
-    _TR_TYPE(e, "tool_result")
-    return e
+    e = _new(_ResultSlots)
+    e.call_id, e.output, e.raw = d["call_id"], d["output"], d.get("raw")
+    e.is_error, e.parts, e.type = True if d.get("is_error", False) else False, None, "tool_result"
+    e.__class__ = ToolResultEntry
+    return e  # type: ignore[no-any-return]
 
 
 _DIRECT_BUILDERS: dict[str, Any] = {
@@ -386,6 +376,33 @@ _DIRECT_BUILDERS: dict[str, Any] = {
     "tool_call": _call_direct,
     "tool_result": _result_direct,
 }
+
+
+def _entries_direct(items: list[Any]) -> list[TranscriptEntry]:
+    """``[entry_from_dict(d, strict=False) for d in items]`` for well-formed dicts, through the
+    direct builders, with the three most common kinds built inline (a session load builds tens of
+    thousands); anything malformed raises a plain exception (see the note above)."""
+    out: list[TranscriptEntry] = []
+    append, new, build = out.append, _new, _DIRECT_BUILDERS
+    call_slots, input_slots, text_slots = _CallSlots, _InputSlots, _TextSlots
+    for d in items:
+        kind = d["type"]
+        if kind == "tool_call":
+            e = new(call_slots)
+            e.call_id, e.name, e.arguments, e.type = d["call_id"], d["name"], d["arguments"], "tool_call"
+            e.__class__ = ToolCallEntry
+        elif kind == "input" and d["content"].__class__ is str:
+            e = new(input_slots)
+            e.role, e.content, e.type = d["role"], d["content"], "input"
+            e.__class__ = InputEntry
+        elif kind == "assistant_text":
+            e = new(text_slots)
+            e.content, e.id, e.type = d["content"], d.get("id"), "assistant_text"
+            e.__class__ = AssistantTextEntry
+        else:
+            e = build[kind](d)
+        append(e)
+    return out
 
 
 def known_fields(data: Mapping[str, Any]) -> dict[str, Any]:

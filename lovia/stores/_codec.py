@@ -22,7 +22,7 @@ from .._text import clean_value
 from ..checkpointer import RunHead
 from ..exceptions import CorruptRecordError, UserError
 from ..session import Segment
-from ..transcript import _DIRECT_BUILDERS, TranscriptEntry, entry_from_dict, entry_to_dict
+from ..transcript import TranscriptEntry, _entries_direct, entry_from_dict, entry_to_dict
 
 __all__ = [
     "KNOWN_ENTRY_TYPES",
@@ -169,8 +169,7 @@ def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> list[tuple[int,
     arrays = from_json(b"[" + b",".join(texts) + b"]") if texts else []
     if len(arrays) != len(texts):
         raise _Retry("shape")
-    build = _DIRECT_BUILDERS
-    parsed = iter(arrays)
+    parsed, new_segment = iter(arrays), object.__new__
     out: list[tuple[int, Segment]] = []
     for row in rows:
         row_id, run_id, _, meta_json, stored = row
@@ -180,9 +179,11 @@ def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> list[tuple[int,
         items = next(parsed)
         if items.__class__ is not list:
             raise _Retry("shape")
-        entries = [build[item["type"]](item) for item in items]
+        entries = _entries_direct(items)
         meta = None if meta_json is None else decode_meta(meta_json, session_id=session_id, run_id=run_id)
-        out.append((row_id, Segment(run_id, entries, meta)))
+        segment = new_segment(Segment)  # what Segment(run_id, entries, meta) builds, minus a call
+        segment.run_id, segment.entries, segment.meta = run_id, entries, meta
+        out.append((row_id, segment))
     return out
 
 

@@ -5,9 +5,11 @@ collector paused only inside the decode and restored afterwards, also when the l
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import importlib.util
 import json
+import pickle
 import sqlite3
 import threading
 from pathlib import Path
@@ -30,7 +32,9 @@ from lovia.transcript import (
     ReasoningEntry,
     ToolCallEntry,
     ToolResultEntry,
+    _entries_direct,
     entry_from_dict,
+    entry_to_dict,
 )
 
 _spec = importlib.util.spec_from_file_location("_lovia_pg_support", Path(__file__).parents[1] / "pg_support.py")
@@ -136,6 +140,16 @@ def test_direct_builders_build_what_the_builders_build(data):
         assert getattr(built, name) == getattr(expected, name), name
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_entry_dicts(), max_size=6))
+def test_entries_direct_builds_what_entry_from_dict_builds(items):
+    slow = _outcome(lambda ds: [entry_from_dict(d, strict=False) for d in ds], items)
+    fast = _outcome(_entries_direct, items)
+    assert fast[0] == slow[0]
+    if slow[0] == "ok":
+        assert fast[1] == slow[1] and [type(e) for e in fast[1]] == [type(e) for e in slow[1]]
+
+
 def test_direct_builders_refuse_what_entry_from_dict_refuses():
     for bad in ({"type": "tool_call", "name": "x"}, {"type": "input", "content": "no role"}):
         with pytest.raises(ValueError):
@@ -153,6 +167,13 @@ def test_direct_builders_keep_entries_frozen_and_parts_typed():
     plain = _DIRECT_BUILDERS["tool_call"]({"type": "tool_call", "call_id": "c", "name": "n", "arguments": "{}"})
     with pytest.raises(AttributeError):
         plain.name = "other"  # type: ignore[misc]
+    # Built through a slots twin, the entries are ordinary instances of the entry classes.
+    for built in _entries_direct([entry_to_dict(e) for e in _run(7)]):
+        assert pickle.loads(pickle.dumps(built)) == built
+        assert dataclasses.replace(built) == built
+        if isinstance(built, (InputEntry, AssistantTextEntry, ToolCallEntry)):  # the others hold dicts
+            assert hash(built) == hash(dataclasses.replace(built))
+        assert repr(built) == repr(entry_from_dict(entry_to_dict(built)))
 
 
 # ---------------------------------------------------------------------------- decode_segments

@@ -430,15 +430,16 @@ def profile_lovia_load(n: int = 10_000, top: int = 12) -> list[str]:
     """Where one full session load of ``n`` entries spends its time.
 
     The store runs its SQL and decoding on a worker thread, which cProfile does not see, so this
-    calls the same worker-side function (``_segments`` in ``lovia/stores/sqlite/session.py``)
-    directly on a plain connection.
+    calls the same worker-side function (``_refresh`` in ``lovia/stores/sqlite/session.py``, with
+    an empty history cache: a cold load) directly on a plain connection.
     """
     import sqlite3
     import tempfile
 
     import peers
 
-    from lovia.stores.sqlite.session import _segments
+    from lovia.stores._history import HistoryCache
+    from lovia.stores.sqlite.session import _refresh
 
     prof = cProfile.Profile()
     with tempfile.TemporaryDirectory() as tmp:
@@ -447,7 +448,7 @@ def profile_lovia_load(n: int = 10_000, top: int = 12) -> list[str]:
         conn = sqlite3.connect(path, isolation_level=None)
         try:
             prof.enable()
-            _segments(conn, "conv")
+            _refresh(conn, HistoryCache(), "conv")
             prof.disable()
         finally:
             conn.close()

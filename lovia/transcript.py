@@ -304,6 +304,107 @@ _BUILDERS: dict[str, Any] = {
 }
 
 
+# The same entries as ``_BUILDERS`` for the same dicts, built without the dataclass ``__init__``:
+# a frozen dataclass sets every field through ``object.__setattr__``, which is most of what a long
+# session load spends on an entry. Each entry class has a plain twin with the very same slots (so
+# the same memory layout): an instance of the twin takes ordinary attribute stores and then
+# becomes an instance of the entry class by ``__class__`` assignment, which CPython allows between
+# classes of identical layout. None of the entry classes has a ``__post_init__``. The rare shapes
+# (content parts) go to the builders above; a missing key or a non-dict escapes as a plain
+# exception, and the stores' bulk decoder then starts over with ``entry_from_dict``
+# (``lovia.stores._codec.decode_segments``), which names the problem.
+_new = object.__new__
+
+
+def _slots_twin(cls: type) -> Any:
+    return type(f"_{cls.__name__}Slots", (), {"__slots__": cls.__dict__["__slots__"], "__module__": __name__})
+
+
+_InputSlots = _slots_twin(InputEntry)
+_TextSlots = _slots_twin(AssistantTextEntry)
+_ReasoningSlots = _slots_twin(ReasoningEntry)
+_CallSlots = _slots_twin(ToolCallEntry)
+_ResultSlots = _slots_twin(ToolResultEntry)
+
+
+def _input_direct(d: Mapping[str, Any]) -> InputEntry:
+    content = d["content"]
+    if content.__class__ is not str:
+        return _input_from(d)
+    e = _new(_InputSlots)
+    e.role, e.content, e.type = d["role"], content, "input"
+    e.__class__ = InputEntry
+    return e  # type: ignore[no-any-return]
+
+
+def _text_direct(d: Mapping[str, Any]) -> AssistantTextEntry:
+    e = _new(_TextSlots)
+    e.content, e.id, e.type = d["content"], d.get("id"), "assistant_text"
+    e.__class__ = AssistantTextEntry
+    return e  # type: ignore[no-any-return]
+
+
+def _reasoning_direct(d: Mapping[str, Any]) -> ReasoningEntry:
+    e = _new(_ReasoningSlots)
+    e.content, e.id, e.provider = d["content"], d.get("id"), d.get("provider")
+    e.metadata, e.type = dict(d.get("metadata") or {}), "reasoning"
+    e.__class__ = ReasoningEntry
+    return e  # type: ignore[no-any-return]
+
+
+def _call_direct(d: Mapping[str, Any]) -> ToolCallEntry:
+    e = _new(_CallSlots)
+    e.call_id, e.name, e.arguments, e.type = d["call_id"], d["name"], d["arguments"], "tool_call"
+    e.__class__ = ToolCallEntry
+    return e  # type: ignore[no-any-return]
+
+
+def _result_direct(d: Mapping[str, Any]) -> ToolResultEntry:
+    if d.get("parts"):
+        return _result_from(d)
+    e = _new(_ResultSlots)
+    e.call_id, e.output, e.raw = d["call_id"], d["output"], d.get("raw")
+    e.is_error, e.parts, e.type = True if d.get("is_error", False) else False, None, "tool_result"
+    e.__class__ = ToolResultEntry
+    return e  # type: ignore[no-any-return]
+
+
+_DIRECT_BUILDERS: dict[str, Any] = {
+    "input": _input_direct,
+    "assistant_text": _text_direct,
+    "reasoning": _reasoning_direct,
+    "tool_call": _call_direct,
+    "tool_result": _result_direct,
+}
+
+
+def _entries_direct(items: list[Any]) -> list[TranscriptEntry]:
+    """``[entry_from_dict(d, strict=False) for d in items]`` for well-formed dicts, through the
+    direct builders, with the three most common kinds built inline (a session load builds tens of
+    thousands); anything malformed raises a plain exception (see the note above)."""
+    out: list[TranscriptEntry] = []
+    append, new, build = out.append, _new, _DIRECT_BUILDERS
+    call_slots, input_slots, text_slots = _CallSlots, _InputSlots, _TextSlots
+    for d in items:
+        kind = d["type"]
+        if kind == "tool_call":
+            e = new(call_slots)
+            e.call_id, e.name, e.arguments, e.type = d["call_id"], d["name"], d["arguments"], "tool_call"
+            e.__class__ = ToolCallEntry
+        elif kind == "input" and d["content"].__class__ is str:
+            e = new(input_slots)
+            e.role, e.content, e.type = d["role"], d["content"], "input"
+            e.__class__ = InputEntry
+        elif kind == "assistant_text":
+            e = new(text_slots)
+            e.content, e.id, e.type = d["content"], d.get("id"), "assistant_text"
+            e.__class__ = AssistantTextEntry
+        else:
+            e = build[kind](d)
+        append(e)
+    return out
+
+
 def known_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` without the keys its entry ``type`` does not know (what ``strict=False`` drops).
 

@@ -7,9 +7,12 @@ cannot be decoded becomes a :class:`~lovia.exceptions.CorruptRecordError` naming
 
 from __future__ import annotations
 
+import gc
 import json
+import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pydantic_core import from_json
@@ -19,7 +22,7 @@ from .._text import clean_value
 from ..checkpointer import RunHead
 from ..exceptions import CorruptRecordError, UserError
 from ..session import Segment
-from ..transcript import TranscriptEntry, entry_from_dict, entry_to_dict
+from ..transcript import TranscriptEntry, _entries_direct, entry_from_dict, entry_to_dict
 
 __all__ = [
     "KNOWN_ENTRY_TYPES",
@@ -27,6 +30,8 @@ __all__ = [
     "verify_checksum",
     "decode_entries",
     "decode_segment",
+    "decode_segments",
+    "gc_paused",
     "decode_head",
     "decode_meta",
     "encode_entries",
@@ -111,6 +116,107 @@ def decode_segment(
     return int(row_id), Segment(
         run_id=run_id, entries=entries, meta=decode_meta(meta_json, session_id=session_id, run_id=run_id)
     )
+
+
+SegmentRow = tuple[int, str, str, "str | None", "int | None"]
+"""``(row id, run id, entries_json, meta_json, checksum)``: a stored session row as both stores select it."""
+
+# Below this many rows the cyclic collector is left alone: it would hardly run anyway.
+PAUSE_GC_FROM = 64
+
+
+class _Retry(Exception):
+    """The bulk decode met something it does not handle itself: decode row by row instead."""
+
+
+def decode_segments(session_id: str, rows: Sequence[SegmentRow]) -> list[tuple[int, Segment]]:
+    """Many rows of one session (a full or partial load), verified and decoded, in row order.
+
+    The result, and the error when a row is damaged, are exactly those of :func:`decode_segment`
+    applied to each row in turn; only the cost differs. Every row's checksum is verified first;
+    the entries of the verified rows are then parsed in one JSON call (their texts are exactly
+    what lovia wrote, each a JSON array, so joining them with commas inside brackets yields the
+    list of the rows' arrays) and built with the transcript's direct builders, with the cyclic
+    collector paused (:func:`gc_paused`). Anything unexpected (a checksum mismatch, a row without
+    a checksum that fails to decode, a malformed entry) abandons the bulk path without side
+    effects and decodes row by row, which raises the :class:`CorruptRecordError` naming the first
+    damaged row.
+    """
+    if rows:
+        try:
+            if len(rows) < PAUSE_GC_FROM:
+                return _decode_bulk(session_id, rows)
+            with gc_paused():
+                return _decode_bulk(session_id, rows)
+        except Exception:
+            pass  # start over row by row: the same result, or the error naming the first bad row
+    return [decode_segment(session_id, *row) for row in rows]
+
+
+def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> list[tuple[int, Segment]]:
+    crc = zlib.crc32
+    texts: list[bytes] = []
+    for _, _, entries_json, meta_json, stored in rows:
+        if stored is None:
+            continue  # unverified: decoded on its own below
+        data = entries_json.encode("utf-8", "surrogatepass")
+        value = crc(data)
+        if meta_json is not None:
+            value = crc(b"\x00" + meta_json.encode("utf-8", "surrogatepass"), value)
+        if value != stored:
+            raise _Retry("checksum")
+        texts.append(data)
+    arrays = from_json(b"[" + b",".join(texts) + b"]") if texts else []
+    if len(arrays) != len(texts):
+        raise _Retry("shape")
+    parsed, new_segment = iter(arrays), object.__new__
+    out: list[tuple[int, Segment]] = []
+    for row in rows:
+        row_id, run_id, _, meta_json, stored = row
+        if stored is None:
+            out.append(decode_segment(session_id, *row))
+            continue
+        items = next(parsed)
+        if items.__class__ is not list:
+            raise _Retry("shape")
+        entries = _entries_direct(items)
+        meta = None if meta_json is None else decode_meta(meta_json, session_id=session_id, run_id=run_id)
+        segment = new_segment(Segment)  # what Segment(run_id, entries, meta) builds, minus a call
+        segment.run_id, segment.entries, segment.meta = run_id, entries, meta
+        out.append((row_id, segment))
+    return out
+
+
+_gc_lock = threading.Lock()
+_gc_pausers = 0
+_gc_resume = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Keep the cyclic garbage collector from running inside the block (it is process-wide).
+
+    A bulk decode allocates tens of thousands of container objects that all survive, so the
+    collector would otherwise run many times over them (and over the whole heap when a full
+    collection falls due) in the middle of the load: most of a long load's cost. The collections
+    are not skipped, only deferred: the first allocation after the block collects the young
+    objects once. Nested and concurrent pauses (several stores' worker threads) count: the
+    collector is re-enabled when the last one ends, and only if it was enabled when the first
+    one began; a block that raises restores it just the same.
+    """
+    global _gc_pausers, _gc_resume
+    with _gc_lock:
+        if _gc_pausers == 0:
+            _gc_resume = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_resume:
+                gc.enable()
 
 
 def _where(session_id: str | None, run_id: str | None) -> str:

@@ -22,6 +22,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Protocol
 
 from ..session import Segment
@@ -105,10 +106,10 @@ class HistoryCache:
             else:
                 segments, entries = [], []
             last_id = base.last_id if base is not None else EMPTY_ID
-            for row_id, segment in new:
-                segments.append(segment)
-                entries.extend(segment.entries)
-                last_id = max(last_id, row_id)
+            if new:
+                segments.extend([segment for _, segment in new])
+                entries.extend(chain.from_iterable([segment.entries for _, segment in new]))
+                last_id = max(last_id, max([row_id for row_id, _ in new]))
             state = HistoryState(epoch, version, last_id, segments, len(segments), entries, len(entries))
             current = self._states.get(session_id)
             if current is None or current.version <= version:

@@ -20,7 +20,15 @@ from typing import Any
 
 from ...session import Segment, SessionInfo, new_run_id
 from ...transcript import TranscriptEntry
-from .._codec import checksum, decode_entries, decode_meta, encode_entries, encode_meta, verify_checksum
+from .._codec import (
+    checksum,
+    decode_entries,
+    decode_meta,
+    decode_segments,
+    encode_entries,
+    encode_meta,
+    verify_checksum,
+)
 from .._history import HistoryCache, HistoryState
 from .._listing import session_info
 from .._maintenance import check_non_negative, plan_rewind, trim_entries
@@ -46,12 +54,6 @@ def _decode_row(session_id: str, row: _Row) -> list[TranscriptEntry]:
     return decode_entries(entries_json, session_id=session_id, run_id=run_id)
 
 
-def _decode_segment(session_id: str, row: _Row) -> tuple[int, Segment]:
-    entries = _decode_row(session_id, row)
-    meta = decode_meta(row[3], session_id=session_id, run_id=row[1])
-    return row[0], Segment(run_id=row[1], entries=entries, meta=meta)
-
-
 def _refresh(conn: sqlite3.Connection, cache: HistoryCache, session_id: str) -> HistoryState:
     """The session now, reading only what changed since the cached version (see ``_history``)."""
     with read(conn):
@@ -64,7 +66,7 @@ def _refresh(conn: sqlite3.Connection, cache: HistoryCache, session_id: str) -> 
         else:
             base = None
             rows = _select_rows(conn, session_id)
-    new = [_decode_segment(session_id, row) for row in rows]
+    new = decode_segments(session_id, rows)
     if head is None:  # never appended to (or its head row was removed by hand): not cached
         return HistoryCache(0).advance(session_id, None, new, epoch=-1, version=-1)
     return cache.advance(session_id, base, new, epoch=head[0], version=head[1])

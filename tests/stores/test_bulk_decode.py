@@ -1,0 +1,378 @@
+"""The bulk decode of a session load (``decode_segments``): the same entries and the same errors as
+decoding row by row, the direct entry builders equal to ``entry_from_dict``, and the cyclic garbage
+collector paused only inside the decode and restored afterwards, also when the load raises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import importlib.util
+import json
+import pickle
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lovia.exceptions import CorruptRecordError
+from lovia.parts import ImagePart, TextPart
+from lovia.session import Segment
+from lovia.stores import PostgresSession, SQLiteSession, _codec
+from lovia.stores._codec import checksum, decode_segment, decode_segments, encode_entries, encode_meta, gc_paused
+from lovia.transcript import (
+    _BUILDERS,
+    _DIRECT_BUILDERS,
+    AssistantTextEntry,
+    InputEntry,
+    ReasoningEntry,
+    ToolCallEntry,
+    ToolResultEntry,
+    _entries_direct,
+    entry_from_dict,
+    entry_to_dict,
+)
+
+_spec = importlib.util.spec_from_file_location("_lovia_pg_support", Path(__file__).parents[1] / "pg_support.py")
+assert _spec is not None and _spec.loader is not None
+_pg = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_pg)
+
+BIG = _codec.PAUSE_GC_FROM + 36  # rows: enough for the bulk path to pause the collector
+
+
+def _run(n: int) -> list[Any]:
+    return [
+        InputEntry(role="user", content=f"question {n}"),
+        ReasoningEntry(content="think", provider="p", metadata={"sig": n}),
+        ToolCallEntry(call_id=f"c{n}", name="lookup", arguments='{"q": 1}'),
+        ToolResultEntry(call_id=f"c{n}", output=f"answer {n}", raw={"n": n}, is_error=n % 2 == 0),
+        AssistantTextEntry(content=f"done {n}", id=None if n % 3 else f"msg_{n}"),
+    ]
+
+
+def _row(i: int, entries: list[Any], meta: dict[str, Any] | None = None, *, signed: bool = True) -> tuple:
+    text, meta_json = encode_entries(entries), encode_meta(meta)
+    return (i, f"r{i}", text, meta_json, checksum(text, meta_json) if signed else None)
+
+
+def _one_by_one(session_id: str, rows: list[tuple]) -> list[tuple[int, Segment]]:
+    return [decode_segment(session_id, *row) for row in rows]
+
+
+def _error_of(call: Any) -> tuple[str, str | None, str | None, str | None]:
+    with pytest.raises(CorruptRecordError) as err:
+        call()
+    return str(err.value), err.value.session_id, err.value.run_id, err.value.hint
+
+
+# ---------------------------------------------------------------------------- direct builders
+
+_scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8), st.floats(allow_nan=False))
+_json = st.recursive(
+    _scalar,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+_part = st.sampled_from(
+    [
+        {"type": "text", "text": "hi"},
+        {"type": "image", "url": "https://x/y.png"},
+        {"type": "file", "data": "QQ==", "mime_type": "text/plain"},
+    ]
+)
+_FIELD_VALUES = {
+    "role": st.sampled_from(["user", "system"]) | _scalar,
+    "content": st.text(max_size=10) | st.lists(_part, max_size=2) | _scalar,
+    "id": st.none() | st.text(max_size=5),
+    "provider": st.none() | st.text(max_size=5),
+    "metadata": st.none() | st.dictionaries(st.text(max_size=4), _scalar, max_size=3) | st.just([]) | st.just(0),
+    "call_id": st.text(max_size=5),
+    "name": st.text(max_size=5),
+    "arguments": st.text(max_size=10),
+    "output": st.text(max_size=10) | _scalar,
+    "raw": _json,
+    "is_error": st.booleans() | st.sampled_from([0, 1, "", "yes", None, [], [1]]),
+    "parts": st.none() | st.just([]) | st.lists(_part, min_size=1, max_size=2),
+    "extra": _json,
+}
+_KEYS = {
+    "input": ["role", "content", "extra"],
+    "assistant_text": ["content", "id", "extra"],
+    "reasoning": ["content", "id", "provider", "metadata", "extra"],
+    "tool_call": ["call_id", "name", "arguments", "extra"],
+    "tool_result": ["call_id", "output", "raw", "is_error", "parts", "extra"],
+}
+
+
+@st.composite
+def _entry_dicts(draw: Any) -> dict[str, Any]:
+    kind = draw(st.sampled_from(sorted(_KEYS)))
+    keys = draw(st.lists(st.sampled_from(_KEYS[kind]), unique=True))  # any subset: missing keys too
+    return {"type": kind, **{key: draw(_FIELD_VALUES[key]) for key in keys}}
+
+
+def _outcome(build: Any, data: dict[str, Any]) -> tuple[str, Any]:
+    try:
+        return "ok", build(data)
+    except Exception as exc:  # which exception does not matter: the bulk decode starts over on any
+        return "error", type(exc).__name__
+
+
+@settings(max_examples=400, deadline=None)
+@given(_entry_dicts())
+def test_direct_builders_build_what_the_builders_build(data):
+    kind = data["type"]
+    slow, fast = _outcome(_BUILDERS[kind], data), _outcome(_DIRECT_BUILDERS[kind], data)
+    if slow[0] == "error":
+        assert fast[0] == "error"
+        return
+    assert fast[0] == "ok", fast
+    built, expected = fast[1], slow[1]
+    assert type(built) is type(expected) and built == expected
+    for name in expected.__dataclass_fields__:
+        # Same values of the same types (True vs 1 compare equal but must not slip through).
+        assert type(getattr(built, name)) is type(getattr(expected, name)), name
+        assert getattr(built, name) == getattr(expected, name), name
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_entry_dicts(), max_size=6))
+def test_entries_direct_builds_what_entry_from_dict_builds(items):
+    slow = _outcome(lambda ds: [entry_from_dict(d, strict=False) for d in ds], items)
+    fast = _outcome(_entries_direct, items)
+    assert fast[0] == slow[0]
+    if slow[0] == "ok":
+        assert fast[1] == slow[1] and [type(e) for e in fast[1]] == [type(e) for e in slow[1]]
+
+
+def test_direct_builders_refuse_what_entry_from_dict_refuses():
+    for bad in ({"type": "tool_call", "name": "x"}, {"type": "input", "content": "no role"}):
+        with pytest.raises(ValueError):
+            entry_from_dict(bad, strict=False)
+        with pytest.raises(KeyError):
+            _DIRECT_BUILDERS[bad["type"]](bad)
+
+
+def test_direct_builders_keep_entries_frozen_and_parts_typed():
+    entry = _DIRECT_BUILDERS["input"]({"type": "input", "role": "user", "content": [{"type": "text", "text": "a"}]})
+    assert entry == InputEntry(role="user", content=[TextPart("a")])
+    image = {"type": "image", "url": "u"}
+    result = _DIRECT_BUILDERS["tool_result"]({"type": "tool_result", "call_id": "c", "output": "o", "parts": [image]})
+    assert result.parts == [ImagePart(url="u")]
+    plain = _DIRECT_BUILDERS["tool_call"]({"type": "tool_call", "call_id": "c", "name": "n", "arguments": "{}"})
+    with pytest.raises(AttributeError):
+        plain.name = "other"  # type: ignore[misc]
+    # Built through a slots twin, the entries are ordinary instances of the entry classes.
+    for built in _entries_direct([entry_to_dict(e) for e in _run(7)]):
+        assert pickle.loads(pickle.dumps(built)) == built
+        assert dataclasses.replace(built) == built
+        if isinstance(built, (InputEntry, AssistantTextEntry, ToolCallEntry)):  # the others hold dicts
+            assert hash(built) == hash(dataclasses.replace(built))
+        assert repr(built) == repr(entry_from_dict(entry_to_dict(built)))
+
+
+# ---------------------------------------------------------------------------- decode_segments
+
+
+@pytest.mark.parametrize("count", [1, 3, BIG])
+def test_bulk_decode_equals_row_by_row(count):
+    rows = [_row(i, _run(i), {"turn": i, "nested": {"x": [1.5, None]}} if i % 2 else None) for i in range(count)]
+    rows.append(_row(count, []))  # an empty run
+    assert decode_segments("s", rows) == _one_by_one("s", rows)
+
+
+def test_rows_without_checksum_are_decoded_in_place():
+    rows = [_row(i, _run(i), signed=i % 5 != 0) for i in range(BIG)]
+    assert decode_segments("s", rows) == _one_by_one("s", rows)
+
+
+def _damaged(rows: list[tuple], at: int, **change: Any) -> list[tuple]:
+    row_id, run_id, text, meta_json, stored = rows[at]
+    fields = {"text": text, "meta_json": meta_json, "stored": stored, **change}
+    rows = list(rows)
+    rows[at] = (row_id, run_id, fields["text"], fields["meta_json"], fields["stored"])
+    return rows
+
+
+def _signed(text: str, meta_json: str | None = None) -> dict[str, Any]:
+    """A row edited by someone who also recomputed its checksum: verified, but still malformed."""
+    return {"text": text, "meta_json": meta_json, "stored": checksum(text, meta_json)}
+
+
+_ENTRY = '{"type":"tool_call","call_id":"c","name":"n","arguments":"{}"}'
+
+DAMAGE = {
+    "flipped byte": lambda text: {"text": text.replace("question", "questiom", 1)},
+    "edited meta": lambda text: {"meta_json": '{"turn":999}'},
+    "no longer JSON": lambda text: _signed(text[:-1]),
+    "not an array": lambda text: _signed('{"type":"input"}'),
+    "an empty object": lambda text: _signed("{}"),
+    "array of non-entries": lambda text: _signed("[1,2]"),
+    "unknown entry type": lambda text: _signed('[{"type":"hologram","content":"x"}]'),
+    "entry missing a field": lambda text: _signed('[{"type":"tool_call","call_id":"c"}]'),
+    "two arrays in one row": lambda text: _signed(f"[{_ENTRY}],[{_ENTRY}]"),
+    "meta not an object": lambda text: _signed(text, "[1]"),
+    "unverified and broken": lambda text: {"text": "[{", "stored": None},
+    "entries NULL": lambda text: {"text": None},
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+@pytest.mark.parametrize("count", [2, BIG])
+def test_a_damaged_row_is_reported_as_row_by_row_would(damage, count):
+    rows = [_row(i, _run(i), {"turn": i}) for i in range(count)]
+    at = count // 2
+    rows = _damaged(rows, at, **DAMAGE[damage](rows[at][2]))
+    expected = _error_of(lambda: _one_by_one("s", rows))
+    assert _error_of(lambda: decode_segments("s", rows)) == expected
+    message, session_id, run_id, hint = expected
+    assert (session_id, run_id) == ("s", f"r{at}") and hint
+
+
+def test_the_first_damaged_row_is_the_one_reported():
+    rows = [_row(i, _run(i)) for i in range(BIG)]
+    rows = _damaged(rows, 70, **DAMAGE["entry missing a field"](""))  # found only when parsing
+    rows = _damaged(rows, 20, text=rows[20][2].replace("question", "questiom"))  # a checksum mismatch
+    rows = _damaged(rows, 10, text="[{", stored=None)  # unverified
+    _, _, run_id, _ = _error_of(lambda: decode_segments("s", rows))
+    assert run_id == "r10"
+
+
+# ---------------------------------------------------------------------------- the collector
+
+
+@pytest.fixture
+def collector():
+    """Restore the collector's state and thresholds whatever a test does."""
+    enabled, thresholds = gc.isenabled(), gc.get_threshold()
+    yield
+    gc.set_threshold(*thresholds)
+    (gc.enable if enabled else gc.disable)()
+
+
+def test_gc_paused_restores_the_state_it_found(collector):
+    gc.enable()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause is still on
+    assert gc.isenabled()
+    gc.disable()
+    with gc_paused():
+        pass
+    assert not gc.isenabled()  # a collector the application turned off stays off
+
+
+def test_gc_paused_restores_the_collector_when_the_block_raises(collector):
+    gc.enable()
+    with pytest.raises(RuntimeError), gc_paused():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_overlapping_pauses_on_several_threads_end_with_the_collector_on(collector):
+    gc.enable()
+    inside, release = threading.Barrier(4), threading.Event()
+
+    def hold() -> None:
+        with gc_paused():
+            inside.wait()
+            release.wait(5)
+
+    threads = [threading.Thread(target=hold) for _ in range(3)]
+    for t in threads:
+        t.start()
+    inside.wait()
+    assert not gc.isenabled()
+    release.set()
+    for t in threads:
+        t.join()
+    assert gc.isenabled() and _codec._gc_pausers == 0
+
+
+def test_no_collection_runs_inside_a_bulk_decode_and_none_is_lost(collector):
+    rows = [_row(i, _run(i)) for i in range(BIG)]
+    seen: list[int] = []
+
+    def watch(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            seen.append(_codec._gc_pausers)
+
+    gc.enable()
+    gc.set_threshold(5, 1, 1)  # without the pause the decode would collect many times
+    gc.callbacks.append(watch)
+    try:
+        decoded = decode_segments("s", rows)
+        [object() for _ in range(10)]  # noqa: B018 -- allocate after the decode
+        for _ in range(3):
+            decoded.append((0, Segment("x", [])))
+    finally:
+        gc.callbacks.remove(watch)
+    assert seen, "the deferred collections did run after the decode"
+    assert all(pausers == 0 for pausers in seen), "a collection ran while the decode had paused it"
+
+
+async def test_a_store_load_that_raises_leaves_the_collector_as_it_was(tmp_path, collector):
+    path = tmp_path / "s.db"
+    async with SQLiteSession(path) as session:
+        for i in range(BIG):
+            await session.append("s", _run(i), run_id=f"r{i}")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE session_runs SET entries_json = replace(entries_json, 'question 77', 'question 7!')")
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        async with SQLiteSession(path) as fresh:
+            with pytest.raises(CorruptRecordError) as err:
+                await fresh.load("s")
+        assert err.value.run_id == "r77" and err.value.hint
+        assert gc.isenabled() is enabled
+
+
+# ---------------------------------------------------------------------------- stores end to end
+
+
+async def test_sqlite_cold_load_of_a_long_session_matches_what_was_appended(tmp_path):
+    path = tmp_path / "s.db"
+    expected: list[Any] = []
+    async with SQLiteSession(path) as session:
+        for i in range(BIG):
+            await session.append("s", _run(i), run_id=f"r{i}", meta={"i": i} if i % 3 else None)
+            expected += _run(i)
+        warm = await session.segments("s")
+    async with SQLiteSession(path) as cold:
+        assert await cold.load("s") == expected
+        assert await cold.segments("s") == warm
+
+
+@pytest.fixture
+def schema():
+    name = _pg.new_schema("bulk")
+    yield name
+    _pg.drop_schema(name)
+
+
+@pytest.mark.postgres
+@_pg.requires_pg
+async def test_postgres_cold_load_and_a_damaged_row_in_a_long_session(schema):
+    import psycopg
+
+    expected: list[Any] = []
+    async with PostgresSession(_pg.DSN, schema=schema) as session:
+        for i in range(BIG):
+            await session.append("s", _run(i), run_id=f"r{i}", meta={"i": i})
+            expected += _run(i)
+    async with PostgresSession(_pg.DSN, schema=schema) as cold:
+        assert await cold.load("s") == expected
+    with psycopg.connect(_pg.DSN, autocommit=True, options=f"-c search_path={schema}") as conn:
+        conn.execute("UPDATE session_runs SET meta_json = %s WHERE run_id = 'r40'", (json.dumps({"i": 41}),))
+    async with PostgresSession(_pg.DSN, schema=schema) as cold:
+        with pytest.raises(CorruptRecordError) as err:
+            await cold.load("s")
+    assert (err.value.session_id, err.value.run_id) == ("s", "r40") and "checksum" in str(err.value)
+    assert err.value.hint and "rewind or clear" in err.value.hint

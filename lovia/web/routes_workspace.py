@@ -44,7 +44,7 @@ from .errors import ApiRoute, ErrorCode, WebError
 if TYPE_CHECKING:
     from .state import WebState
 
-__all__ = ["MAX_PREVIEW_BYTES", "UPLOADS_DIR", "workspace_router"]
+__all__ = ["MAX_PREVIEW_BYTES", "UPLOADS_DIR", "has_workspace", "workspace_router"]
 
 UPLOADS_DIR = "uploads"
 """The folder under the workspace root that ``POST /api/workspace/upload`` writes into."""
@@ -99,6 +99,11 @@ class _Panel:
     @property
     def root(self) -> Path:
         return self.session.root_path
+
+
+def has_workspace(agent: Agent[Any]) -> bool:
+    """Whether ``agent`` works in a local folder the file panel can show."""
+    return _local(agent) is not None
 
 
 def _local(agent: Agent[Any]) -> LocalWorkspace | None:

@@ -105,6 +105,7 @@ def test_root_info_names_the_folder_mode_and_limits(srv: ThreadServer) -> None:
     assert info["limits"]["max_upload_bytes"] == 1 << 20
     assert info["limits"]["upload_allowed_ext"] == ["md", "png", "txt"]
     assert "/" not in info["root"]  # the folder's name, never the server's full path
+    assert httpx.get(f"{srv.url}/api/info").json()["features"]["workspace"] is True
 
 
 def test_no_workspace_unknown_agent_and_unknown_chat_are_404_with_a_hint(srv: ThreadServer) -> None:
@@ -273,6 +274,7 @@ def test_an_uploads_folder_that_leads_out_is_refused(srv: ThreadServer, root: Pa
 def test_denied_paths_cover_uploads(tmp_path: Path, root: Path) -> None:
     agent = Agent(name="coder", model=_model(), workspace=Workspace.local(str(root), denied_paths=("uploads",)))
     with ThreadServer(create_app(agent, db_path=str(tmp_path / "d.db"))) as s:
+        assert httpx.get(f"{s.url}/api/info").json()["features"]["workspace"] is True
         _refused(_upload(s, "notes.txt", b"x"), 403, "path_denied")
     assert not (root / "uploads").exists()
 
@@ -319,3 +321,9 @@ def test_the_bare_router_serves_the_panel_behind_its_own_auth(tmp_path: Path, ro
     finally:
         asyncio.run(deps.store.close())
     assert _uploads(root) == ["a.md"]
+
+
+def test_info_says_when_no_agent_has_a_workspace(tmp_path: Path) -> None:
+    with ThreadServer(create_app(Agent(name="plain", model=_model()), db_path=str(tmp_path / "n.db"))) as s:
+        assert httpx.get(f"{s.url}/api/info").json()["features"]["workspace"] is False
+        _refused(httpx.get(f"{s.url}/api/workspace"), 404, "feature_unavailable")

@@ -219,8 +219,7 @@ def _open_file(panel: _Panel, raw: str) -> tuple[int, os.stat_result, str]:
             raise _error(404, "file_not_found", f"{rel!r} does not exist", "list the folder first") from None
         raise _error(403, "path_denied", f"{rel!r} cannot be opened", "pick another file") from None
     st = os.fstat(fd)
-    real = os.readlink(f"/proc/self/fd/{fd}") if os.path.exists(f"/proc/self/fd/{fd}") else str(landed)
-    if not stat.S_ISREG(st.st_mode) or real != str(landed):
+    if not stat.S_ISREG(st.st_mode) or _fd_path(fd, landed) != str(landed):
         os.close(fd)
         if stat.S_ISDIR(st.st_mode):
             raise _error(400, "invalid_request", f"{rel!r} is a directory", "list it with GET /api/workspace/files")
@@ -243,7 +242,7 @@ def _entry(rel: str, st: os.stat_result, *, link: bool) -> dict[str, Any]:
     }
 
 
-def _shown(panel: _Panel, entry: os.DirEntry[str], rel: str) -> dict[str, Any] | None:
+def _shown(panel: _Panel, entry: os.DirEntry[str], where: Path, rel: str) -> dict[str, Any] | None:
     """The entry as listed, or ``None`` when it is hidden, denied or lands outside the root."""
     if _hidden(entry.name):
         return None
@@ -252,12 +251,12 @@ def _shown(panel: _Panel, entry: os.DirEntry[str], rel: str) -> dict[str, Any] |
         if link:
             if panel.session.decide_path(rel) == "deny":
                 return None
-            target = Path(os.path.realpath(entry.path))
+            target = Path(os.path.realpath(where))
             if target != panel.root and panel.root not in target.parents:
                 return None
             st = os.stat(target)
         else:
-            if panel.session.policy.is_denied(rel=rel, abs_posix=Path(entry.path).as_posix()):
+            if panel.session.policy.is_denied(rel=rel, abs_posix=where.as_posix()):
                 return None
             st = entry.stat(follow_symlinks=False)
     except (OSError, WorkspaceError):
@@ -265,23 +264,49 @@ def _shown(panel: _Panel, entry: os.DirEntry[str], rel: str) -> dict[str, Any] |
     return _entry(rel, st, link=link)
 
 
+def _open_dir(landed: Path, rel: str) -> int:
+    """A descriptor of the judged directory itself (a folder swapped for a link meanwhile is refused)."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(landed, flags)
+    except NotADirectoryError:
+        raise _error(
+            400, "invalid_request", f"{rel!r} is not a directory", "read it with GET /api/workspace/file"
+        ) from None
+    except FileNotFoundError:
+        raise _error(404, "file_not_found", f"{rel!r} does not exist", "list its parent folder") from None
+    except OSError:
+        raise _error(403, "path_denied", f"{rel!r} cannot be opened", "pick another folder") from None
+    if _fd_path(fd, landed) != str(landed):
+        os.close(fd)
+        raise _error(403, "path_denied", f"{rel!r} changed while it was opened", "retry")
+    return fd
+
+
+def _fd_path(fd: int, fallback: Path) -> str:
+    proc = f"/proc/self/fd/{fd}"
+    return os.readlink(proc) if os.path.exists(proc) else str(fallback)
+
+
 def _list_dir(panel: _Panel, raw: str, offset: int, limit: int) -> dict[str, Any]:
     landed, rel = _gate(panel, raw)
-    if not landed.is_dir():
-        raise _error(400, "invalid_request", f"{rel!r} is not a directory", "read it with GET /api/workspace/file")
+    dir_fd = _open_dir(landed, rel)
     shown: list[dict[str, Any]] = []
     scanned = 0
     capped = False
-    with os.scandir(landed) as it:
-        for entry in it:
-            scanned += 1
-            if scanned > MAX_SCAN_ENTRIES:
-                capped = True
-                break
-            child = entry.name if rel == "." else f"{rel}/{entry.name}"
-            item = _shown(panel, entry, child)
-            if item is not None:
-                shown.append(item)
+    try:
+        with os.scandir(dir_fd) as it:
+            for entry in it:
+                scanned += 1
+                if scanned > MAX_SCAN_ENTRIES:
+                    capped = True
+                    break
+                child = entry.name if rel == "." else f"{rel}/{entry.name}"
+                item = _shown(panel, entry, landed / entry.name, child)
+                if item is not None:
+                    shown.append(item)
+    finally:
+        os.close(dir_fd)
     shown.sort(key=lambda e: (e["kind"] != "dir", e["name"].casefold(), e["name"]))
     page = shown[offset : offset + limit]
     return {
@@ -469,8 +494,7 @@ def _uploads_dir(panel: _Panel) -> int:
         raise _error(
             403, "path_denied", f"{UPLOADS_DIR}/ is not a plain folder inside the workspace", "make it a directory"
         ) from None
-    real = os.readlink(f"/proc/self/fd/{fd}") if os.path.exists(f"/proc/self/fd/{fd}") else str(folder)
-    if real != str(folder):
+    if _fd_path(fd, folder) != str(folder):
         os.close(fd)
         raise _error(403, "path_denied", f"{UPLOADS_DIR}/ leads outside the workspace", "make it a real directory")
     return fd

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -20,7 +22,7 @@ from lovia.web.api import RouterDeps, build_api_router
 from lovia.web.auth import HostOriginGuard, HostPolicy, token_dependency
 from lovia.workspace import Workspace
 
-from .helpers import ThreadServer
+from .helpers import ThreadServer, wait_for
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 TOKEN = "ws-t0ken"
@@ -327,3 +329,26 @@ def test_info_says_when_no_agent_has_a_workspace(tmp_path: Path) -> None:
     with ThreadServer(create_app(Agent(name="plain", model=_model()), db_path=str(tmp_path / "n.db"))) as s:
         assert httpx.get(f"{s.url}/api/info").json()["features"]["workspace"] is False
         _refused(httpx.get(f"{s.url}/api/workspace"), 404, "feature_unavailable")
+
+
+def test_an_interrupted_upload_leaves_nothing(srv: ThreadServer, root: Path) -> None:
+    with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        head = (
+            f"POST /api/workspace/upload HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n"
+            "X-Filename: half.txt\r\nContent-Type: text/plain\r\nContent-Length: 900000\r\n\r\n"
+        )
+        sock.sendall(head.encode() + b"a" * 300_000)
+        wait_for(lambda: any(name.endswith(".partial") for name in _uploads(root)))
+    wait_for(lambda: _uploads(root) == [])
+    assert _upload(srv, "whole.txt", b"all of it").status_code == 200  # the server is fine
+    assert _uploads(root) == ["whole.txt"]
+
+
+def test_concurrent_uploads_of_one_name_never_replace_each_other(srv: ThreadServer, root: Path) -> None:
+    bodies = [f"body {i}".encode() for i in range(8)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda body: _upload(srv, "same.txt", body), bodies))
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    stored = {a.json()["path"] for a in answers}
+    assert len(stored) == 8 and "uploads/same.txt" in stored
+    assert sorted((root / p).read_bytes() for p in stored) == sorted(bodies)

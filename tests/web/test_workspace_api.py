@@ -311,6 +311,7 @@ def test_the_bare_router_serves_the_panel_behind_its_own_auth(tmp_path: Path, ro
         with ThreadServer(app) as s:
             base = f"{s.url}/lovia/api/workspace"
             _refused(httpx.get(f"{base}/files"), 401, "server_token")
+            assert httpx.get(base, headers=auth).json()["root"] == "proj"
             listed = httpx.get(f"{base}/files", headers=auth).json()
             assert "README.md" in [e["name"] for e in listed["entries"]]
             _refused(httpx.get(f"{base}/file", params={"path": "passwd_link"}, headers=auth), 403, "path_denied")

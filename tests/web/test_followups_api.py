@@ -176,3 +176,15 @@ async def test_generate_followups_sees_only_user_and_assistant_text() -> None:
     assert system.role == "system" and "Only pricing." in system.text
     empty = FollowupRequest(session_id="s", agent="a", messages=[Message(role="user", content="  ")])
     assert await generate_followups(empty, model=side.provider) == [] and len(side.prompts) == 1
+
+
+def test_lovia_web_turns_suggestions_on_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lovia.web.command import resolve_followups
+
+    monkeypatch.delenv("LOVIA_FOLLOWUPS", raising=False)
+    assert resolve_followups(False) is True and resolve_followups(True) is False
+    for off in ("0", "false", " OFF ", "no"):
+        monkeypatch.setenv("LOVIA_FOLLOWUPS", off)
+        assert resolve_followups(False) is False, off
+    monkeypatch.setenv("LOVIA_FOLLOWUPS", "1")
+    assert resolve_followups(False) is True and resolve_followups(True) is False

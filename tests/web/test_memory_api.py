@@ -106,6 +106,9 @@ def test_over_budget_and_bad_bodies_are_refused(tmp_path: Path) -> None:
 
 def test_agents_without_memory_and_unknown_agents(tmp_path: Path) -> None:
     with ThreadServer(create_app(_agents(tmp_path / "memory", Dreamer("{}")), db_path=str(tmp_path / "m.db"))) as srv:
+        listed = httpx.get(srv.url + "/api/agents").json()["agents"]
+        assert {a["name"]: a["memory"] for a in listed} == {"keeper": True, "plain": False}
+        assert httpx.get(srv.url + "/api/agents/keeper").json()["memory"] is True
         for method, path in (("GET", "/api/memory"), ("PUT", "/api/memory"), ("POST", "/api/memory/dream")):
             body = {"content": "- x"} if method == "PUT" else None
             plain = httpx.request(method, srv.url + path, params={"agent": "plain"}, json=body)

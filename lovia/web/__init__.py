@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .auth import generate_token, is_loopback, token_dependency
 from .charts import show_chart, validate_chart_option
 from .components import ui_result
+from .followups import FollowupFn, FollowupRequest, generate_followups
 from .store import ChatMeta, ChatStore
 from .supervisor import RunSupervisor
 from .tables import show_table
@@ -23,10 +24,13 @@ if TYPE_CHECKING:
 __all__ = [
     "ChatMeta",
     "ChatStore",
+    "FollowupFn",
+    "FollowupRequest",
     "RouterDeps",
     "RunSupervisor",
     "build_api_router",
     "create_app",
+    "generate_followups",
     "generate_token",
     "is_loopback",
     "serve",

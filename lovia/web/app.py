@@ -20,11 +20,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa
 
 from ..agent import Agent  # noqa: E402
 from ..exceptions import LoviaError, UserError  # noqa: E402
+from ..providers.base import Provider  # noqa: E402
 from ..tools.human import HumanChannel  # noqa: E402
 from .agents import default_agents, resolve_agents  # noqa: E402
 from .api import RouterDeps, build_api_router  # noqa: E402
 from .auth import HostOriginGuard, HostPolicy, token_dependency  # noqa: E402
 from .errors import error_body, internal_error_response, lovia_error_response, validation_response  # noqa: E402
+from .followups import FollowupFn  # noqa: E402
 from .params import CleanJsonBodies  # noqa: E402
 from .questions import QuestionRegistry, broadcast_question  # noqa: E402
 from .routes_uploads import DEFAULT_MAX_UPLOAD_MB, parse_allowed_ext  # noqa: E402
@@ -56,6 +58,8 @@ def create_app(
     schedules: ScheduleStore | None = None,
     scheduler_poll: float = 1.0,
     clock: Clock | None = None,
+    followups: bool | FollowupFn = False,
+    followup_model: str | Provider | None = None,
 ) -> FastAPI:
     """Build the ASGI app: the page, ``/healthz``, ``/api/docs`` and the router of
     :func:`lovia.web.api.build_api_router` (one :class:`~lovia.web.api.RouterDeps`, kept as
@@ -83,6 +87,10 @@ def create_app(
             file, the ``store``'s file, or PostgreSQL for a ``postgresql://`` ``db_path``).
         scheduler_poll: seconds between checks for due schedules.
         clock: the scheduler's time source (default ``time.time``; a ``ManualClock`` in tests).
+        followups: follow-up suggestions (``POST /api/sessions/{id}/followups``): off by default
+            (each costs a model call); ``True`` for the built-in suggester, or your own
+            ``async (FollowupRequest) -> [str]``.
+        followup_model: the model the built-in suggester asks (default: the chat's agent's model).
 
     Returns:
         A FastAPI application; run it with a single uvicorn worker (runs are process-local).
@@ -107,6 +115,8 @@ def create_app(
         max_upload_bytes=max_bytes,
         upload_allowed_ext=allowed_ext,
         demo=agent_set.demo,
+        followups=followups,
+        followup_model=followup_model,
     )
     if question_channel is not None:
         deps.questions = QuestionRegistry(

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..exceptions import LoviaError, UserError
 
-__all__ = ["DEFAULT_DB", "add_db_argument", "add_web_parser", "main", "run_web"]
+__all__ = ["DEFAULT_DB", "add_db_argument", "add_web_parser", "main", "resolve_followups", "run_web"]
 
 DEFAULT_DB = "./.lovia/lovia.db"
 """The store file ``lovia web``, ``lovia runs`` and ``lovia sessions`` use unless given ``--db``."""
@@ -27,6 +27,14 @@ def add_db_argument(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("LOVIA_DB", DEFAULT_DB),
         help="SQLite store file, or postgresql://USER@HOST/DB (default %(default)s)",
     )
+
+
+def resolve_followups(cli_off: bool) -> bool:
+    """Whether ``lovia web`` serves follow-up suggestions: on unless ``--no-followups`` or
+    ``LOVIA_FOLLOWUPS`` is ``0`` / ``false`` / ``no`` / ``off``."""
+    if cli_off:
+        return False
+    return os.environ.get("LOVIA_FOLLOWUPS", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def add_web_parser(sub: Any) -> argparse.ArgumentParser:
@@ -83,6 +91,11 @@ def add_web_parser(sub: Any) -> argparse.ArgumentParser:
         "--trusted", action="store_const", const="trusted", dest="workspace_mode", help="run commands unasked"
     )
     web.add_argument(
+        "--no-followups",
+        action="store_true",
+        help="do not suggest follow-up questions (each suggestion costs a model call; env LOVIA_FOLLOWUPS=0)",
+    )
+    web.add_argument(
         "--check", action="store_true", help="probe the configured model endpoint(s) and exit (does not serve)"
     )
     return web
@@ -117,6 +130,7 @@ def run_web(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         allowed_hosts=args.allowed_host,
         root_path=args.root_path,
+        followups=resolve_followups(args.no_followups),
     )
     return 0
 

@@ -30,7 +30,14 @@ def model_name(agent: Agent[Any]) -> str | None:
 
 def agent_info(agent: Agent[Any], *, detail: bool = False) -> dict[str, Any]:
     """What the page and API clients may know about an agent (never its provider's keys)."""
-    info: dict[str, Any] = {"name": agent.name, "model": model_name(agent), "tools": [t.name for t in agent.tools]}
+    from ..plugins.memory import Memory
+
+    info: dict[str, Any] = {
+        "name": agent.name,
+        "model": model_name(agent),
+        "tools": [t.name for t in agent.tools],
+        "memory": any(isinstance(p, Memory) for p in agent.plugins or []),  # the /api/memory routes work
+    }
     if detail:
         info.update(
             instructions=agent.instructions if isinstance(agent.instructions, str) else None,

@@ -82,6 +82,7 @@ def serve(
     echo: Callable[[str], None] | None = None,
     allowed_hosts: Sequence[str] = (),
     root_path: str = "",
+    followups: bool = False,
 ) -> None:
     """Serve the chat app until interrupted (Ctrl+C / SIGTERM: live runs keep their checkpoints).
 
@@ -101,6 +102,7 @@ def serve(
         root_path: the path prefix a reverse proxy serves the app under (``"/lovia"``) and strips
             before forwarding; the page's asset and API URLs then carry it. The server itself
             still answers at its root.
+        followups: serve follow-up suggestions with the built-in suggester (a model call each).
     """
     require_web()
     from .app import create_app
@@ -110,7 +112,9 @@ def serve(
     if token is None and not is_loopback(host):
         token = generate_token()
         say(f"lovia web: {host} is not a loopback address, so API calls need this token: {token}")
-    app = create_app(agents, store=store, db_path=db_path, token=token, title=title, max_turns=max_turns)
+    app = create_app(
+        agents, store=store, db_path=db_path, token=token, title=title, max_turns=max_turns, followups=followups
+    )
     app.state.host_policy.bind_to(host, allowed_hosts)
     shown = "localhost" if host in ("0.0.0.0", "::") else host
     link = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")

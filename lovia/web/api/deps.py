@@ -8,14 +8,17 @@ runs the scheduler and the run supervisor; an app mounting the router must enter
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...agent import Agent
 from ...exceptions import UserError
+from ...providers.base import Provider
 from ...session import Session
 from ..events_hub import EventHub
+from ..followups import FollowupFn, FollowupRequest, coerce_suggestions, generate_followups
 from ..questions import QuestionRegistry
 from ..routes_uploads import DEFAULT_MAX_UPLOAD_MB, DEFAULT_UPLOAD_EXTENSIONS
 from ..schedule_store import PostgresScheduleStore, ScheduleStore, SQLiteScheduleStore
@@ -26,6 +29,8 @@ from ..supervisor import RunSupervisor
 from ..workspaces import WorkspaceSessions
 
 __all__ = ["RouterDeps"]
+
+logger = logging.getLogger("lovia.web")
 
 
 @dataclass(eq=False)
@@ -38,10 +43,10 @@ class RouterDeps:
 
     Not supported yet (other documented ``RouterDeps`` fields with no counterpart here):
     ``approvals`` (approvals are answered through the live run itself), ``context_policy``,
-    ``title_model`` / ``titles`` (a chat is titled from its first message), ``followups`` /
-    ``followup_model``, ``budget``, ``retry``, ``tracer``, ``max_background_runs``,
-    ``approval_timeout``, ``config_runtime`` and ``run_deps``. ``workspaces`` is a read-only
-    property (the supervisor's per-chat workspace sessions), not a field.
+    ``title_model`` / ``titles`` (a chat is titled from its first message), ``budget``, ``retry``,
+    ``tracer``, ``max_background_runs``, ``approval_timeout``, ``config_runtime`` and ``run_deps``.
+    ``workspaces`` is a read-only property (the supervisor's per-chat workspace sessions), not a
+    field.
 
     Args:
         agents: ``{name: agent}``; the first entry is the default agent.
@@ -56,6 +61,10 @@ class RouterDeps:
         max_upload_bytes: per-file upload limit.
         upload_allowed_ext: extensions uploads may have (``None``: any).
         demo: ``True`` when the only agent is the offline demo model (the page labels it).
+        followups: follow-up suggestions for ``POST /api/sessions/{id}/followups``: ``False``
+            (off: the route answers ``[]``), ``True`` (the built-in suggester,
+            :func:`~lovia.web.followups.generate_followups`), or your own ``async (request) -> [str]``.
+        followup_model: the model the built-in suggester asks (``None``: the chat's agent's model).
     """
 
     agents: Mapping[str, Agent[Any]]
@@ -69,6 +78,8 @@ class RouterDeps:
     max_upload_bytes: int = int(DEFAULT_MAX_UPLOAD_MB * (1 << 20))
     upload_allowed_ext: frozenset[str] | None = DEFAULT_UPLOAD_EXTENSIONS
     demo: bool = False
+    followups: bool | FollowupFn = False
+    followup_model: str | Provider | None = None
     _supervisor: RunSupervisor = field(init=False, repr=False)
     _scheduler: Scheduler = field(init=False, repr=False)
     _owns_schedules: bool = field(init=False, repr=False, default=False)
@@ -147,6 +158,27 @@ class RouterDeps:
             if served is agent:
                 return name
         return agent.name
+
+    async def suggest_followups(self, request: FollowupRequest) -> list[str]:
+        """Follow-up questions for ``request`` under the ``followups`` setting; ``[]`` when off.
+
+        Never raises: a suggester that fails, or answers with something other than a list of
+        strings, is logged and gives ``[]``.
+        """
+        if self.followups is False:
+            return []
+        try:
+            if self.followups is True:
+                model = self.followup_model
+                if model is None:
+                    model = self.agents[request.agent].model if request.agent in self.agents else None
+                if model is None:
+                    return []
+                return await generate_followups(request, model=model)
+            return coerce_suggestions(await self.followups(request))
+        except Exception as exc:  # suggestions are never load-bearing
+            logger.warning("follow-up suggestions failed for %s (ignored): %s", request.session_id, exc)
+            return []
 
     # ------------------------------------------------------------------ lifecycle
 

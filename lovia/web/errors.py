@@ -45,6 +45,7 @@ ErrorCode = Literal[
     "server_token",
     "cross_origin",
     "host_not_allowed",
+    "path_denied",
     "agent_not_found",
     "session_not_found",
     "schedule_not_found",

@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from ..agent import Agent
 from ..handoff import Handoff
 from .errors import ApiRoute, WebError
+from .routes_workspace import has_workspace
 from .sse import Frame, event_stream, live_tail
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ def info_router(state: WebState) -> APIRouter:
                 "inject": True,
                 "pin": True,
                 "events": True,
+                "workspace": any(has_workspace(a) for a in state.agents.values()),
             },
         }
 

@@ -25,6 +25,7 @@ from ..routes_info import info_router  # noqa: E402
 from ..routes_schedules import schedules_router  # noqa: E402
 from ..routes_sessions import sessions_router  # noqa: E402
 from ..routes_uploads import uploads_router  # noqa: E402
+from ..routes_workspace import workspace_router  # noqa: E402
 from .deps import RouterDeps  # noqa: E402
 from .followups import build_followups_router  # noqa: E402
 from .memory import build_memory_router  # noqa: E402
@@ -34,7 +35,8 @@ __all__ = ["RouterDeps", "build_api_router"]
 
 def build_api_router(deps: RouterDeps) -> APIRouter:
     """Every ``/api/...`` route (info, agents, events, chat, sessions, runs, uploads, schedules,
-    questions, todos, follow-ups, memory) bound to ``deps``, answering errors with the documented body.
+    questions, todos, follow-ups, memory, the workspace file panel) bound to ``deps``, answering
+    errors with the documented body.
 
     The routes' paths start with ``/api``; ``include_router(router, prefix=...)`` puts them
     under a prefix of yours. Enter ``deps.lifespan`` with the app, or schedules never fire and
@@ -48,6 +50,7 @@ def build_api_router(deps: RouterDeps) -> APIRouter:
         schedules_router(deps),
         uploads_router(deps),
         agentviews_router(deps),
+        workspace_router(deps),
         build_followups_router(deps),
         build_memory_router(deps),
     ):

@@ -1,0 +1,618 @@
+"""The Files panel's API: a read-only view of the served agent's workspace, and uploads into it.
+
+* ``GET /api/workspace``: whether the agent has a workspace, its folder name, mode and limits.
+* ``GET /api/workspace/files?path=``: one directory, paged (``offset`` / ``limit``).
+* ``GET /api/workspace/recent``: the most recently changed files (a bounded walk of the tree).
+* ``GET /api/workspace/file?path=``: a text file's content (413 over the preview cap, 415 for binary).
+* ``GET /api/workspace/raw?path=``: a file's bytes, typed so that nothing runs in the page.
+* ``POST /api/workspace/upload?agent=``: the raw body saved as ``uploads/<X-Filename>``.
+
+Reads go through a read-only session over the agent's root that keeps the agent's
+``denied_paths`` (and its ``deny`` path rules), whatever mode the agent itself runs in. Only
+paths that land inside the root are served: a symlink out of it is refused like any other
+outside path. Listings leave out dotfiles and regenerable noise (``__pycache__``, ``*.pyc``,
+``node_modules``, ``venv``); the recent list also skips the scratch folder ``tmp/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import heapq
+import mimetypes
+import os
+import re
+import stat
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.requests import ClientDisconnect
+
+from ..agent import Agent
+from ..workspace import LocalWorkspace, LocalWorkspaceSession, WorkspacePolicy
+from ..workspace.errors import WorkspaceError
+from ..workspace.workspace import SCRATCH_DIR, WorkspaceSessionBinding
+from .errors import ApiRoute, ErrorCode, WebError
+
+if TYPE_CHECKING:
+    from .state import WebState
+
+__all__ = ["MAX_PREVIEW_BYTES", "UPLOADS_DIR", "has_workspace", "workspace_router"]
+
+UPLOADS_DIR = "uploads"
+"""The folder under the workspace root that ``POST /api/workspace/upload`` writes into."""
+
+MAX_PREVIEW_BYTES = 1 << 20
+"""The largest file ``GET /api/workspace/file`` returns as text (bigger ones: use ``/raw``)."""
+
+MAX_LIST_LIMIT = 1000
+"""The most entries one page of ``GET /api/workspace/files`` may ask for."""
+
+MAX_SCAN_ENTRIES = 10_000
+"""A directory listing reads at most this many entries; a bigger directory is reported truncated."""
+
+RECENT_WALK_LIMIT = 20_000
+"""``GET /api/workspace/recent`` looks at no more than this many entries of the tree."""
+
+MAX_PATH_CHARS = 4096
+MAX_NAME_BYTES = 255
+
+NOISE_NAMES = frozenset({"__pycache__", "node_modules", "venv", ".venv"})
+NOISE_SUFFIXES = (".pyc", ".pyo")
+
+_INLINE_TYPES = frozenset(
+    {
+        "image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp",
+        "application/pdf", "text/plain",
+    }
+)  # fmt: skip
+"""Types a browser shows without running anything of the file; everything else is an attachment."""
+
+_SANDBOX = "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+"""Sent with every raw file but PDF: opened as a page, the file gets an opaque origin and runs nothing."""
+
+_CHUNK = 1 << 16
+
+
+def _error(status: int, code: ErrorCode, message: str, hint: str) -> WebError:
+    return WebError(status, code, message, hint=hint)
+
+
+# --------------------------------------------------------------------------- which workspace
+
+
+@dataclass(frozen=True)
+class _Panel:
+    """The agent's workspace as the panel sees it: a read-only session, and the agent's own policy."""
+
+    agent: str
+    workspace: LocalWorkspace
+    session: LocalWorkspaceSession
+
+    @property
+    def root(self) -> Path:
+        return self.session.root_path
+
+
+def has_workspace(agent: Agent[Any]) -> bool:
+    """Whether ``agent`` works in a local folder the file panel can show."""
+    return _local(agent) is not None
+
+
+def _local(agent: Agent[Any]) -> LocalWorkspace | None:
+    workspace = agent.workspace
+    if isinstance(workspace, WorkspaceSessionBinding):
+        workspace = workspace.workspace
+    return workspace if isinstance(workspace, LocalWorkspace) else None
+
+
+def _panel_policy(policy: WorkspacePolicy) -> WorkspacePolicy:
+    """Read-only, inside the root only, with the agent's hard blocks kept."""
+    blocks = tuple(rule for rule in policy.path_rules if rule.action == "deny")
+    return WorkspacePolicy.readonly(denied_paths=policy.denied_paths, path_rules=blocks)
+
+
+async def _panel(state: WebState, agent: str | None, session_id: str | None) -> _Panel:
+    name = agent
+    if session_id:
+        meta = await state.store.get(session_id)
+        if meta is None:
+            raise _error(404, "session_not_found", f"no chat {session_id!r}", "list the chats with GET /api/sessions")
+        name = name or meta.agent
+    name = name or state.default_agent
+    served = state.agents.get(name)
+    if served is None:
+        raise _error(
+            404, "agent_not_found", f"no served agent {name!r}", f"use one of: {', '.join(sorted(state.agents))}"
+        )
+    workspace = _local(served)
+    if workspace is None:
+        why = "has no workspace" if served.workspace is None else "has a workspace that is not a local folder"
+        raise _error(
+            404,
+            "feature_unavailable",
+            f"agent {name!r} {why}",
+            "serve it with Workspace.local(...) (lovia web: drop --no-workspace, or pass --workspace DIR)",
+        )
+    try:
+        session = LocalWorkspaceSession(root=workspace.root, policy=_panel_policy(workspace.policy))
+    except WorkspaceError as exc:
+        raise WebError.from_exc(404, "file_not_found", exc) from None
+    return _Panel(name, workspace, session)
+
+
+# --------------------------------------------------------------------------- the path gate
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(".") or name in NOISE_NAMES or name.endswith(NOISE_SUFFIXES)
+
+
+def _check_shape(raw: str) -> str:
+    """Refuse what is never a workspace-relative path, before touching the disk."""
+    if "\x00" in raw:
+        raise _error(400, "invalid_request", "the path contains a NUL byte", "pass a plain workspace-relative path")
+    path = raw.strip() or "."
+    if len(path) > MAX_PATH_CHARS:
+        raise _error(400, "invalid_request", "the path is too long", f"paths are at most {MAX_PATH_CHARS} characters")
+    if os.path.isabs(path) or path.startswith("~") or re.match(r"^[A-Za-z]:[\\/]", path):
+        raise _error(
+            400, "invalid_request", "absolute paths are not served", "name the file relative to the workspace root"
+        )
+    for part in path.split("/"):
+        if len(part.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+            raise _error(
+                400, "invalid_request", "a path component is too long", f"names are at most {MAX_NAME_BYTES} bytes"
+            )
+        if part not in (".", "..") and part.startswith("."):
+            raise _error(
+                403, "path_denied", "hidden (dot) files are not served", "the file panel shows visible files only"
+            )
+    return path
+
+
+def _gate(panel: _Panel, raw: str) -> tuple[Path, str]:
+    """``(resolved absolute path, workspace-relative path)``, or the documented refusal."""
+    path = _check_shape(raw)
+    try:
+        decision = panel.session.decide_path(path)
+    except WorkspaceError as exc:
+        raise WebError.from_exc(400, "invalid_request", exc) from None
+    landed = Path(os.path.realpath(os.path.join(panel.root, path)))
+    try:
+        rel = "." if landed == panel.root else landed.relative_to(panel.root).as_posix()
+    except ValueError:
+        rel = None
+    if rel is None or decision == "deny":
+        where = "outside the workspace" if rel is None else "denied by the workspace policy"
+        raise _error(
+            403, "path_denied", f"{raw!r} is {where}", "pick a file inside the workspace that the agent may read"
+        )
+    if not os.path.lexists(landed):
+        raise _error(404, "file_not_found", f"{rel!r} does not exist", "list the folder with GET /api/workspace/files")
+    return landed, rel
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "other"
+
+
+def _open_file(panel: _Panel, raw: str) -> tuple[int, os.stat_result, str]:
+    """A pinned descriptor of a regular file the gate allows (the caller closes it)."""
+    landed, rel = _gate(panel, raw)
+    nofollow = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(landed, os.O_RDONLY | nofollow)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise _error(404, "file_not_found", f"{rel!r} does not exist", "list the folder first") from None
+        raise _error(403, "path_denied", f"{rel!r} cannot be opened", "pick another file") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or _fd_path(fd, landed) != str(landed):
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise _error(400, "invalid_request", f"{rel!r} is a directory", "list it with GET /api/workspace/files")
+        raise _error(403, "path_denied", f"{rel!r} is not a regular file", "only regular files are served")
+    return fd, st, rel
+
+
+# --------------------------------------------------------------------------- listings
+
+
+def _entry(rel: str, st: os.stat_result, *, link: bool) -> dict[str, Any]:
+    kind = _kind(st.st_mode)
+    return {
+        "name": rel.rsplit("/", 1)[-1],
+        "path": rel,
+        "kind": kind,
+        "size": st.st_size if kind == "file" else None,
+        "mtime": st.st_mtime,
+        "symlink": link,
+    }
+
+
+def _shown(panel: _Panel, entry: os.DirEntry[str], where: Path, rel: str) -> dict[str, Any] | None:
+    """The entry as listed, or ``None`` when it is hidden, denied or lands outside the root."""
+    if _hidden(entry.name):
+        return None
+    try:
+        link = entry.is_symlink()
+        if link:
+            if panel.session.decide_path(rel) == "deny":
+                return None
+            target = Path(os.path.realpath(where))
+            if target != panel.root and panel.root not in target.parents:
+                return None
+            st = os.stat(target)
+        else:
+            if panel.session.policy.is_denied(rel=rel, abs_posix=where.as_posix()):
+                return None
+            st = entry.stat(follow_symlinks=False)
+    except (OSError, WorkspaceError):
+        return None
+    return _entry(rel, st, link=link)
+
+
+def _open_dir(landed: Path, rel: str) -> int:
+    """A descriptor of the judged directory itself (a folder swapped for a link meanwhile is refused)."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(landed, flags)
+    except NotADirectoryError:
+        raise _error(
+            400, "invalid_request", f"{rel!r} is not a directory", "read it with GET /api/workspace/file"
+        ) from None
+    except FileNotFoundError:
+        raise _error(404, "file_not_found", f"{rel!r} does not exist", "list its parent folder") from None
+    except OSError:
+        raise _error(403, "path_denied", f"{rel!r} cannot be opened", "pick another folder") from None
+    if _fd_path(fd, landed) != str(landed):
+        os.close(fd)
+        raise _error(403, "path_denied", f"{rel!r} changed while it was opened", "retry")
+    return fd
+
+
+def _fd_path(fd: int, fallback: Path) -> str:
+    proc = f"/proc/self/fd/{fd}"
+    return os.readlink(proc) if os.path.exists(proc) else str(fallback)
+
+
+def _list_dir(panel: _Panel, raw: str, offset: int, limit: int) -> dict[str, Any]:
+    landed, rel = _gate(panel, raw)
+    dir_fd = _open_dir(landed, rel)
+    shown: list[dict[str, Any]] = []
+    scanned = 0
+    capped = False
+    try:
+        with os.scandir(dir_fd) as it:
+            for entry in it:
+                scanned += 1
+                if scanned > MAX_SCAN_ENTRIES:
+                    capped = True
+                    break
+                child = entry.name if rel == "." else f"{rel}/{entry.name}"
+                item = _shown(panel, entry, landed / entry.name, child)
+                if item is not None:
+                    shown.append(item)
+    finally:
+        os.close(dir_fd)
+    shown.sort(key=lambda e: (e["kind"] != "dir", e["name"].casefold(), e["name"]))
+    page = shown[offset : offset + limit]
+    return {
+        "path": rel,
+        "entries": page,
+        "total": len(shown),
+        "offset": offset,
+        "limit": limit,
+        "truncated": capped or offset + len(page) < len(shown),
+    }
+
+
+def _walk(panel: _Panel) -> Iterator[tuple[str, os.stat_result]]:
+    """Visible regular files of the tree, directories not followed through symlinks, bounded."""
+    stack = [(panel.root, "")]
+    seen = 0
+    while stack:
+        directory, prefix = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > RECENT_WALK_LIMIT:
+                return
+            if _hidden(entry.name) or (not prefix and entry.name == SCRATCH_DIR):
+                continue
+            rel = prefix + entry.name
+            try:
+                if entry.is_symlink():
+                    continue  # shown when browsing; the recent list keeps to what lives here
+                if panel.session.policy.is_denied(rel=rel, abs_posix=Path(entry.path).as_posix()):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((Path(entry.path), rel + "/"))
+                elif entry.is_file(follow_symlinks=False):
+                    yield rel, entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+
+
+def _recent(panel: _Panel, limit: int) -> dict[str, Any]:
+    newest = heapq.nlargest(limit, _walk(panel), key=lambda item: item[1].st_mtime)
+    return {"files": [_entry(rel, st, link=False) for rel, st in newest]}
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _read_text(panel: _Panel, raw: str) -> dict[str, Any]:
+    fd, st, rel = _open_file(panel, raw)
+    try:
+        if st.st_size > MAX_PREVIEW_BYTES:
+            raise _error(
+                413,
+                "file_too_large",
+                f"{rel!r} is {st.st_size} bytes, over the {MAX_PREVIEW_BYTES}-byte preview limit",
+                "download it with GET /api/workspace/raw",
+            )
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_PREVIEW_BYTES:
+            chunk = os.read(fd, _CHUNK)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)[: MAX_PREVIEW_BYTES + 1]
+    finally:
+        os.close(fd)
+    if len(data) > MAX_PREVIEW_BYTES:
+        raise _error(413, "file_too_large", f"{rel!r} grew past the preview limit", "download it with /raw")
+    try:
+        if b"\x00" in data[:8192]:
+            raise ValueError
+        content = data.decode("utf-8")
+    except ValueError:
+        raise _error(
+            415,
+            "unsupported_file_type",
+            f"{rel!r} is not UTF-8 text and cannot be previewed inline",
+            "download it with GET /api/workspace/raw",
+        ) from None
+    return {
+        "path": rel,
+        "name": rel.rsplit("/", 1)[-1],
+        "size": len(data),
+        "mtime": st.st_mtime,
+        "mime_type": _mime(rel),
+        "content": content,
+    }
+
+
+def _mime(rel: str) -> str:
+    guessed = mimetypes.guess_type(rel, strict=False)[0]
+    return guessed or "application/octet-stream"
+
+
+def _disposition(kind: str, name: str) -> str:
+    ascii_name = re.sub(r"[^A-Za-z0-9._ -]", "_", name) or "file"
+    return f"{kind}; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
+def _stream(fd: int, size: int) -> Iterator[bytes]:
+    try:
+        left = size
+        while left > 0:
+            chunk = os.read(fd, min(_CHUNK, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+            yield chunk
+    finally:
+        os.close(fd)
+
+
+def _raw(panel: _Panel, raw: str, download: bool) -> StreamingResponse:
+    fd, st, rel = _open_file(panel, raw)
+    name = rel.rsplit("/", 1)[-1]
+    mime = _mime(rel)
+    inline = mime in _INLINE_TYPES and not download
+    headers = {
+        "Content-Length": str(st.st_size),
+        "Content-Disposition": _disposition("inline" if inline else "attachment", name),
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": "no-store",
+    }
+    if mime != "application/pdf":  # a PDF viewer does not start in a sandbox; anything else runs no script
+        headers["Content-Security-Policy"] = (
+            "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
+        )
+    if mime == "text/plain":
+        mime = "text/plain; charset=utf-8"
+    return StreamingResponse(_stream(fd, st.st_size), media_type=mime, headers=headers)
+
+
+# --------------------------------------------------------------------------- uploads
+
+
+def _upload_name(raw: str | None) -> str:
+    name = os.path.basename(unquote(raw or "").replace("\\", "/")).strip()
+    name = re.sub(r"[\x00-\x1f\x7f]", "", name)
+    if not name or name in (".", ".."):
+        raise _error(400, "invalid_request", "the upload has no file name", "send the name in the X-Filename header")
+    if name.startswith("."):
+        raise _error(400, "invalid_request", "hidden (dot) file names are not accepted", "rename the file")
+    if len(name.encode("utf-8", "surrogateescape")) > 200:
+        raise _error(400, "invalid_request", "the file name is too long", "use a name of at most 200 bytes")
+    return name
+
+
+def _check_ext(state: WebState, name: str) -> None:
+    allowed = state.upload_allowed_ext
+    ext = Path(name).suffix.lstrip(".").lower()
+    if allowed is not None and ext not in allowed:
+        shown = ", ".join(sorted(allowed)) or "none"
+        raise _error(
+            415,
+            "unsupported_file_type",
+            f"uploads may not be .{ext or '(no extension)'} files",
+            f"allowed: {shown}; --upload-allowed-ext / LOVIA_UPLOAD_ALLOWED_EXT sets the list",
+        )
+
+
+def _too_large(state: WebState) -> WebError:
+    return _error(
+        413,
+        "file_too_large",
+        f"the upload is over the {state.max_upload_bytes / (1 << 20):g} MiB limit",
+        "send a smaller file, or raise --max-upload-mb / LOVIA_MAX_UPLOAD_MB",
+    )
+
+
+def _uploads_dir(panel: _Panel) -> int:
+    """A descriptor of ``<root>/uploads`` (created if missing), refused when it leaves the root."""
+    folder = panel.root / UPLOADS_DIR
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(folder)
+    try:
+        fd = os.open(folder, flags)
+    except OSError:
+        raise _error(
+            403, "path_denied", f"{UPLOADS_DIR}/ is not a plain folder inside the workspace", "make it a directory"
+        ) from None
+    if _fd_path(fd, folder) != str(folder):
+        os.close(fd)
+        raise _error(403, "path_denied", f"{UPLOADS_DIR}/ leads outside the workspace", "make it a real directory")
+    return fd
+
+
+def _free_name(dir_fd: int, name: str, partial: str) -> str:
+    """Hard-link ``partial`` under ``name``, or ``name (2)``..., never replacing a file; the name used."""
+    stem, suffix = os.path.splitext(name)
+    for n in range(1, 1000):
+        candidate = name if n == 1 else f"{stem} ({n}){suffix}"
+        try:
+            os.link(partial, candidate, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        except FileExistsError:
+            continue
+        return candidate
+    raise _error(400, "invalid_request", f"too many files named like {name!r}", "rename the file")
+
+
+def _upload_routes(router: APIRouter, state: WebState) -> None:
+    @router.post("/upload")
+    async def upload(request: Request, agent: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+        panel = await _panel(state, agent, session_id)
+        name = _upload_name(request.headers.get("x-filename"))
+        _check_ext(state, name)
+        rel = f"{UPLOADS_DIR}/{name}"
+        policy = panel.workspace.policy
+        if policy.is_denied(rel=rel, abs_posix=(panel.root / rel).as_posix()) or any(
+            r.action == "deny" and "write" in r.ops and r.matches(rel=rel, abs_posix=(panel.root / rel).as_posix())
+            for r in policy.path_rules
+        ):
+            raise _error(403, "path_denied", f"writing {rel!r} is denied by the workspace policy", "rename the file")
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > state.max_upload_bytes:
+            raise _too_large(state)
+        dir_fd = _uploads_dir(panel)
+        partial = f".upload-{uuid.uuid4().hex[:12]}.partial"
+        try:
+            size = 0
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+            try:
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > state.max_upload_bytes:
+                        raise _too_large(state)
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            stored = _free_name(dir_fd, name, partial)
+        except ClientDisconnect:
+            raise _error(400, "invalid_request", "the upload was interrupted", "send the file again") from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(partial, dir_fd=dir_fd)
+            os.close(dir_fd)
+        final = f"{UPLOADS_DIR}/{stored}"
+        st = os.stat(panel.root / final, follow_symlinks=False)
+        return {"path": final, "name": stored, "size": size, "mtime": st.st_mtime, "renamed": stored != name}
+
+
+# --------------------------------------------------------------------------- the router
+
+
+def workspace_router(state: WebState) -> APIRouter:
+    """``/api/workspace`` and its ``files``, ``recent``, ``file``, ``raw`` and ``upload`` routes."""
+    router = APIRouter(prefix="/api/workspace", route_class=ApiRoute)
+
+    @router.get("")
+    async def root(agent: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+        panel = await _panel(state, agent, session_id)
+        policy = panel.workspace.policy
+        mode = "readonly" if not policy.can_write else ("trusted" if policy.read_outside == "allow" else "coding")
+        allowed = state.upload_allowed_ext
+        return {
+            "available": True,
+            "agent": panel.agent,
+            "root": panel.root.name or str(panel.root),
+            "mode": mode,
+            "uploads_dir": UPLOADS_DIR,
+            "limits": {
+                "max_preview_bytes": MAX_PREVIEW_BYTES,
+                "max_upload_bytes": state.max_upload_bytes,
+                "upload_allowed_ext": sorted(allowed) if allowed is not None else None,
+                "max_list_limit": MAX_LIST_LIMIT,
+            },
+        }
+
+    @router.get("/files")
+    async def files(
+        path: str = ".",
+        agent: str | None = None,
+        session_id: str | None = None,
+        offset: int = Query(default=0, ge=0),
+        limit: int = Query(default=500, ge=1, le=MAX_LIST_LIMIT),
+    ) -> dict[str, Any]:
+        panel = await _panel(state, agent, session_id)
+        return await asyncio.to_thread(_list_dir, panel, path, offset, limit)
+
+    @router.get("/recent")
+    async def recent(
+        agent: str | None = None, session_id: str | None = None, limit: int = Query(default=20, ge=1, le=200)
+    ) -> dict[str, Any]:
+        panel = await _panel(state, agent, session_id)
+        return await asyncio.to_thread(_recent, panel, limit)
+
+    @router.get("/file")
+    async def file(path: str, agent: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+        panel = await _panel(state, agent, session_id)
+        return await asyncio.to_thread(_read_text, panel, path)
+
+    @router.get("/raw")
+    async def raw(
+        path: str, agent: str | None = None, session_id: str | None = None, download: bool = False
+    ) -> StreamingResponse:
+        panel = await _panel(state, agent, session_id)
+        return await asyncio.to_thread(_raw, panel, path, download)
+
+    _upload_routes(router, state)
+    return router

@@ -156,8 +156,10 @@ async def test_the_log_is_folded_back_while_saves_run_on_the_loop(tmp_path, monk
     async with SQLiteCheckpointer(path, wal=True) as cp:
         for n in range(1500):
             await cp.append("r", [result(n, size=400)], RunHead(agent_name="a", turns=n))
-            if n % 100 == 0:
-                await asyncio.sleep(0.01)  # let queued background checkpoints run
+            if n % 25 == 0:
+                # Wait for the worker to drain its queue, so any checkpoint queued so far has run: on a
+                # loaded machine a fixed sleep could end before the worker thread got the GIL.
+                await cp._db.run(lambda conn: None)
         wal = Path(f"{path}-wal").stat().st_size
         # 1,500 saves of ~2 KB wrote well over 10 MB of log pages; folded every 50, the log is reused.
         assert wal < 2 * 1024 * 1024, wal

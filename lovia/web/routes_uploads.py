@@ -41,7 +41,9 @@ __all__ = [
     "DEFAULT_UPLOAD_EXTENSIONS",
     "ForkRequest",
     "attachment_content",
+    "check_upload_type",
     "parse_allowed_ext",
+    "upload_too_large",
     "uploads_router",
 ]
 
@@ -122,7 +124,8 @@ def _check_vision(state: WebState, meta: ChatMeta, agent: str | None = None) -> 
         )
 
 
-def _check_type(state: WebState, name: str) -> None:
+def check_upload_type(state: WebState, name: str) -> None:
+    """Refuse (415) a file whose extension is not on the server's upload allowlist."""
     allowed = state.upload_allowed_ext
     ext = _suffix(name)
     if allowed is not None and ext not in allowed:
@@ -135,7 +138,8 @@ def _check_type(state: WebState, name: str) -> None:
         )
 
 
-def _too_large(state: WebState) -> WebError:
+def upload_too_large(state: WebState) -> WebError:
+    """The 413 error of an upload over the server's size limit."""
     mib = state.max_upload_bytes / (1 << 20)
     return _error(
         413,
@@ -153,7 +157,7 @@ async def _receive(state: WebState, request: Request, partial: Path) -> int:
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > state.max_upload_bytes:
-                    raise _too_large(state)
+                    raise upload_too_large(state)
                 for start in range(0, len(chunk), _CHUNK_LIMIT):
                     out.write(chunk[start : start + _CHUNK_LIMIT])
     except BaseException:
@@ -228,10 +232,10 @@ def _upload_routes(router: APIRouter, state: WebState) -> None:
     async def upload(session_id: str, request: Request) -> dict[str, Any]:
         meta = await _require(state, session_id)
         name = _clean_name(request.headers.get("x-filename"))
-        _check_type(state, name)
+        check_upload_type(state, name)
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > state.max_upload_bytes:
-            raise _too_large(state)  # refused before a byte is read
+            raise upload_too_large(state)  # refused before a byte is read
         if _is_image(name):
             _check_vision(state, meta)
         content_type = (request.headers.get("content-type") or "").split(";")[0].strip()

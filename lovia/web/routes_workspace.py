@@ -40,6 +40,7 @@ from ..workspace import LocalWorkspace, LocalWorkspaceSession, WorkspacePolicy
 from ..workspace.errors import WorkspaceError
 from ..workspace.workspace import SCRATCH_DIR, WorkspaceSessionBinding
 from .errors import ApiRoute, ErrorCode, WebError
+from .routes_uploads import check_upload_type, upload_too_large
 
 if TYPE_CHECKING:
     from .state import WebState
@@ -460,28 +461,6 @@ def _upload_name(raw: str | None) -> str:
     return name
 
 
-def _check_ext(state: WebState, name: str) -> None:
-    allowed = state.upload_allowed_ext
-    ext = Path(name).suffix.lstrip(".").lower()
-    if allowed is not None and ext not in allowed:
-        shown = ", ".join(sorted(allowed)) or "none"
-        raise _error(
-            415,
-            "unsupported_file_type",
-            f"uploads may not be .{ext or '(no extension)'} files",
-            f"allowed: {shown}; --upload-allowed-ext / LOVIA_UPLOAD_ALLOWED_EXT sets the list",
-        )
-
-
-def _too_large(state: WebState) -> WebError:
-    return _error(
-        413,
-        "file_too_large",
-        f"the upload is over the {state.max_upload_bytes / (1 << 20):g} MiB limit",
-        "send a smaller file, or raise --max-upload-mb / LOVIA_MAX_UPLOAD_MB",
-    )
-
-
 def _uploads_dir(panel: _Panel) -> int:
     """A descriptor of ``<root>/uploads`` (created if missing), refused when it leaves the root."""
     folder = panel.root / UPLOADS_DIR
@@ -518,7 +497,7 @@ def _upload_routes(router: APIRouter, state: WebState) -> None:
     async def upload(request: Request, agent: str | None = None, session_id: str | None = None) -> dict[str, Any]:
         panel = await _panel(state, agent, session_id)
         name = _upload_name(request.headers.get("x-filename"))
-        _check_ext(state, name)
+        check_upload_type(state, name)
         rel = f"{UPLOADS_DIR}/{name}"
         policy = panel.workspace.policy
         if policy.is_denied(rel=rel, abs_posix=(panel.root / rel).as_posix()) or any(
@@ -528,7 +507,7 @@ def _upload_routes(router: APIRouter, state: WebState) -> None:
             raise _error(403, "path_denied", f"writing {rel!r} is denied by the workspace policy", "rename the file")
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > state.max_upload_bytes:
-            raise _too_large(state)
+            raise upload_too_large(state)
         dir_fd = _uploads_dir(panel)
         partial = f".upload-{uuid.uuid4().hex[:12]}.partial"
         try:
@@ -538,7 +517,7 @@ def _upload_routes(router: APIRouter, state: WebState) -> None:
                 async for chunk in request.stream():
                     size += len(chunk)
                     if size > state.max_upload_bytes:
-                        raise _too_large(state)
+                        raise upload_too_large(state)
                     view = memoryview(chunk)
                     while view:
                         view = view[os.write(fd, view) :]

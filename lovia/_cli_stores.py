@@ -12,6 +12,7 @@ import difflib
 import os
 import sqlite3
 import time
+from abc import ABC, abstractmethod
 from typing import Any
 
 from .exceptions import StoreError, UserError
@@ -25,7 +26,7 @@ class NotFound(UserError):
     """A named run, session or database does not exist (exit status 1)."""
 
 
-class Stores:
+class Stores(ABC):
     """What the commands read: ``session``, ``checkpointer`` and the run/chat facts around them."""
 
     where: str
@@ -34,19 +35,23 @@ class Stores:
     checkpointer: Any
 
     def require(self, component: str) -> None:
-        """Raise :class:`NotFound` unless ``component`` (``session`` or ``checkpoint``) has tables here."""
+        """Raise :class:`NotFound` unless ``component`` (``session`` or ``checkpoint``) has tables here.
 
+        The default accepts: in an SQLite file a component's missing tables simply read as empty.
+        """
+        return None
+
+    @abstractmethod
     async def leases(self) -> dict[str, float]:
         """``run_id -> expires_at`` (this host's clock) of every lease row, expired ones included."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def web_owners(self) -> dict[str, str]:
         """``run_id -> host:pid`` of the ``lovia web`` process that started each chat run still running."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def chat_titles(self) -> dict[str, str]:
         """``session_id -> title`` from the web app's chat index (empty without one)."""
-        raise NotImplementedError
 
     async def close(self) -> None:
         """Close every store opened."""

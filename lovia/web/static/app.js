@@ -5,6 +5,7 @@ import { FRAMES } from "./frames.js";
 import { Transcript } from "./render.js";
 import { initUploads } from "./uploads.js";
 import { clearQuestion, loadTodos, showQuestion, showTodos } from "./agentviews.js";
+import { initSchedules } from "./schedules.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -458,6 +459,7 @@ async function start() {
   bind();
   try {
     await loadInfo();
+    initSchedules({ api, info: () => state.info, sessionId: () => state.sessionId, openSession: (id) => openSession(id).catch(fail) });
     await refreshSessions();
     const match = window.location.hash.match(/^#\/chat\/(.+)$/);
     if (match) await openSession(decodeURIComponent(match[1]));

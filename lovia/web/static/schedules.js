@@ -1,0 +1,249 @@
+// The Schedules dialog: list, create, pause/resume, run now, delete, and a schedule's fire history.
+// Everything goes through /api/schedules; the server validates triggers and its error message
+// (with its hint) is shown as is.
+
+const KINDS = {
+  cron: { label: "cron", placeholder: "0 9 * * 1-5 (minute hour day month weekday)" },
+  every: { label: "every … seconds", placeholder: "3600" },
+  at: { label: "once at", placeholder: "2027-01-31T09:00:00 or epoch seconds" },
+};
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function button(text, testid, onclick, cls = "") {
+  const b = el("button", cls, text);
+  b.type = "button";
+  b.dataset.testid = testid;
+  b.onclick = onclick;
+  return b;
+}
+
+function when(epoch) {
+  return epoch ? new Date(epoch * 1000).toLocaleString() : "—";
+}
+
+function triggerText(row) {
+  if (row.trigger_kind === "every") return `every ${row.trigger_expr} s`;
+  if (row.trigger_kind === "at") return `once at ${row.trigger_expr}`;
+  return `cron ${row.trigger_expr}`;
+}
+
+function statusText(row) {
+  if (row.active) return `next ${when(row.next_fire)}`;
+  return row.finished_reason === "paused" || !row.finished_reason ? "paused" : `finished (${row.finished_reason})`;
+}
+
+// `deps`: api(method, path, body), info() (the /api/info payload), sessionId() (the open chat or
+// null), openSession(id).
+export function initSchedules(deps) {
+  const dialog = buildDialog();
+  const open = el("button", "schedules-open", "Schedules");
+  open.type = "button";
+  open.dataset.testid = "schedules-open";
+  open.title = "Scheduled runs";
+  document.querySelector(".topbar").append(open);
+  const view = new SchedulesView(dialog, deps);
+  open.onclick = () => view.show().catch((e) => view.showError(e));
+  return view;
+}
+
+function buildDialog() {
+  const dialog = el("dialog", "schedules-dialog");
+  dialog.dataset.testid = "schedules-dialog";
+  document.body.append(dialog);
+  return dialog;
+}
+
+class SchedulesView {
+  constructor(dialog, deps) {
+    this.dialog = dialog;
+    this.deps = deps;
+    this.armed = null; // the schedule whose Delete was clicked once
+    this.historyOf = null;
+  }
+
+  async show() {
+    this.render();
+    if (!this.dialog.open) this.dialog.showModal();
+    await this.refresh();
+  }
+
+  render() {
+    const head = el("div", "schedules-head");
+    head.append(el("h2", "", "Schedules"), button("✕", "schedules-close", () => this.dialog.close(), "icon"));
+    this.list = el("ul", "schedules-list");
+    this.list.dataset.testid = "schedules-list";
+    this.history = el("section", "schedules-history");
+    this.history.dataset.testid = "schedule-history";
+    this.history.hidden = true;
+    this.error = el("div", "schedules-error");
+    this.error.dataset.testid = "schedules-error";
+    this.error.setAttribute("role", "alert");
+    this.error.hidden = true;
+    this.dialog.replaceChildren(head, this.error, this.list, this.history, this.form());
+  }
+
+  form() {
+    const form = el("form", "schedules-form");
+    form.dataset.testid = "schedule-form";
+    form.append(el("h3", "", "New schedule"));
+    const kind = el("select");
+    kind.name = "kind";
+    kind.dataset.testid = "schedule-kind";
+    for (const [value, spec] of Object.entries(KINDS)) kind.append(Object.assign(el("option", "", spec.label), { value }));
+    const expr = el("input");
+    expr.name = "expr";
+    expr.dataset.testid = "schedule-expr";
+    expr.required = true;
+    expr.setAttribute("aria-label", "Trigger");
+    const placeholder = () => { expr.placeholder = KINDS[kind.value].placeholder; };
+    kind.onchange = placeholder;
+    kind.value = "every";
+    placeholder();
+    const message = el("textarea");
+    message.name = "message";
+    message.rows = 2;
+    message.required = true;
+    message.placeholder = "What the agent should do at each fire";
+    message.dataset.testid = "schedule-message";
+    message.setAttribute("aria-label", "Message");
+    const agent = el("select");
+    agent.name = "agent";
+    agent.dataset.testid = "schedule-agent";
+    const info = this.deps.info();
+    for (const a of info.agents) agent.append(Object.assign(el("option", "", a.name), { value: a.name }));
+    agent.value = info.default_agent;
+    const target = el("select");
+    target.name = "target";
+    target.dataset.testid = "schedule-target";
+    target.append(Object.assign(el("option", "", "a new chat at each fire"), { value: "" }));
+    const current = this.deps.sessionId();
+    if (current) {
+      target.append(Object.assign(el("option", "", "this chat"), { value: current }));
+      target.value = current;
+    }
+    const row = (label, field) => {
+      const line = el("label", "schedules-field");
+      line.append(el("span", "", label), field);
+      return line;
+    };
+    const submit = el("button", "primary", "Create");
+    submit.type = "submit";
+    submit.dataset.testid = "schedule-create";
+    form.append(row("Trigger", kind), row("Value", expr), row("Message", message), row("Agent", agent), row("Runs in", target), submit);
+    form.onsubmit = (event) => {
+      event.preventDefault();
+      const body = {
+        input: message.value.trim(),
+        trigger_kind: kind.value,
+        trigger_expr: expr.value.trim(),
+        agent: agent.value || null,
+        session_id: target.value || null,
+      };
+      this.act(async () => {
+        await this.deps.api("POST", "/api/schedules", body);
+        expr.value = "";
+        message.value = "";
+      });
+    };
+    return form;
+  }
+
+  // Run one request; show the server's message on failure, then reload the list either way.
+  async act(fn) {
+    this.showError(null);
+    try {
+      await fn();
+    } catch (error) {
+      this.showError(error);
+    }
+    await this.refresh().catch((e) => this.showError(e));
+  }
+
+  showError(error) {
+    if (!this.error) return;
+    this.error.hidden = !error;
+    this.error.textContent = error ? String(error.message || error) : "";
+  }
+
+  async refresh() {
+    const rows = await this.deps.api("GET", "/api/schedules");
+    this.list.replaceChildren(...rows.map((r) => this.item(r)));
+    if (!rows.length) this.list.append(el("li", "schedules-empty", "No schedules yet."));
+    if (this.historyOf) await this.showHistory(rows.find((r) => r.id === this.historyOf) || null);
+  }
+
+  item(row) {
+    const li = el("li", "schedule-item" + (row.active ? "" : " paused"));
+    li.dataset.testid = "schedule-item";
+    li.dataset.scheduleId = row.id;
+    const text = el("div", "schedule-text");
+    text.append(el("strong", "schedule-message", row.input));
+    const meta = el("div", "schedule-meta");
+    const status = el("span", "schedule-status", statusText(row));
+    status.dataset.testid = "schedule-status";
+    const where = row.session_id ? "in its chat" : "new chat each fire";
+    meta.append(el("span", "", triggerText(row)), el("span", "", " · "), status, el("span", "", ` · ${where} · fired ${row.fire_count}×`));
+    if (row.last_error) meta.append(el("span", "schedule-last-error", ` · last error: ${row.last_error}`));
+    text.append(meta);
+    const id = encodeURIComponent(row.id);
+    const actions = el("div", "schedule-actions");
+    actions.append(
+      button(row.active ? "Pause" : "Resume", "schedule-toggle", () => this.act(() => this.deps.api("PATCH", `/api/schedules/${id}`, { active: !row.active }))),
+      button("Run now", "schedule-run", () => this.act(() => this.deps.api("POST", `/api/schedules/${id}/run`))),
+      button("History", "schedule-history-open", () => {
+        this.historyOf = row.id;
+        this.showHistory(row).catch((e) => this.showError(e));
+      }),
+      button(this.armed === row.id ? "Delete?" : "Delete", "schedule-delete", (event) => {
+        if (this.armed !== row.id) {
+          this.armed = row.id; // a second click confirms (kept across list refreshes)
+          event.target.textContent = "Delete?";
+          return;
+        }
+        this.armed = null;
+        if (this.historyOf === row.id) this.historyOf = null;
+        this.act(() => this.deps.api("DELETE", `/api/schedules/${id}`));
+      }, "danger"),
+    );
+    li.append(text, actions);
+    return li;
+  }
+
+  async showHistory(row) {
+    if (!row) {
+      this.historyOf = null;
+      this.history.hidden = true;
+      return;
+    }
+    const fires = await this.deps.api("GET", `/api/schedules/${encodeURIComponent(row.id)}/runs`);
+    const head = el("div", "schedules-head");
+    head.append(el("h3", "", `Fire history: ${row.input}`), button("Hide", "schedule-history-close", () => {
+      this.historyOf = null;
+      this.history.hidden = true;
+    }, "link"));
+    const list = el("ol", "schedule-fires");
+    for (const fire of fires) {
+      const li = el("li", "schedule-fire" + (fire.error ? " failed" : ""));
+      li.dataset.testid = "schedule-fire";
+      li.append(el("span", "", when(fire.fired_at || fire.claimed_at)));
+      if (fire.error) li.append(el("span", "schedule-fire-error", ` · failed: ${fire.error}`));
+      if (fire.session_id) {
+        const link = button("open chat", "schedule-fire-open", () => {
+          this.dialog.close();
+          this.deps.openSession(fire.session_id);
+        }, "link");
+        li.append(el("span", "", " · "), link);
+      }
+      list.append(li);
+    }
+    if (!fires.length) list.append(el("li", "schedules-empty", "It has not fired yet."));
+    this.history.replaceChildren(head, list);
+    this.history.hidden = false;
+  }
+}

@@ -29,9 +29,14 @@ class RenameRequest(BaseModel):
 
 
 class RewindRequest(BaseModel):
-    """Body of ``POST /api/sessions/{id}/rewind``: drop user message ``user_turn`` and all after it."""
+    """Body of ``POST /api/sessions/{id}/rewind``: drop user message ``user_turn`` and all after it.
+
+    ``keep_answer`` (a regenerate) keeps that message's answer as an earlier variant of the turn,
+    listed under the chat's ``variants``; without it (an edit) the turn's variants go too.
+    """
 
     user_turn: int = Field(ge=0)
+    keep_answer: bool = False
 
 
 class CreateRequest(BaseModel):
@@ -148,6 +153,9 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
             "runs": _runs(segments, await store.runs(session_id)),
             "live": sup.live(session_id) is not None,
             "origin": await store.origin(session_id),
+            "variants": [
+                {"user_turn": turn, "answers": answers} for turn, answers in (await store.variants(session_id)).items()
+            ],
         }
 
     @router.get("/sessions/{session_id}/export")
@@ -216,6 +224,12 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
         sup.hub.publish("sessions_cleared", {})
         return {"deleted": len(ids)}
 
+    _rewind_route(router, state)
+
+
+def _rewind_route(router: APIRouter, state: WebState) -> None:
+    store, sup = state.store, state.supervisor
+
     @router.post("/sessions/{session_id}/rewind")
     async def rewind(session_id: str, body: RewindRequest) -> dict[str, Any]:
         meta = await _require(state, session_id)
@@ -240,13 +254,19 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
                     hint="reload the chat and pick a message it still has",
                 )
             keep = users[body.user_turn]
+            kept = body.keep_answer and store.supports_variants
+            answer = flat[keep + 1 : users[body.user_turn + 1] if body.user_turn + 1 < len(users) else len(flat)]
             removed = await store.session.rewind(session_id, keep_entries=keep)  # type: ignore[attr-defined]
+            # Later turns are gone, so are their variants; an edit replaces this turn's question too.
+            await store.drop_variants(session_id, from_turn=body.user_turn + 1 if kept else body.user_turn)
+            if kept and answer:
+                await store.add_variant(session_id, body.user_turn, [entry_to_dict(e) for e in answer])
             await _drop_rewound_checkpoints(state, segments, keep)
             if meta.active_run_id:
                 await store.checkpointer.delete(meta.active_run_id)
                 await store.set_active_run(session_id, None)
             await store.update(session_id)
-        return {"removed": removed, "keep_entries": keep}
+        return {"removed": removed, "keep_entries": keep, "kept_answer": bool(kept and answer)}
 
 
 async def _drop_rewound_checkpoints(state: WebState, segments: list[Segment], keep: int) -> None:

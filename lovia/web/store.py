@@ -84,6 +84,19 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        2,
+        (
+            """CREATE TABLE IF NOT EXISTS chat_variants (
+                session_id TEXT NOT NULL,
+                user_turn INTEGER NOT NULL,
+                seq INTEGER NOT NULL,
+                entries_json TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                PRIMARY KEY (session_id, user_turn, seq)
+            )""",
+        ),
+    ),
 )
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 """This server process (``host:pid``), recorded on the runs it starts so ``lovia runs ls`` can tell
@@ -380,6 +393,7 @@ class ChatStore:
             conn.execute("DELETE FROM chat_runs WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM chat_uploads WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM chat_origins WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM chat_variants WHERE session_id = ?", (session_id,))
 
         await self._db.run(drop)
         for upload in uploads:  # after the rows: a crash in between leaves orphan files, never dangling rows
@@ -436,6 +450,59 @@ class ChatStore:
             "title": row[3],
             "exists": row[4] is not None,
         }
+
+    async def children(self, session_id: str) -> builtins.list[tuple[ChatMeta, str]]:
+        """The chats that came from this one by ``spawn`` or as a ``subagent`` task, oldest first, with the kind."""
+        cols = ", ".join(f"s.{c.strip()}" for c in _META_COLUMNS.split(","))
+        sql = (
+            f"SELECT {cols}, o.kind FROM chat_origins o JOIN chat_sessions s ON s.id = o.session_id "
+            "WHERE o.origin_session_id = ? AND o.kind IN ('spawn', 'subagent') ORDER BY s.created_at, s.id"
+        )
+        rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
+        out = []
+        for row in rows:
+            meta = _meta(tuple(row[:-1]))
+            if meta is not None:
+                out.append((meta, str(row[-1])))
+        return out
+
+    # ------------------------------------------------------------------ answer variants
+
+    @property
+    def supports_variants(self) -> bool:
+        """Whether a regenerate can keep the answer it replaces (:meth:`add_variant`)."""
+        return True
+
+    async def add_variant(self, session_id: str, user_turn: int, entries: builtins.list[dict[str, Any]]) -> None:
+        """Keep an answer a regenerate replaced: the entries that followed user message ``user_turn``."""
+        body = json.dumps(entries, default=str)
+
+        def insert(conn: sqlite3.Connection) -> None:
+            row = conn.execute(
+                "SELECT COALESCE(MAX(seq), -1) + 1 FROM chat_variants WHERE session_id = ? AND user_turn = ?",
+                (session_id, user_turn),
+            ).fetchone()
+            conn.execute(
+                "INSERT INTO chat_variants VALUES (?, ?, ?, ?, ?)", (session_id, user_turn, row[0], body, time.time())
+            )
+
+        await self._db.run(insert)
+
+    async def drop_variants(self, session_id: str, *, from_turn: int) -> None:
+        """Forget the kept answers of user messages ``from_turn`` and later (a rewind removed them)."""
+        sql = "DELETE FROM chat_variants WHERE session_id = ? AND user_turn >= ?"
+        await self._db.run(lambda c: c.execute(sql, (session_id, from_turn)))
+
+    async def variants(self, session_id: str) -> dict[int, builtins.list[dict[str, Any]]]:
+        """Kept answers by user turn, oldest first: ``{turn: [{entries, created_at}, ...]}``."""
+        sql = (
+            "SELECT user_turn, entries_json, created_at FROM chat_variants WHERE session_id = ? ORDER BY user_turn, seq"
+        )
+        rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
+        out: dict[int, builtins.list[dict[str, Any]]] = {}
+        for turn, body, created in rows:
+            out.setdefault(int(turn), []).append({"entries": json.loads(body), "created_at": float(created)})
+        return out
 
     async def uploads(self, session_id: str) -> builtins.list[UploadRecord]:
         """The chat's uploads, oldest first."""

@@ -180,6 +180,28 @@ class PostgresChatStore(ChatStore):
         """No chat on PostgreSQL has uploads (uploads are refused)."""
         return []
 
+    async def children(self, session_id: str) -> builtins.list[tuple[ChatMeta, str]]:
+        """No chat on PostgreSQL records where it came from yet."""
+        return []
+
+    @property
+    def supports_variants(self) -> bool:
+        """Replaced answers are not kept on PostgreSQL yet: a regenerate replaces the answer."""
+        return False
+
+    async def variants(self, session_id: str) -> dict[int, builtins.list[dict[str, Any]]]:
+        """None kept (see :attr:`supports_variants`)."""
+        return {}
+
+    async def add_variant(self, session_id: str, user_turn: int, entries: builtins.list[dict[str, Any]]) -> None:
+        """Refused: see :attr:`supports_variants`."""
+        raise UserError(
+            "earlier answers are not kept with a PostgreSQL --db yet", hint="serve with an SQLite --db to keep them"
+        )
+
+    async def drop_variants(self, session_id: str, *, from_turn: int) -> None:
+        """Nothing to drop (see :attr:`supports_variants`)."""
+
     # ------------------------------------------------------------------ runs
 
     async def record_run(

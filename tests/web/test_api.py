@@ -150,7 +150,7 @@ def test_rewind_edit_and_regenerate(server: ThreadServer) -> None:
     ]
     # regenerate = rewind to before the last user message, resend it
     r = httpx.post(f"{server.url}/api/sessions/{sid}/rewind", json={"user_turn": 1})
-    assert r.json() == {"removed": 2, "keep_entries": 2}
+    assert r.json() == {"removed": 2, "keep_entries": 2, "kept_answer": False}
     sse(server.url, "/api/chat/stream", {"message": "count two", "session_id": sid})
     assert session(server, sid)["entries"][-1]["content"] == "Answer number 3."
     # edit the first message: everything from it on is replaced

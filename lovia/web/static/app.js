@@ -6,6 +6,7 @@ import { Transcript } from "./render.js";
 import { initUploads } from "./uploads.js";
 import { clearQuestion, loadTodos, showQuestion, showTodos } from "./agentviews.js";
 import { initSchedules } from "./schedules.js";
+import { initVariants } from "./variants.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -34,7 +35,7 @@ const transcript = new Transcript($("messages"), {
   onEdit: (turn, text) => resend(turn, text).catch(fail),
   onRegenerate: () => {
     const last = transcript.lastUser();
-    if (last) resend(last.turn, last.text).catch(fail);
+    if (last) resend(last.turn, last.text, true).catch(fail); // true: keep this answer as a variant
   },
 });
 
@@ -62,6 +63,7 @@ const uploads = initUploads(transcript, {
   busy: () => busy(),
   fail: (error) => fail(error),
 });
+initVariants(transcript); // after initUploads: it chains the controls hook
 
 // ------------------------------------------------------------------ helpers
 
@@ -297,7 +299,7 @@ async function openSession(id) {
   $("app").classList.remove("sidebar-open");
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
   if (generation !== state.generation) return;
-  transcript.render(data.entries, data.runs, false);
+  transcript.render(data.entries, data.runs, false, data.variants);
   loadTodos(api, id).catch(fail);
   setPhase("idle");
   refreshSessions().catch(fail);
@@ -386,7 +388,7 @@ async function runStream(path, body) {
   const shown = state.streamError;
   if (state.sessionId) {
     const data = await api("GET", `/api/sessions/${encodeURIComponent(state.sessionId)}`).catch(fail);
-    if (data && generation === state.generation) transcript.render(data.entries, data.runs, false);
+    if (data && generation === state.generation) transcript.render(data.entries, data.runs, false, data.variants);
   }
   if (generation !== state.generation) return;
   if (shown && !transcript.hasErrorFor(shown.run_id)) transcript.error(shown);
@@ -404,11 +406,11 @@ async function send(text) {
   await runStream("/api/chat/stream", { message, session_id: state.sessionId, attachments });
 }
 
-async function resend(turn, text) {
+async function resend(turn, text, keepAnswer = false) {
   if (busy() || !state.sessionId) return;
   setPhase("starting");
   try {
-    await api("POST", `/api/sessions/${encodeURIComponent(state.sessionId)}/rewind`, { user_turn: turn });
+    await api("POST", `/api/sessions/${encodeURIComponent(state.sessionId)}/rewind`, { user_turn: turn, keep_answer: keepAnswer });
   } catch (error) {
     setPhase("idle");
     throw error;

@@ -104,10 +104,11 @@ export class Transcript {
 
   // Re-render from stored entries, keeping the reader's place: at the bottom if they were
   // following, else at the same offset (never a jump to the top).
-  render(entries, runs, running) {
+  render(entries, runs, running, variants) {
     const top = this.root.scrollTop;
     const follow = this.follow;
     this.reset();
+    this.variants = variants || []; // earlier answers kept by regenerate: [{user_turn, answers}]
     const ends = new Map((runs || []).map((r) => [r.start + r.count, r]));
     entries.forEach((entry, index) => {
       this.addEntry(entry);

@@ -1,0 +1,75 @@
+// Answer variants: after a regenerate, the answers a user message had before stay reachable with
+// "‹ 1/2 ›" arrows on the answer. The server keeps them (the rewind's `keep_answer`, listed as the
+// chat's `variants`), so a reload shows them too. Earlier answers are read-only: the chat goes on
+// from the latest one (branch from it, or regenerate again, to take another direction).
+
+import { Transcript } from "./render.js";
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// One stored answer drawn the way the transcript draws a finished one (copy button included).
+function earlierAnswer(answer) {
+  const scratch = el("div");
+  new Transcript(scratch, {}).render(answer.entries || [], [], false);
+  const node = scratch.querySelector(".msg.assistant") || el("div", "msg assistant");
+  node.classList.add("variant-old");
+  node.dataset.testid = "variant-answer";
+  return node;
+}
+
+export function initVariants(transcript) {
+  const previous = transcript.hooks.controls;
+  const shown = new Map(); // user turn -> index of the answer on screen, while the same render lasts
+  let renderedFrom = null;
+  transcript.hooks.controls = (root) => {
+    root.querySelectorAll(".msg.variant-old").forEach((n) => n.remove()); // redrawn below
+    previous?.(root);
+    if (transcript.variants !== renderedFrom) {
+      renderedFrom = transcript.variants;
+      shown.clear(); // a new render starts on the latest answers
+    }
+    for (const { user_turn: turn, answers } of transcript.variants || []) decorate(root, turn, answers, shown);
+  };
+}
+
+function decorate(root, turn, answers, shown) {
+  const user = root.querySelector(`.msg.user[data-user-turn="${turn}"]`);
+  const current = user && user.nextElementSibling;
+  if (!current || !current.matches(".msg.assistant") || !answers.length) return;
+  const nodes = answers.map(earlierAnswer);
+  nodes.forEach((node) => current.before(node));
+  nodes.push(current); // oldest first, the latest last
+  const show = (index) => {
+    shown.set(turn, index);
+    nodes.forEach((node, i) => {
+      node.style.display = i === index ? "" : "none";
+    });
+  };
+  nodes.forEach((node, i) => {
+    const bar = node.querySelector(":scope > .toolbar") || node.appendChild(el("div", "toolbar"));
+    const pager = el("span", "variant-pager");
+    pager.dataset.testid = "variant-pager";
+    const prev = el("button", "link", "‹");
+    const next = el("button", "link", "›");
+    prev.type = next.type = "button";
+    prev.dataset.testid = "variant-prev";
+    next.dataset.testid = "variant-next";
+    prev.setAttribute("aria-label", "Earlier answer");
+    next.setAttribute("aria-label", "Later answer");
+    prev.disabled = i === 0;
+    next.disabled = i === nodes.length - 1;
+    prev.onclick = () => show(i - 1);
+    next.onclick = () => show(i + 1);
+    const count = el("span", "variant-count", `${i + 1}/${nodes.length}`);
+    count.dataset.testid = "variant-count";
+    if (i < nodes.length - 1) count.title = "An earlier answer (read-only): the chat continues from the latest";
+    pager.append(prev, count, next);
+    bar.prepend(pager);
+  });
+  show(Math.min(shown.has(turn) ? shown.get(turn) : nodes.length - 1, nodes.length - 1));
+}

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..checkpointer import Checkpointer
     from ..result import RunResult
 
-__all__ = ["ChildSpec", "DeliverFn", "RunChildFn", "SubagentReport", "Subagents"]
+__all__ = ["ChildSpec", "DeliverFn", "RunChildFn", "SubagentReport", "Subagents", "render_report"]
 
 _REPORT = re.compile(r'<subagent-report id="([^"]+)"')
 _STARTED = re.compile(r"^Started subagent (\S+) ")
@@ -351,6 +351,11 @@ def _args(raw: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def render_report(report: SubagentReport) -> str:
+    """The ``<subagent-report>`` message a parent receives for ``report``."""
+    return _render(report)
 
 
 def _render(report: SubagentReport) -> str:

@@ -60,6 +60,7 @@ def create_app(
     clock: Clock | None = None,
     followups: bool | FollowupFn = False,
     followup_model: str | Provider | None = None,
+    wire_subagents: bool = True,
 ) -> FastAPI:
     """Build the ASGI app: the page, ``/healthz``, ``/api/docs`` and the router of
     :func:`lovia.web.api.build_api_router` (one :class:`~lovia.web.api.RouterDeps`, kept as
@@ -91,6 +92,8 @@ def create_app(
             (each costs a model call); ``True`` for the built-in suggester, or your own
             ``async (FollowupRequest) -> [str]``.
         followup_model: the model the built-in suggester asks (default: the chat's agent's model).
+        wire_subagents: run the children of the agents' default-mode ``Subagents`` plugins as
+            chats of their own, linked to the parent chat (see :mod:`lovia.web.subagents`).
 
     Returns:
         A FastAPI application; run it with a single uvicorn worker (runs are process-local).
@@ -118,6 +121,10 @@ def create_app(
         followups=followups,
         followup_model=followup_model,
     )
+    if wire_subagents:
+        from .subagents import wire_subagents as wire
+
+        wire(deps)
     if question_channel is not None:
         deps.questions = QuestionRegistry(
             question_channel, timeout=question_timeout, on_question=lambda q: broadcast_question(deps.supervisor, q)

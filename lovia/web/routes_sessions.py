@@ -158,6 +158,17 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
             ],
         }
 
+    @router.get("/sessions/{session_id}/children")
+    async def children(session_id: str) -> dict[str, Any]:
+        await _require(state, session_id)
+        out = []
+        for child, kind in await store.children(session_id):
+            last = await store.run_history(session_id=child.id, limit=1)
+            live = sup.live(child.id) is not None
+            status = "running" if live else (last[0].status if last else "idle")
+            out.append({**child.to_dict(), "kind": kind, "live": live, "status": status})
+        return {"children": out}
+
     @router.get("/sessions/{session_id}/export")
     async def export(session_id: str, format: str = "md") -> Any:
         meta = await _require(state, session_id)
@@ -203,13 +214,11 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
     @router.delete("/sessions/{session_id}")
     async def delete(session_id: str) -> dict[str, Any]:
         await _require(state, session_id)
-        await sup.stop(session_id)
-        async with sup.lock(session_id):
-            await store.delete(session_id)
-        if state.schedules is not None:  # a chat's schedules go with it
-            await state.schedules.delete_for_session(session_id)
-        await sup.workspaces.close(session_id)
-        sup.hub.publish("session_deleted", {"session_id": session_id})
+        # Its background subagent tasks are its own: stopped and deleted with it (a spawned chat stays).
+        for child, kind in await store.children(session_id):
+            if kind == "subagent":
+                await _delete_chat(state, child.id)
+        await _delete_chat(state, session_id)
         return {"deleted": session_id}
 
     @router.delete("/sessions")
@@ -267,6 +276,18 @@ def _rewind_route(router: APIRouter, state: WebState) -> None:
                 await store.set_active_run(session_id, None)
             await store.update(session_id)
         return {"removed": removed, "keep_entries": keep, "kept_answer": bool(kept and answer)}
+
+
+async def _delete_chat(state: WebState, session_id: str) -> None:
+    """Stop a chat's run, then delete the chat, its schedules and its workspace session."""
+    sup = state.supervisor
+    await sup.stop(session_id)
+    async with sup.lock(session_id):
+        await state.store.delete(session_id)
+    if state.schedules is not None:  # a chat's schedules go with it
+        await state.schedules.delete_for_session(session_id)
+    await sup.workspaces.close(session_id)
+    sup.hub.publish("session_deleted", {"session_id": session_id})
 
 
 async def _drop_rewound_checkpoints(state: WebState, segments: list[Segment], keep: int) -> None:

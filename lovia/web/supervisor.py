@@ -86,6 +86,8 @@ class LiveRun:
     """How it ended: completed, cancelled, failed or interrupted (``running`` while live)."""
     partial: list[str] = field(default_factory=list)
     """Text streamed in the turn in flight and not yet part of a completed message."""
+    result: Any = None
+    """The run's result once it completed (what a subagent's parent gets back)."""
 
     def broadcast(self, frame: Frame, *, buffer: bool = True) -> None:
         """Send a frame to every subscriber (and keep it for late ones)."""
@@ -168,12 +170,24 @@ class RunSupervisor:
 
     # ------------------------------------------------------------------ start / resume
 
-    def start(self, session_id: str, message: str | list[ContentPart], *, agent: str | None = None) -> LiveRun:
-        """Start a new run of the chat on ``message`` (the caller checked nothing is live)."""
-        chosen = self.agent_for(agent)
+    def start(
+        self,
+        session_id: str,
+        message: str | list[ContentPart],
+        *,
+        agent: str | None = None,
+        runner: Agent[Any] | None = None,
+        mailbox: Mailbox | None = None,
+    ) -> LiveRun:
+        """Start a new run of the chat on ``message`` (the caller checked nothing is live).
+
+        ``runner`` runs an agent that is not one of ``agents`` (a subagent's child), and
+        ``mailbox`` is the steering queue to use (a parent's ``send_to_subagent`` writes to it).
+        """
+        chosen = runner if runner is not None else self.agent_for(agent)
         run_id = new_run_id()
         entry = InputEntry(role="user", content=message)
-        live = LiveRun(session_id, run_id, chosen, Mailbox(), [entry], 1)
+        live = LiveRun(session_id, run_id, chosen, mailbox or Mailbox(), [entry], 1)
         options = CheckpointOptions(self.store.checkpointer, run_id, delete_on_success=True)
         self._launch(live, message if isinstance(message, str) else [entry], options)  # parts go in as an entry
         return live
@@ -296,6 +310,7 @@ class RunSupervisor:
     async def _completed(self, live: LiveRun, result: Any) -> None:
         usage = result.usage.to_dict()
         live.status = "completed"
+        live.result = result
         await self.store.set_active_run(live.session_id, None)
         await self.store.record_run(live.run_id, live.session_id, status="completed", usage=usage, finished=True)
         await self.store.update(live.session_id)

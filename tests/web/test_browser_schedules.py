@@ -65,7 +65,9 @@ def test_schedule_lifecycle_in_the_dialog(server: ThreadServer, page: Any) -> No
     assert error.inner_text() == f"{expected['message']} ({expected['hint']})"
     assert httpx.get(server.url + "/api/schedules").json() == []
     _create(page, "every", "0.5", "count the logs")  # too short an interval
-    page.wait_for_function("() => document.querySelector('[data-testid=schedules-error]').textContent.includes('too short')")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=schedules-error]').textContent.includes('too short')"
+    )
 
     _create(page, "every", "3600", "count the logs")
     item = page.get_by_test_id("schedule-item")
@@ -90,7 +92,9 @@ def test_schedule_lifecycle_in_the_dialog(server: ThreadServer, page: Any) -> No
     _create(page, "cron", "0 9 * * 1-5", "morning summary", target="")
     page.wait_for_function("() => document.querySelectorAll('[data-testid=schedule-item]').length === 2")
     page.get_by_test_id("schedule-item").first.get_by_test_id("schedule-toggle").click()
-    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=schedule-status]')].every((s) => s.textContent.startsWith('next'))")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=schedule-status]')].every((s) => s.textContent.startsWith('next'))"
+    )
     page.screenshot(path=str(IMG / "web-schedules.png"))
 
     # The history's link opens the chat the fire ran in.
@@ -128,4 +132,3 @@ def test_actions_on_a_schedule_deleted_elsewhere_show_the_error(server: ThreadSe
     page.get_by_text("No schedules yet.").wait_for()  # and the list caught up
     page.get_by_test_id("schedules-close").click()
     page.get_by_test_id("schedules-dialog").wait_for(state="hidden")
-

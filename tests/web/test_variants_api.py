@@ -73,6 +73,7 @@ def test_variants_go_with_the_chat_and_stay_out_of_a_branch(db: str) -> None:
         with sqlite3.connect(db) as conn:  # the kept answers went with the chat
             assert conn.execute("SELECT COUNT(*) FROM chat_variants WHERE session_id = ?", (sid,)).fetchone() == (0,)
 
+
 def test_keep_answer_with_nothing_to_keep_and_bad_turns(db: str) -> None:
     with ThreadServer(create_app(scripted_agent(), db_path=db)) as srv:
         sid = sse(srv.url, "/api/chat/stream", {"message": "count one"}).of("session")[0]["session_id"]

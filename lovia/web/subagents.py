@@ -1,0 +1,116 @@
+"""Background subagents under web supervision: each child is a chat of its own.
+
+:func:`wire_subagents` points every :class:`~lovia.plugins.subagents.Subagents` plugin of the served
+agents that uses the default execution mode at the server: a child then runs as a supervised run
+in a new chat (``origin.kind == "subagent"``, linked to the parent chat), so the page lists it under
+its parent, shows its live status and streams it like any chat. When it ends, its report joins the
+parent's live run, or starts a run of the parent chat when none is live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, Protocol
+
+from ..exceptions import UserError
+from ..plugins.subagents import ChildSpec, DeliverFn, RunChildFn, SubagentReport, Subagents, render_report
+from ..result import RunResult
+from .routes_schedules import title_from
+from .store import ChatStore
+from .supervisor import RunSupervisor
+
+__all__ = ["subagent_deliver", "subagent_runner", "wire_subagents"]
+
+logger = logging.getLogger(__name__)
+
+SUBAGENT = "subagent"
+"""The ``origin.kind`` of a child's chat."""
+
+
+class SubagentDeps(Protocol):
+    """What the wiring uses of :class:`~lovia.web.api.RouterDeps`."""
+
+    store: ChatStore
+
+    @property
+    def supervisor(self) -> RunSupervisor: ...
+
+
+def _parents(deps: SubagentDeps) -> dict[str, str]:
+    """Child id -> parent chat id, shared by the runner and the delivery of one app."""
+    table: dict[str, str] | None = getattr(deps, "_subagent_parents", None)
+    if table is None:
+        table = {}
+        setattr(deps, "_subagent_parents", table)  # noqa: B010 - a private slot on the caller's deps
+    return table
+
+
+def subagent_runner(deps: SubagentDeps) -> RunChildFn:
+    """Run one child as a supervised run in a new chat linked to its parent; returns its result."""
+    store, sup, parents = deps.store, deps.supervisor, _parents(deps)
+
+    async def run(spec: ChildSpec) -> RunResult[Any]:
+        parent = await store.get(spec.parent_session_id) if spec.parent_session_id else None
+        meta = await store.create(title=title_from(spec.prompt), agent=parent.agent if parent else None)
+        if parent is not None:
+            parents[spec.id] = parent.id
+            await store.set_origin(
+                meta.id, kind=SUBAGENT, origin_session_id=parent.id, user_turn=None, title=parent.title
+            )
+        sup.hub.publish("session_created", {"session": meta.to_dict()})
+        async with sup.lock(meta.id):
+            live = sup.start(meta.id, spec.prompt, runner=spec.agent, mailbox=spec.mailbox)
+        while not live.finished.is_set():
+            if spec.token.is_cancelled:  # the parent's cancel_subagent
+                await sup.stop(meta.id)
+                break
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(live.finished.wait(), 0.25)
+        await live.finished.wait()
+        if live.result is None:
+            raise UserError(f"the subagent's run ended {live.status}", hint=f"open its chat {meta.id} to see why")
+        return live.result  # type: ignore[no-any-return]
+
+    return run
+
+
+def subagent_deliver(deps: SubagentDeps) -> DeliverFn:
+    """Hand a child's report to its parent chat: into the live run, else as the start of a new one."""
+    store, sup, parents = deps.store, deps.supervisor, _parents(deps)
+
+    async def deliver(report: SubagentReport) -> None:
+        parent_id = parents.pop(report.id, None)
+        parent = await store.get(parent_id) if parent_id else None
+        if parent is None or sup.closing:
+            logger.info("subagent %s reported after its parent chat went away", report.id)
+            return
+        text = render_report(report)
+        async with sup.lock(parent.id):
+            live = sup.live(parent.id)
+            if live is not None:
+                live.mailbox.push(text)
+                return
+            if parent.active_run_id:
+                await sup.finalize_partial(parent.id, parent.active_run_id)
+            sup.start(parent.id, text, agent=parent.agent)
+        await store.update(parent.id)
+
+    return deliver
+
+
+def wire_subagents(deps: SubagentDeps) -> int:
+    """Run the children of every default-mode ``Subagents`` plugin as web chats; returns how many were wired.
+
+    A plugin given its own ``run_child`` or ``deliver`` is left alone. Call it once per app
+    (``create_app`` does unless ``wire_subagents=False``).
+    """
+    wired = 0
+    for agent in deps.supervisor.agents.values():
+        for plugin in agent.plugins:
+            if isinstance(plugin, Subagents) and plugin.run_child is None and plugin.deliver is None:
+                plugin.run_child = subagent_runner(deps)
+                plugin.deliver = subagent_deliver(deps)
+                wired += 1
+    return wired

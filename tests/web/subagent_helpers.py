@@ -1,0 +1,48 @@
+"""A scripted agent with background subagents: "delegate <job>" spawns a child that waits on a gate."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from lovia import Agent, tool
+from lovia.plugins.subagents import Subagents
+from lovia.testing import ScriptedProvider, call, text
+from lovia.transcript import TranscriptEntry
+
+from .helpers import last_user
+
+
+def delegating_agent(release: threading.Event) -> Agent[Any]:
+    """Parent: ``delegate <job>`` spawns a child on ``job <job>``. Child: waits for ``release``, answers.
+
+    When the report comes back (a new run of the parent chat), the parent says so.
+    """
+
+    @tool
+    async def wait_for_go() -> str:
+        """Wait until the test says go."""
+        import asyncio
+
+        deadline = time.monotonic() + 60
+        while not release.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        return "go"
+
+    def script(entries: list[TranscriptEntry], _tools: list[Any]) -> Any:
+        said, results = last_user(entries)
+        if said.startswith("delegate") and results == 0:
+            job = said.split(maxsplit=1)[1] if " " in said else "something"
+            return call("spawn_subagent", {"prompt": f"job {job}"}, call_id=f"call_spawn_{len(entries)}")
+        if said.startswith("delegate"):
+            return text("I started a helper on it.")
+        if said.startswith("job") and results == 0:
+            return call("wait_for_go", {}, call_id=f"call_wait_{len(entries)}")
+        if said.startswith("job"):
+            return text(f"Child finished: {said}.")
+        if said.startswith("<subagent-report"):
+            return text("The helper reported back.")
+        return text(f"You said: {said}")
+
+    return Agent(name="lead", model=ScriptedProvider(script), tools=[wait_for_go], plugins=[Subagents()])

@@ -1,0 +1,89 @@
+"""Background subagents under web supervision: child chats, their origin, children, report delivery."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from lovia.web import create_app
+
+from .helpers import ThreadServer, sse, wait_for
+from .subagent_helpers import delegating_agent
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+@pytest.fixture
+def server(db: str, release: threading.Event) -> Iterator[ThreadServer]:
+    with ThreadServer(create_app(delegating_agent(release), db_path=db)) as srv:
+        yield srv
+
+
+def _children(base: str, sid: str) -> list[dict[str, Any]]:
+    r = httpx.get(f"{base}/api/sessions/{sid}/children")
+    assert r.status_code == 200, r.text
+    return list(r.json()["children"])
+
+
+def _texts(base: str, sid: str) -> list[str]:
+    entries = httpx.get(f"{base}/api/sessions/{sid}").json()["entries"]
+    return [e["content"] for e in entries if e["type"] == "assistant_text"]
+
+
+def test_child_runs_in_its_own_chat_and_reports_back(server: ThreadServer, release: threading.Event) -> None:
+    parent = sse(server.url, "/api/chat/stream", {"message": "delegate the sums"}).of("session")[0]["session_id"]
+    (child,) = wait_for(lambda: _children(server.url, parent))
+    assert child["kind"] == "subagent" and child["live"] and child["status"] == "running"
+    assert child["title"] == "job the sums"
+    detail = httpx.get(f"{server.url}/api/sessions/{child['id']}").json()
+    assert detail["live"] is True
+    assert detail["origin"] == {
+        "kind": "subagent",
+        "session_id": parent,
+        "user_turn": None,
+        "title": "delegate the sums",
+        "exists": True,
+    }
+    # The child's run streams in its own chat like any other.
+    follow = sse(server.url, f"/api/chat/reconnect?session_id={child['id']}", None, until="tool_call")
+    assert follow.of("snapshot")[0]["status"] == "running"
+    release.set()
+    wait_for(lambda: _children(server.url, parent)[0]["status"] == "completed", timeout=30)
+    assert _texts(server.url, child["id"]) == ["Child finished: job the sums."]
+    # Its report started a run of the idle parent chat.
+    wait_for(lambda: "The helper reported back." in _texts(server.url, parent), timeout=30)
+    inputs = [
+        e["content"] for e in httpx.get(f"{server.url}/api/sessions/{parent}").json()["entries"] if e["type"] == "input"
+    ]
+    assert inputs[-1].startswith('<subagent-report id="sa-') and "Child finished: job the sums." in inputs[-1]
+    # The child is listed in the sidebar too, and is a plain chat with no children.
+    assert child["id"] in [s["id"] for s in httpx.get(f"{server.url}/api/sessions").json()["sessions"]]
+    assert _children(server.url, child["id"]) == []
+
+
+def test_deleting_the_parent_stops_and_deletes_its_tasks(server: ThreadServer) -> None:
+    parent = sse(server.url, "/api/chat/stream", {"message": "delegate forever"}).of("session")[0]["session_id"]
+    (child,) = wait_for(lambda: _children(server.url, parent))
+    assert child["live"]
+    assert httpx.delete(f"{server.url}/api/sessions/{parent}", timeout=30).status_code == 200
+    assert httpx.get(f"{server.url}/api/sessions/{child['id']}").status_code == 404
+    assert httpx.get(f"{server.url}/api/runs").json()["runs"] == []
+    missing = httpx.get(f"{server.url}/api/sessions/{parent}/children")
+    assert missing.status_code == 404 and missing.json()["detail"]["code"] == "session_not_found"
+
+
+def test_wiring_can_be_turned_off(db: str, release: threading.Event) -> None:
+    with ThreadServer(create_app(delegating_agent(release), db_path=db, wire_subagents=False)) as srv:
+        release.set()  # bounded mode: the child runs inside the parent's run, in no chat of its own
+        parent = sse(srv.url, "/api/chat/stream", {"message": "delegate inline"}).of("session")[0]["session_id"]
+        assert _children(srv.url, parent) == []
+        assert len(httpx.get(f"{srv.url}/api/sessions").json()["sessions"]) == 1

@@ -93,7 +93,8 @@ def test_schedule_lifecycle_in_the_dialog(server: ThreadServer, page: Any) -> No
     page.wait_for_function("() => document.querySelectorAll('[data-testid=schedule-item]').length === 2")
     page.get_by_test_id("schedule-item").first.get_by_test_id("schedule-toggle").click()
     page.wait_for_function(
-        "() => [...document.querySelectorAll('[data-testid=schedule-status]')].every((s) => s.textContent.startsWith('next'))"
+        "() => [...document.querySelectorAll('[data-testid=schedule-status]')]"
+        ".every((s) => s.textContent.startsWith('next'))"
     )
     page.screenshot(path=str(IMG / "web-schedules.png"))
 

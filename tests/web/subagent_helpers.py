@@ -9,9 +9,16 @@ from typing import Any
 from lovia import Agent, tool
 from lovia.plugins.subagents import Subagents
 from lovia.testing import ScriptedProvider, call, text
-from lovia.transcript import TranscriptEntry
+from lovia.transcript import InputEntry, ToolResultEntry, TranscriptEntry
 
-from .helpers import last_user
+
+def last_user(entries: list[TranscriptEntry]) -> tuple[str, int]:
+    """The last user message, skipping the plugin's status reminders, and the tool results after it."""
+    for i in range(len(entries) - 1, -1, -1):
+        e = entries[i]
+        if isinstance(e, InputEntry) and e.role == "user" and not e.text.startswith("<system-reminder>"):
+            return e.text, sum(1 for x in entries[i:] if isinstance(x, ToolResultEntry))
+    return "", 0
 
 
 def delegating_agent(release: threading.Event) -> Agent[Any]:

@@ -40,7 +40,9 @@ def _texts(base: str, sid: str) -> list[str]:
 
 
 def test_child_runs_in_its_own_chat_and_reports_back(server: ThreadServer, release: threading.Event) -> None:
-    parent = sse(server.url, "/api/chat/stream", {"message": "delegate the sums"}).of("session")[0]["session_id"]
+    first = sse(server.url, "/api/chat/stream", {"message": "delegate the sums"})
+    assert first.text() == "I started a helper on it."
+    parent = first.of("session")[0]["session_id"]
     (child,) = wait_for(lambda: _children(server.url, parent))
     assert child["kind"] == "subagent" and child["live"] and child["status"] == "running"
     assert child["title"] == "job the sums"

@@ -7,6 +7,7 @@ import { initUploads } from "./uploads.js";
 import { clearQuestion, loadTodos, showQuestion, showTodos } from "./agentviews.js";
 import { initSchedules } from "./schedules.js";
 import { initVariants } from "./variants.js";
+import { initLineage } from "./subagents.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -64,6 +65,7 @@ const uploads = initUploads(transcript, {
   fail: (error) => fail(error),
 });
 initVariants(transcript); // after initUploads: it chains the controls hook
+const lineage = initLineage({ api, sessionId: () => state.sessionId, openSession: (id) => openSession(id).catch(fail), fail: (error) => fail(error) });
 
 // ------------------------------------------------------------------ helpers
 
@@ -263,6 +265,7 @@ function onNotification(event, data) {
   else if (event === "run_started" && data.session_id === state.sessionId && !busy()) {
     openSession(state.sessionId).catch(fail); // another tab or client started a run in this chat: follow it
   }
+  lineage.notify(event);
   scheduleRefresh();
 }
 
@@ -286,6 +289,7 @@ function newChat() {
   history.replaceState(null, "", window.location.pathname + window.location.search);
   setPhase("idle");
   transcript.render([], [], false);
+  lineage.show(null, null);
   showTodos([]);
   refreshSessions().catch(fail);
   $("composer").focus();
@@ -300,6 +304,7 @@ async function openSession(id) {
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
   if (generation !== state.generation) return;
   transcript.render(data.entries, data.runs, false, data.variants);
+  lineage.show(id, data);
   loadTodos(api, id).catch(fail);
   setPhase("idle");
   refreshSessions().catch(fail);

@@ -1,0 +1,101 @@
+// Where a chat came from, and the chats it started: a line above the conversation links a branch,
+// a spawned chat or a background subagent task back to its origin, and a panel lists the chats
+// this one's agent started (subagent tasks and start_session chats) with their live status.
+// Opening one follows its run live, like any chat.
+
+const ORIGIN_TEXT = {
+  fork: "Branched from",
+  spawn: "Started by",
+  subagent: "Background task of",
+};
+const STATUS_TEXT = { running: "running", completed: "done", failed: "failed", cancelled: "stopped", interrupted: "interrupted", idle: "idle" };
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// `deps`: api(method, path, body), sessionId() (the chat shown, or null), openSession(id), fail(error).
+export function initLineage(deps) {
+  const panel = el("section", "lineage");
+  panel.dataset.testid = "lineage";
+  panel.hidden = true;
+  const wrap = document.querySelector(".messages-wrap");
+  wrap.parentNode.insertBefore(panel, wrap);
+  let shownFor = null; // the chat whose origin and children are drawn
+  let origin = null;
+  let children = [];
+  let timer = null;
+
+  function draw() {
+    panel.replaceChildren();
+    if (origin) {
+      const line = el("div", "lineage-origin");
+      line.dataset.testid = "origin";
+      line.dataset.kind = origin.kind;
+      line.append(el("span", "", `${ORIGIN_TEXT[origin.kind] || "From"} `));
+      if (origin.exists) {
+        const link = el("button", "link lineage-link", origin.title || "a chat");
+        link.type = "button";
+        link.dataset.testid = "origin-link";
+        link.onclick = () => deps.openSession(origin.session_id);
+        line.append(link);
+      } else {
+        line.append(el("em", "", `${origin.title || "a chat"} (deleted)`));
+      }
+      panel.append(line);
+    }
+    if (children.length) {
+      const box = el("div", "lineage-children");
+      box.append(el("span", "lineage-label", "Started from this chat:"));
+      const list = el("ul", "");
+      for (const child of children) {
+        const li = el("li", `lineage-child ${child.status}`);
+        li.dataset.testid = "child-chat";
+        li.dataset.sessionId = child.id;
+        li.dataset.status = child.status;
+        const open = el("button", "link lineage-link", child.title || "Untitled chat");
+        open.type = "button";
+        open.onclick = () => deps.openSession(child.id);
+        const status = el("span", "lineage-status", STATUS_TEXT[child.status] || child.status);
+        status.dataset.testid = "child-status";
+        if (child.live) li.append(Object.assign(el("span", "live-dot"), { title: "running" }));
+        li.append(open, status, el("span", "lineage-kind", child.kind === "subagent" ? "subagent" : "new chat"));
+        list.append(li);
+      }
+      box.append(list);
+      panel.append(box);
+    }
+    panel.hidden = !origin && !children.length;
+  }
+
+  async function loadChildren() {
+    const id = deps.sessionId();
+    if (!id) return;
+    const data = await deps.api("GET", `/api/sessions/${encodeURIComponent(id)}/children`);
+    if (id !== deps.sessionId()) return;
+    if (id !== shownFor) origin = null; // a chat the page started itself: it came from nowhere
+    shownFor = id;
+    children = data.children;
+    draw();
+  }
+
+  return {
+    // A chat was opened (its detail, with `origin`) or closed (null).
+    show(id, detail) {
+      shownFor = id;
+      origin = detail ? detail.origin || null : null;
+      children = [];
+      draw();
+      if (id) loadChildren().catch(deps.fail);
+    },
+    // A lifecycle event from /api/events: children appear, start and finish.
+    notify(event) {
+      if (!deps.sessionId() || !["session_created", "session_deleted", "run_started", "run_finished"].includes(event)) return;
+      clearTimeout(timer);
+      timer = setTimeout(() => loadChildren().catch(deps.fail), 100);
+    },
+  };
+}

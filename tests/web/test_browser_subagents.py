@@ -1,0 +1,70 @@
+"""Background subagents in real Chromium: the parent lists its task, the task links back and streams live."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lovia.web import create_app
+
+from .helpers import ThreadServer
+from .subagent_helpers import delegating_agent
+from .test_browser import CHROMIUM, IMG, browser, idle, page, send, texts
+
+__all__ = ["browser", "page"]  # the fixtures, re-used
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
+]
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+@pytest.fixture
+def server(tmp_path: Path, release: threading.Event) -> Iterator[ThreadServer]:
+    with ThreadServer(create_app(delegating_agent(release), db_path=str(tmp_path / "web.db"))) as srv:
+        yield srv
+
+
+def test_parent_and_child_chats_link_and_follow_live(server: ThreadServer, page: Any, release: threading.Event) -> None:
+    page.goto(server.url)
+    send(page, "delegate the weekly report")
+    page.get_by_text("I started a helper on it.").wait_for()
+    idle(page)
+    child = page.get_by_test_id("child-chat")
+    child.wait_for()
+    assert child.get_attribute("data-status") == "running"
+    assert "job the weekly report" in child.inner_text() and "subagent" in child.inner_text()
+    assert page.get_by_test_id("origin").count() == 0  # the parent came from nowhere
+    page.screenshot(path=str(IMG / "web-subagents.png"))
+
+    # The task's own view: linked back to the parent, its run followed live.
+    child.get_by_role("button").first.click()
+    origin = page.get_by_test_id("origin")
+    origin.wait_for()
+    assert origin.inner_text() == "Background task of delegate the weekly report"
+    page.get_by_test_id("tool-call").filter(has_text="wait_for_go").wait_for()
+    assert page.get_by_test_id("stop").is_visible()  # live: the page is attached to the running task
+    release.set()
+    page.get_by_text("Child finished: job the weekly report.").wait_for(timeout=30_000)
+    idle(page)
+
+    # Back in the parent: the task shows as done and its report started a reply.
+    page.get_by_test_id("origin-link").click()
+    page.get_by_text("The helper reported back.").wait_for(timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=child-chat]')?.dataset.status === 'completed'", timeout=30_000
+    )
+    assert page.get_by_test_id("child-status").inner_text() == "done"
+    assert texts(page, "message-assistant")[0].endswith("I started a helper on it.")

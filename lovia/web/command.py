@@ -14,7 +14,15 @@ from typing import Any
 
 from ..exceptions import LoviaError, UserError
 
-__all__ = ["DEFAULT_DB", "add_db_argument", "add_web_parser", "main", "resolve_followups", "run_web"]
+__all__ = [
+    "DEFAULT_DB",
+    "add_db_argument",
+    "add_web_parser",
+    "main",
+    "resolve_followups",
+    "run_web",
+    "served_with_subagents",
+]
 
 DEFAULT_DB = "./.lovia/lovia.db"
 """The store file ``lovia web``, ``lovia runs`` and ``lovia sessions`` use unless given ``--db``."""
@@ -96,9 +104,36 @@ def add_web_parser(sub: Any) -> argparse.ArgumentParser:
         help="do not suggest follow-up questions (each suggestion costs a model call; env LOVIA_FOLLOWUPS=0)",
     )
     web.add_argument(
+        "--no-subagents",
+        action="store_true",
+        help="do not give the built-in agent background subagents (spawn_subagent and friends)",
+    )
+    web.add_argument(
         "--check", action="store_true", help="probe the configured model endpoint(s) and exit (does not serve)"
     )
     return web
+
+
+def served_with_subagents(agents: Any, args: argparse.Namespace) -> Any:
+    """``agents`` with the ``Subagents`` plugin added to the built-in agent, unless ``--no-subagents``.
+
+    ``--app`` agents are served as they are (attach the plugin yourself), and so is the offline
+    demo model. ``agents`` is what :func:`~lovia.web.workspaces.served_with_workspace` returned
+    (``None``: the built-in agent without a workspace, or the demo).
+    """
+    import dataclasses
+
+    from ..plugins.subagents import Subagents
+    from .agents import default_agents, resolve_agents
+
+    if args.app or args.no_subagents:
+        return agents
+    chosen = resolve_agents(agents) if agents is not None else default_agents()
+    if chosen.demo:
+        return agents
+    return {
+        name: dataclasses.replace(agent, plugins=[*agent.plugins, Subagents()]) for name, agent in chosen.agents.items()
+    }
 
 
 def run_web(args: argparse.Namespace) -> int:
@@ -112,7 +147,7 @@ def run_web(args: argparse.Namespace) -> int:
     from .store_pg import PostgresChatStore, is_postgres_url
     from .workspaces import served_with_workspace
 
-    agents = served_with_workspace(load_app(args.app) if args.app else None, args)
+    agents = served_with_subagents(served_with_workspace(load_app(args.app) if args.app else None, args), args)
     store = None
     if is_postgres_url(args.db):
         if args.lease_ttl <= 0:

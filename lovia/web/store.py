@@ -451,6 +451,11 @@ class ChatStore:
             "exists": row[4] is not None,
         }
 
+    @property
+    def supports_origins(self) -> bool:
+        """Whether the store records where a chat came from (:meth:`set_origin`)."""
+        return True
+
     async def children(self, session_id: str) -> builtins.list[tuple[ChatMeta, str]]:
         """The chats that came from this one by ``spawn`` or as a ``subagent`` task, oldest first, with the kind."""
         cols = ", ".join(f"s.{c.strip()}" for c in _META_COLUMNS.split(","))

@@ -180,6 +180,11 @@ class PostgresChatStore(ChatStore):
         """No chat on PostgreSQL has uploads (uploads are refused)."""
         return []
 
+    @property
+    def supports_origins(self) -> bool:
+        """Origins (forks, subagent tasks) are not recorded on PostgreSQL yet."""
+        return False
+
     async def children(self, session_id: str) -> builtins.list[tuple[ChatMeta, str]]:
         """No chat on PostgreSQL records where it came from yet."""
         return []

@@ -103,9 +103,13 @@ def subagent_deliver(deps: SubagentDeps) -> DeliverFn:
 def wire_subagents(deps: SubagentDeps) -> int:
     """Run the children of every default-mode ``Subagents`` plugin as web chats; returns how many were wired.
 
-    A plugin given its own ``run_child`` or ``deliver`` is left alone. Call it once per app
-    (``create_app`` does unless ``wire_subagents=False``).
+    A plugin given its own ``run_child`` or ``deliver`` is left alone, and so is every plugin when
+    the store cannot link a chat to its parent (PostgreSQL, for now): the children then run inside
+    the parent's run, as without a server. Call it once per app (``create_app`` does unless
+    ``wire_subagents=False``).
     """
+    if not deps.store.supports_origins:
+        return 0
     wired = 0
     for agent in deps.supervisor.agents.values():
         for plugin in agent.plugins:

@@ -89,3 +89,35 @@ def test_wiring_can_be_turned_off(db: str, release: threading.Event) -> None:
         parent = sse(srv.url, "/api/chat/stream", {"message": "delegate inline"}).of("session")[0]["session_id"]
         assert _children(srv.url, parent) == []
         assert len(httpx.get(f"{srv.url}/api/sessions").json()["sessions"]) == 1
+
+
+def _args(*argv: str) -> Any:
+    from lovia.cli import build_parser
+
+    return build_parser().parse_args(["web", *argv])
+
+
+def test_the_built_in_agent_gets_subagents_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lovia import Agent
+    from lovia.plugins.subagents import Subagents
+    from lovia.web.command import served_with_subagents
+
+    monkeypatch.setenv("LOVIA_MODEL", "openai:gpt-4o-mini")
+    (agent,) = served_with_subagents(None, _args("--no-workspace")).values()
+    assert [type(p) for p in agent.plugins] == [Subagents]
+    assert served_with_subagents(None, _args("--no-subagents")) is None
+    mine = Agent(name="mine", model="openai:gpt-4o-mini")
+    assert served_with_subagents(mine, _args("--app", "x:y")) is mine  # --app agents are served as they are
+    monkeypatch.delenv("LOVIA_MODEL")
+    assert served_with_subagents(None, _args()) is None  # nor is the offline demo given any
+
+
+def test_no_wiring_on_a_store_without_origins(release: threading.Event) -> None:
+    from lovia.web.api import RouterDeps
+    from lovia.web.store_pg import PostgresChatStore
+    from lovia.web.subagents import wire_subagents
+
+    agent = delegating_agent(release)
+    deps = RouterDeps(agents={agent.name: agent}, store=PostgresChatStore("postgresql://127.0.0.1/test"))
+    assert wire_subagents(deps) == 0
+    assert agent.plugins[0].run_child is None  # bounded mode: children stay inside the parent run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,7 @@ def test_schedule_lifecycle_in_the_dialog(server: ThreadServer, page: Any) -> No
     item.wait_for()
     assert error.is_hidden()  # a success clears the last error
     assert "every 3600 s" in item.inner_text() and "next " in item.inner_text()
+    assert item.get_by_test_id("schedule-chat").inner_text() == "in its chat"  # bound: a link to it
     assert page.get_by_test_id("schedule-message").input_value() == ""
 
     # Pause, then run it now anyway: a manual fire works while paused and leaves it paused.
@@ -133,3 +135,23 @@ def test_actions_on_a_schedule_deleted_elsewhere_show_the_error(server: ThreadSe
     page.get_by_text("No schedules yet.").wait_for()  # and the list caught up
     page.get_by_test_id("schedules-close").click()
     page.get_by_test_id("schedules-dialog").wait_for(state="hidden")
+
+
+def test_a_timed_fire_shows_up_in_the_open_dialog(server: ThreadServer, page: Any) -> None:
+    page.goto(server.url)
+    page.get_by_test_id("schedules-open").click()
+    _create(page, "at", f"{time.time() + 2:.0f}", "one-off check", target="")
+    item = page.get_by_test_id("schedule-item")
+    item.wait_for()
+    assert "fired 0×" in item.inner_text()
+    # No click: the server's schedule_fired / run_finished events refresh the open list.
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=schedule-item]')?.textContent.includes('fired 1×')",
+        timeout=30_000,
+    )
+    assert page.get_by_test_id("schedule-toggle").inner_text() == "Resume"  # a one-off is done once fired
+    item.get_by_test_id("schedule-history-open").click()
+    page.get_by_test_id("schedule-fire-open").click()  # the fire opened a chat of its own
+    page.get_by_text("You said: one-off check").wait_for(timeout=30_000)
+    sessions = httpx.get(server.url + "/api/sessions").json()["sessions"]
+    assert [s["title"] for s in sessions] == ["one-off check"]

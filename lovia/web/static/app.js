@@ -40,6 +40,7 @@ const transcript = new Transcript($("messages"), {
   },
 });
 
+let schedules = null; // the Schedules dialog, once /api/info is in
 let creatingSession = null; // the POST /api/sessions in flight, if any
 const uploads = initUploads(transcript, {
   sessionId: () => state.sessionId,
@@ -266,6 +267,7 @@ function onNotification(event, data) {
     openSession(state.sessionId).catch(fail); // another tab or client started a run in this chat: follow it
   }
   lineage.notify(event);
+  schedules?.notify(event);
   scheduleRefresh();
 }
 
@@ -466,7 +468,7 @@ async function start() {
   bind();
   try {
     await loadInfo();
-    initSchedules({ api, info: () => state.info, sessionId: () => state.sessionId, openSession: (id) => openSession(id).catch(fail) });
+    schedules = initSchedules({ api, info: () => state.info, sessionId: () => state.sessionId, openSession: (id) => openSession(id).catch(fail) });
     await refreshSessions();
     const match = window.location.hash.match(/^#\/chat\/(.+)$/);
     if (match) await openSession(decodeURIComponent(match[1]));

@@ -67,6 +67,13 @@ class SchedulesView {
     this.historyOf = null;
   }
 
+  // A lifecycle event from /api/events: a fire (or the end of its run) changes the open list.
+  notify(event) {
+    if (!this.dialog.open || !["schedule_fired", "run_finished"].includes(event)) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.refresh().catch((e) => this.showError(e)), 100);
+  }
+
   async show() {
     this.render();
     if (!this.dialog.open) this.dialog.showModal();
@@ -187,8 +194,16 @@ class SchedulesView {
     const meta = el("div", "schedule-meta");
     const status = el("span", "schedule-status", statusText(row));
     status.dataset.testid = "schedule-status";
-    const where = row.session_id ? "in its chat" : "new chat each fire";
-    meta.append(el("span", "", triggerText(row)), el("span", "", " · "), status, el("span", "", ` · ${where} · fired ${row.fire_count}×`));
+    meta.append(el("span", "", triggerText(row)), el("span", "", " · "), status, el("span", "", " · "));
+    if (row.session_id) {
+      meta.append(button("in its chat", "schedule-chat", () => {
+        this.dialog.close();
+        this.deps.openSession(row.session_id);
+      }, "link schedule-chat"));
+    } else {
+      meta.append(el("span", "", "new chat each fire"));
+    }
+    meta.append(el("span", "", ` · fired ${row.fire_count}×`));
     if (row.last_error) meta.append(el("span", "schedule-last-error", ` · last error: ${row.last_error}`));
     text.append(meta);
     const id = encodeURIComponent(row.id);

@@ -69,6 +69,8 @@ def subagent_runner(deps: SubagentDeps) -> RunChildFn:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(live.finished.wait(), 0.25)
         await live.finished.wait()
+        if spec.token.is_cancelled:
+            parents.pop(spec.id, None)  # a cancelled child sends no report
         if live.result is None:
             raise UserError(f"the subagent's run ended {live.status}", hint=f"open its chat {meta.id} to see why")
         return live.result  # type: ignore[no-any-return]

@@ -39,6 +39,14 @@ def delegating_agent(release: threading.Event) -> Agent[Any]:
 
     def script(entries: list[TranscriptEntry], _tools: list[Any]) -> Any:
         said, results = last_user(entries)
+        if said.startswith("spawn and cancel"):
+            if results == 0:
+                return call("spawn_subagent", {"prompt": "job never done"}, call_id=f"call_spawn_{len(entries)}")
+            if results == 1:
+                started = next(e for e in reversed(entries) if isinstance(e, ToolResultEntry)).output
+                child = started.split()[2]  # "Started subagent <id> (<agent>). ..."
+                return call("cancel_subagent", {"id": child}, call_id=f"call_cancel_{len(entries)}")
+            return text("Cancelled it.")
         if said.startswith("delegate") and results == 0:
             job = said.split(maxsplit=1)[1] if " " in said else "something"
             return call("spawn_subagent", {"prompt": f"job {job}"}, call_id=f"call_spawn_{len(entries)}")

@@ -83,6 +83,18 @@ def test_deleting_the_parent_stops_and_deletes_its_tasks(server: ThreadServer) -
     assert missing.status_code == 404 and missing.json()["detail"]["code"] == "session_not_found"
 
 
+def test_cancel_subagent_stops_the_task_chat_without_a_report(server: ThreadServer) -> None:
+    first = sse(server.url, "/api/chat/stream", {"message": "spawn and cancel"})
+    assert first.text() == "Cancelled it."
+    parent = first.of("session")[0]["session_id"]
+    (child,) = wait_for(lambda: _children(server.url, parent))
+    wait_for(lambda: _children(server.url, parent)[0]["status"] == "cancelled", timeout=30)
+    assert httpx.get(f"{server.url}/api/runs").json()["runs"] == []
+    parent_runs = httpx.get(f"{server.url}/api/runs/history", params={"session_id": parent}).json()["runs"]
+    assert len(parent_runs) == 1  # no report, so no second run of the parent
+    assert _texts(server.url, parent) == ["Cancelled it."]
+
+
 def test_wiring_can_be_turned_off(db: str, release: threading.Event) -> None:
     with ThreadServer(create_app(delegating_agent(release), db_path=db, wire_subagents=False)) as srv:
         release.set()  # bounded mode: the child runs inside the parent's run, in no chat of its own

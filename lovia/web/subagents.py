@@ -81,23 +81,43 @@ def subagent_runner(deps: SubagentDeps) -> RunChildFn:
 def subagent_deliver(deps: SubagentDeps) -> DeliverFn:
     """Hand a child's report to its parent chat: into the live run, else as the start of a new one."""
     store, sup, parents = deps.store, deps.supervisor, _parents(deps)
+    watching: set[asyncio.Task[None]] = set()
+
+    async def hand_over(parent_id: str, text: str) -> None:
+        while not sup.closing:
+            parent = await store.get(parent_id)
+            if parent is None:
+                logger.info("a subagent reported after its parent chat %s went away", parent_id)
+                return
+            async with sup.lock(parent.id):
+                live = sup.live(parent.id)
+                if live is None:
+                    if parent.active_run_id:
+                        await sup.finalize_partial(parent.id, parent.active_run_id)
+                    sup.start(parent.id, text, agent=parent.agent)
+                    await store.update(parent.id)
+                    return
+                token = live.mailbox.push(text)
+            # The run reads its mailbox at its next turn; one that ends first leaves the report
+            # there, and it starts a run of its own instead.
+            await live.finished.wait()
+            if not live.mailbox.remove(token):
+                return
+
+    async def guarded(parent_id: str, text: str) -> None:
+        try:
+            await hand_over(parent_id, text)
+        except Exception:  # a store failure: logged, since nobody awaits this task
+            logger.exception("could not hand a subagent report to chat %s", parent_id)
 
     async def deliver(report: SubagentReport) -> None:
         parent_id = parents.pop(report.id, None)
-        parent = await store.get(parent_id) if parent_id else None
-        if parent is None or sup.closing:
-            logger.info("subagent %s reported after its parent chat went away", report.id)
+        if parent_id is None:
             return
-        text = render_report(report)
-        async with sup.lock(parent.id):
-            live = sup.live(parent.id)
-            if live is not None:
-                live.mailbox.push(text)
-                return
-            if parent.active_run_id:
-                await sup.finalize_partial(parent.id, parent.active_run_id)
-            sup.start(parent.id, text, agent=parent.agent)
-        await store.update(parent.id)
+        # Not awaited: the parent may be the one waiting for this report (wait_subagents).
+        task = asyncio.get_running_loop().create_task(guarded(parent_id, render_report(report)))
+        watching.add(task)
+        task.add_done_callback(watching.discard)
 
     return deliver
 

@@ -47,6 +47,12 @@ def delegating_agent(release: threading.Event) -> Agent[Any]:
                 child = started.split()[2]  # "Started subagent <id> (<agent>). ..."
                 return call("cancel_subagent", {"id": child}, call_id=f"call_cancel_{len(entries)}")
             return text("Cancelled it.")
+        if said.startswith("delegate and wait"):
+            if results == 0:
+                return call("spawn_subagent", {"prompt": "job quick"}, call_id=f"call_spawn_{len(entries)}")
+            if results == 1:
+                return call("wait_subagents", {"timeout_seconds": 30}, call_id=f"call_wait_sub_{len(entries)}")
+            return text("Waited.")
         if said.startswith("delegate") and results == 0:
             job = said.split(maxsplit=1)[1] if " " in said else "something"
             return call("spawn_subagent", {"prompt": f"job {job}"}, call_id=f"call_spawn_{len(entries)}")

@@ -72,6 +72,16 @@ def test_child_runs_in_its_own_chat_and_reports_back(server: ThreadServer, relea
     assert _children(server.url, child["id"]) == []
 
 
+def test_a_report_reaches_a_live_parent_exactly_once(server: ThreadServer, release: threading.Event) -> None:
+    release.set()  # the child finishes while the parent run waits for it
+    parent = sse(server.url, "/api/chat/stream", {"message": "delegate and wait"}).of("session")[0]["session_id"]
+    wait_for(lambda: "The helper reported back." in _texts(server.url, parent), timeout=30)
+    wait_for(lambda: httpx.get(f"{server.url}/api/runs").json()["runs"] == [], timeout=30)
+    entries = httpx.get(f"{server.url}/api/sessions/{parent}").json()["entries"]
+    reports = [e for e in entries if e["type"] == "input" and str(e["content"]).startswith("<subagent-report")]
+    assert len(reports) == 1 and "Child finished: job quick." in reports[0]["content"]
+
+
 def test_deleting_the_parent_stops_and_deletes_its_tasks(server: ThreadServer) -> None:
     parent = sse(server.url, "/api/chat/stream", {"message": "delegate forever"}).of("session")[0]["session_id"]
     (child,) = wait_for(lambda: _children(server.url, parent))

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from lovia.web import create_app
@@ -68,3 +69,26 @@ def test_parent_and_child_chats_link_and_follow_live(server: ThreadServer, page:
     )
     assert page.get_by_test_id("child-status").inner_text() == "done"
     assert texts(page, "message-assistant")[0].endswith("I started a helper on it.")
+
+
+def test_a_branch_links_back_until_its_origin_is_deleted(server: ThreadServer, page: Any) -> None:
+    page.goto(server.url)
+    send(page, "plain question")
+    page.get_by_text("You said: plain question").wait_for()
+    idle(page)
+    original = page.evaluate("decodeURIComponent(location.hash.slice('#/chat/'.length))")
+    page.get_by_test_id("branch").click()
+    origin = page.get_by_test_id("origin")
+    origin.wait_for()
+    assert origin.inner_text() == "Branched from plain question"
+    assert page.get_by_test_id("child-chat").count() == 0  # a branch is not listed as started by its origin
+    page.get_by_test_id("origin-link").click()
+    page.wait_for_function(f"() => location.hash === '#/chat/{original}'")
+    assert page.get_by_test_id("origin").count() == 0
+    branch = [s["id"] for s in httpx.get(server.url + "/api/sessions").json()["sessions"] if s["id"] != original][0]
+    assert httpx.delete(f"{server.url}/api/sessions/{original}").status_code == 200
+    page.evaluate(f"() => {{ location.hash = '#/chat/{branch}'; location.reload(); }}")
+    page.get_by_text("You said: plain question").wait_for()
+    origin.wait_for()
+    assert origin.inner_text() == "Branched from plain question (deleted)"
+    assert page.get_by_test_id("origin-link").count() == 0

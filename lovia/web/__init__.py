@@ -12,6 +12,7 @@ from .auth import generate_token, is_loopback, token_dependency
 from .charts import show_chart, validate_chart_option
 from .components import ui_result
 from .followups import FollowupFn, FollowupRequest, generate_followups
+from .scheduling import Scheduling
 from .store import ChatMeta, ChatStore
 from .supervisor import RunSupervisor
 from .tables import show_table
@@ -28,6 +29,7 @@ __all__ = [
     "FollowupRequest",
     "RouterDeps",
     "RunSupervisor",
+    "Scheduling",
     "build_api_router",
     "create_app",
     "generate_followups",
@@ -39,15 +41,20 @@ __all__ = [
     "token_dependency",
     "ui_result",
     "validate_chart_option",
+    "wire_subagents",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    """``RouterDeps`` is loaded on first use, like the rest of the FastAPI side."""
+    """``RouterDeps`` and ``wire_subagents`` are loaded on first use, like the rest of the FastAPI side."""
     if name == "RouterDeps":
         from .api.deps import RouterDeps
 
         return RouterDeps
+    if name == "wire_subagents":
+        from .subagents import wire_subagents
+
+        return wire_subagents
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -106,6 +106,9 @@ class RouterDeps:
         self._scheduler = Scheduler(
             self.schedules, lambda row: fire_in_chat(self, row), clock=self.clock, poll_interval=self.scheduler_poll
         )
+        from ..scheduling import register_server
+
+        register_server(self)  # Scheduling(store) plugins on this store reach these runs and schedules
 
     # ------------------------------------------------------------------ what the routes read
 

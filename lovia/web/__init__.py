@@ -12,6 +12,7 @@ from .auth import generate_token, is_loopback, token_dependency
 from .charts import show_chart, validate_chart_option
 from .components import ui_result
 from .followups import FollowupFn, FollowupRequest, generate_followups
+from .scheduling import Scheduling
 from .store import ChatMeta, ChatStore
 from .supervisor import RunSupervisor
 from .tables import show_table
@@ -28,6 +29,7 @@ __all__ = [
     "FollowupRequest",
     "RouterDeps",
     "RunSupervisor",
+    "Scheduling",
     "build_api_router",
     "create_app",
     "generate_followups",

@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from ..session import Segment
 from ..transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from .errors import ApiRoute, WebError
 from .params import Limit, Offset, Since
+from .serialization import parse_ref, segments_runs, segments_to_out
 from .store import ChatMeta
 
 if TYPE_CHECKING:
@@ -29,9 +30,18 @@ class RenameRequest(BaseModel):
 
 
 class RewindRequest(BaseModel):
-    """Body of ``POST /api/sessions/{id}/rewind``: drop user message ``user_turn`` and all after it."""
+    """Body of ``POST /api/sessions/{id}/rewind``: drop a user message and all after it, named by
+    its ``ref`` (``"<run_id>:<n>"``, from the chat's detail) or by ``user_turn``, its zero-based
+    index among the chat's user messages."""
 
-    user_turn: int = Field(ge=0)
+    ref: str | None = Field(default=None, max_length=200)
+    user_turn: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> RewindRequest:
+        if (self.ref is None) == (self.user_turn is None):
+            raise ValueError("name the user message by exactly one of 'ref' or 'user_turn'")
+        return self
 
 
 class CreateRequest(BaseModel):
@@ -144,7 +154,8 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
         entries = [e for s in segments for e in s.entries]
         return {
             **meta.to_dict(),
-            "entries": [entry_to_dict(e) for e in entries],
+            "entries": segments_to_out(segments, created_at=meta.created_at, updated_at=meta.updated_at),
+            "transcript": [entry_to_dict(e) for e in entries],
             "runs": _runs(segments, await store.runs(session_id)),
             "live": sup.live(session_id) is not None,
             "origin": await store.origin(session_id),
@@ -232,14 +243,16 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
             segments = await store.session.segments(session_id)
             flat = [e for s in segments for e in s.entries]
             users = _user_positions(flat)
-            if body.user_turn >= len(users):
+            turn = body.user_turn if body.ref is None else parse_ref(body.ref, segments_runs(segments))
+            if turn is None or turn >= len(users):
+                named = f"user message {body.ref!r}" if body.ref is not None else f"user_turn {body.user_turn}"
                 raise WebError(
                     404,
                     "turn_not_found",
-                    f"the chat has {len(users)} user messages; there is no user_turn {body.user_turn}",
+                    f"the chat has {len(users)} user messages; there is no {named}",
                     hint="reload the chat and pick a message it still has",
                 )
-            keep = users[body.user_turn]
+            keep = users[turn]
             removed = await store.session.rewind(session_id, keep_entries=keep)  # type: ignore[attr-defined]
             await _drop_rewound_checkpoints(state, segments, keep)
             if meta.active_run_id:

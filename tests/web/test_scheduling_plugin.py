@@ -98,7 +98,7 @@ def test_an_approved_schedule_fires_on_the_clock_and_the_fire_cancels_it(served:
     after = _schedules(srv.url)[0]
     assert after["finished_reason"] == "cancelled" and after["fire_count"] == 1
     wait_for(lambda: not httpx.get(f"{srv.url}/api/sessions/{sid}").json()["live"])
-    entries = httpx.get(f"{srv.url}/api/sessions/{sid}").json()["entries"]
+    entries = httpx.get(f"{srv.url}/api/sessions/{sid}").json()["transcript"]
     cancel = [e for e in entries if e.get("type") == "tool_result" and e.get("call_id") == "c_cancel"]
     assert len(cancel) == 1 and not cancel[0]["is_error"]  # no approval was asked in the clientless fire
     clock.advance(600)

@@ -296,7 +296,7 @@ async function openSession(id) {
   $("app").classList.remove("sidebar-open");
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
   if (generation !== state.generation) return;
-  transcript.render(data.entries, data.runs, false);
+  transcript.render(data.transcript, data.runs, false);
   loadTodos(api, id).catch(fail);
   setPhase("idle");
   refreshSessions().catch(fail);
@@ -316,7 +316,7 @@ const HANDLERS = {
     if (stopNow) sendCancel().catch(fail);
   },
   snapshot: (data) => {
-    transcript.render(data.entries, [], data.status === "running");
+    transcript.render(data.transcript, [], data.status === "running");
     if (data.status === "running" && state.phase !== "stopping") setPhase("streaming");
     else if (data.status !== "running") setPhase("idle");
   },
@@ -344,6 +344,8 @@ const HANDLERS = {
     if (data.scope !== "tool") state.streamError = data;
     transcript.error(data);
   },
+  refs: () => {}, // the reload after the run reads the refs from the chat's detail
+  timing: () => {},
   done: (data) => transcript.done(data),
 };
 
@@ -385,7 +387,7 @@ async function runStream(path, body) {
   const shown = state.streamError;
   if (state.sessionId) {
     const data = await api("GET", `/api/sessions/${encodeURIComponent(state.sessionId)}`).catch(fail);
-    if (data && generation === state.generation) transcript.render(data.entries, data.runs, false);
+    if (data && generation === state.generation) transcript.render(data.transcript, data.runs, false);
   }
   if (generation !== state.generation) return;
   if (shown && !transcript.hasErrorFor(shown.run_id)) transcript.error(shown);

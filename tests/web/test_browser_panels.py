@@ -294,7 +294,8 @@ def fail_followups(app: Any) -> Any:
         if request.url.path.endswith("/followups"):
             body = {"detail": {"code": "internal_error", "message": "suggester down", "hint": "try later"}}
             return JSONResponse(body, status_code=500)
-        return await call_next(request)  # type: ignore[no-any-return]
+        response: Response = await call_next(request)
+        return response
 
     return app
 

@@ -128,6 +128,29 @@ def test_file_list_preview_and_a_hostile_name_shown_as_text(ws_server: ThreadSer
     assert page.evaluate("window.__pwned") is None
 
 
+def test_binary_file_refused_in_preview_but_downloadable(ws_server: ThreadServer, root: Path, page: Any) -> None:
+    blob = b"\x00\xff\xfe binary \x00"
+    (root / "data.bin").write_bytes(blob)
+    panel = open_files(page, ws_server.url)
+    panel.get_by_test_id("files-list").locator('[data-path="data.bin"] button').click()
+    refusal = panel.get_by_test_id("file-preview-error")
+    refusal.wait_for()
+    assert "is not UTF-8 text" in refusal.inner_text() and "/raw" in refusal.inner_text()  # message and hint
+    with page.expect_download() as saved:
+        panel.get_by_test_id("file-download").click()
+    assert saved.value.suggested_filename == "data.bin"
+    assert Path(saved.value.path()).read_bytes() == blob
+
+
+def test_narrow_window_shows_the_panel_over_the_chat(ws_server: ThreadServer, page: Any) -> None:
+    page.set_viewport_size({"width": 390, "height": 760})
+    panel = open_files(page, ws_server.url)
+    box = panel.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
+    page.get_by_test_id("files-close").click()
+    assert panel.is_hidden() and page.get_by_test_id("composer").is_visible()
+
+
 def test_upload_refused_type_shows_the_error_and_lists_nothing(
     ws_server: ThreadServer, root: Path, page: Any, tmp_path: Path
 ) -> None:

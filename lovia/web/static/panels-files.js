@@ -290,7 +290,7 @@ export function createFilesPanel(page) {
     async open() {
       panel.hidden = false;
       say("");
-      await reload();
+      await reload().catch(fail);
     },
     close() {
       panel.hidden = true;

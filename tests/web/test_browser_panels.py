@@ -35,6 +35,10 @@ pytestmark = [
 HOSTILE = '<img src=x onerror="window.__pwned=1">.txt'
 """A legal file name that is also markup: the panel must show it as these characters."""
 
+README = (
+    '# Project\n\nRaw markup stays text: <script>window.__pwned=2</script> <img src=x onerror="window.__pwned=3">\n\n'
+    "```python\nimport os\n```\n"
+)
 CODE = 'def greet(name):\n    """Say hello."""\n    return f"hello {name}"\n'
 
 
@@ -61,7 +65,7 @@ def root(tmp_path: Path) -> Path:
     root = tmp_path / "proj"
     (root / "src").mkdir(parents=True)
     (root / "src" / "app.py").write_text(CODE)
-    (root / "README.md").write_text("# Project\n\nNotes.\n")
+    (root / "README.md").write_text(README)
     (root / "pic.png").write_bytes(png())
     (root / HOSTILE).write_text("harmless text")
     (root / "secret.key").write_text("k")  # denied: never listed
@@ -125,6 +129,22 @@ def test_file_list_preview_and_a_hostile_name_shown_as_text(ws_server: ThreadSer
     page.get_by_test_id("files-close").click()
     assert panel.is_hidden()
     assert page.get_by_test_id("files-toggle").get_attribute("aria-pressed") == "false"
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_markdown_preview_is_rendered_safely_and_flips_to_source(ws_server: ThreadServer, page: Any) -> None:
+    panel = open_files(page, ws_server.url)
+    panel.get_by_test_id("files-list").locator('[data-path="README.md"] button').click()
+    doc = panel.get_by_test_id("file-preview-markdown")
+    doc.locator("h1").get_by_text("Project").wait_for()
+    assert "<script>window.__pwned=2</script>" in doc.inner_text()  # shown, not run
+    assert doc.locator("script, img").count() == 0
+    assert doc.locator("pre code .hljs-keyword").first.inner_text() == "import"
+    panel.get_by_test_id("file-preview-source").click()
+    assert panel.get_by_test_id("file-preview-text").text_content() == README
+    assert panel.get_by_test_id("file-preview-source").inner_text() == "Rendered"
+    panel.get_by_test_id("file-preview-source").click()
+    doc.locator("h1").wait_for()
     assert page.evaluate("window.__pwned") is None
 
 

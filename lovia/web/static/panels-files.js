@@ -6,9 +6,11 @@
 // URLs (the page's CSP allows no other image source), so /raw needs no token in its URL.
 
 import { api, apiError, authHeaders, url } from "./api.js";
+import { enhance, renderMarkdown } from "./markdown.js";
 import hljs from "./vendor/highlight.min.js";
 import { button, el, t } from "./panels-strings.js";
 
+const MARKDOWN_EXT = new Set(["md", "markdown"]);
 const IMAGE_EXT = new Set(["png", "jpg", "jpeg", "gif", "webp", "avif", "bmp", "svg"]);
 const HIGHLIGHT_MAX = 200_000; // bigger previews are shown plain: highlighting them would stall the page
 const PAGE = 200;
@@ -97,8 +99,10 @@ export function createFilesPanel(page) {
   const back = button("link", t("files.back"), "file-preview-back");
   const previewName = el("span", "files-preview-name");
   previewName.dataset.testid = "file-preview-name";
+  const asSource = button("link", t("files.source"), "file-preview-source");
+  asSource.hidden = true;
   const download = button("link", t("files.download"), "file-download");
-  previewHead.append(back, previewName, download);
+  previewHead.append(back, previewName, asSource, download);
   const previewBody = el("div", "files-preview-body");
   preview.append(previewHead, previewBody);
 
@@ -198,6 +202,7 @@ export function createFilesPanel(page) {
     say("");
     const name = path.split("/").pop();
     previewName.textContent = path;
+    asSource.hidden = true;
     previewBody.replaceChildren(el("p", "files-loading", t("files.loading")));
     browse.hidden = true;
     preview.hidden = false;
@@ -214,22 +219,41 @@ export function createFilesPanel(page) {
       }
       const data = await api("GET", `/api/workspace/file?${query({ path, session_id: sid() })}`);
       if (mine !== generation) return;
-      const pre = el("pre", "files-code");
-      const code = el("code", "", data.content);
-      code.dataset.testid = "file-preview-text";
-      const lang = ext(name);
-      if (lang && hljs.getLanguage(lang) && data.content.length <= HIGHLIGHT_MAX) {
-        code.className = `language-${lang}`;
-        hljs.highlightElement(code);
-      } else code.classList.add("hljs");
-      pre.append(code);
-      previewBody.replaceChildren(pre);
+      if (MARKDOWN_EXT.has(ext(name))) showMarkdown(data.content, name, true);
+      else previewBody.replaceChildren(sourceView(data.content, ext(name)));
     } catch (error) {
       if (mine !== generation) return;
       const p = el("p", "files-preview-error", String(error.message || error));
       p.dataset.testid = "file-preview-error";
       previewBody.replaceChildren(p);
     }
+  }
+
+  // A Markdown file shows rendered (sanitized like a reply: no raw HTML, no scripts), with a
+  // button to flip to its highlighted source and back.
+  function showMarkdown(content, name, rendered) {
+    asSource.hidden = false;
+    asSource.textContent = t(rendered ? "files.source" : "files.rendered");
+    asSource.onclick = () => showMarkdown(content, name, !rendered);
+    if (!rendered) return previewBody.replaceChildren(sourceView(content, ext(name)));
+    const doc = el("div", "files-markdown md");
+    doc.dataset.testid = "file-preview-markdown";
+    doc.innerHTML = renderMarkdown(content);
+    enhance(doc);
+    previewBody.replaceChildren(doc);
+    return undefined;
+  }
+
+  function sourceView(content, lang) {
+    const pre = el("pre", "files-code");
+    const code = el("code", "", content);
+    code.dataset.testid = "file-preview-text";
+    if (lang && hljs.getLanguage(lang) && content.length <= HIGHLIGHT_MAX) {
+      code.className = `language-${lang}`;
+      hljs.highlightElement(code);
+    } else code.classList.add("hljs");
+    pre.append(code);
+    return pre;
   }
 
   async function saveAs(path) {

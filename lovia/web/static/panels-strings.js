@@ -16,6 +16,8 @@ export const STRINGS = {
   "files.up": "Parent folder",
   "files.back": "← Files",
   "files.download": "Download",
+  "files.source": "Source",
+  "files.rendered": "Rendered",
   "files.loading": "Loading…",
   "files.uploading": "Uploading {name}…",
   "files.uploaded": "Uploaded {path}",

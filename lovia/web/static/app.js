@@ -5,6 +5,7 @@ import { FRAMES } from "./frames.js";
 import { Transcript } from "./render.js";
 import { initUploads } from "./uploads.js";
 import { clearQuestion, loadTodos, showQuestion, showTodos } from "./agentviews.js";
+import { initPanels } from "./panels.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -61,6 +62,7 @@ const uploads = initUploads(transcript, {
   busy: () => busy(),
   fail: (error) => fail(error),
 });
+const panels = initPanels({ sessionId: () => state.sessionId, send: (text) => send(text).catch(fail) });
 
 // ------------------------------------------------------------------ helpers
 
@@ -141,6 +143,7 @@ async function loadInfo() {
   transcript.canRewind = Boolean(state.info.features.rewind);
   showNotice();
   $("composer").disabled = !composerEnabled();
+  panels.setInfo(state.info);
 }
 
 // ------------------------------------------------------------------ sidebar
@@ -393,6 +396,7 @@ async function runStream(path, body) {
   if (shown && !transcript.hasErrorFor(shown.run_id)) transcript.error(shown);
   setPhase("idle");
   refreshSessions().catch(fail);
+  panels.runFinished(state.sessionId, !shown);
 }
 
 async function send(text) {

@@ -104,7 +104,15 @@ def test_agents_introspection(server: ThreadServer) -> None:
     listed = httpx.get(f"{server.url}/api/agents").json()
     assert listed["default_agent"] == "scripted"
     assert listed["agents"] == [
-        {"name": "scripted", "model": "scripted:scripted", "tools": ["lookup", "slow", "remove"], "memory": False}
+        {
+            "name": "scripted",
+            "model": "scripted:scripted",
+            "tools": ["lookup", "slow", "remove"],
+            "memory": False,
+            "workspace": False,
+            "instructions": "",
+            "context_window": None,
+        }
     ]
     one = httpx.get(f"{server.url}/api/agents/scripted").json()
     tools = {t["name"]: t for t in one["tool_details"]}

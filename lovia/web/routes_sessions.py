@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel, Field, model_validator
 
+from ..parts import ImagePart
 from ..session import Segment
 from ..transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from .errors import ApiRoute, WebError
@@ -73,6 +76,28 @@ def _runs(segments: list[Segment], records: dict[str, Any]) -> list[dict[str, An
         )
         start += len(seg.entries)
     return out
+
+
+_SERVABLE_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+def _tool_image(segments: list[Segment], call_id: str, index: int) -> tuple[str, bytes] | None:
+    """The bytes of image ``index`` (a position in the result's parts) of ``call_id``'s result.
+
+    Only inline raster images are served: a URL-only image is not fetched on the client's
+    behalf, and an SVG (script-capable) or undecodable payload is not servable.
+    """
+    for seg in reversed(segments):
+        for e in seg.entries:
+            if isinstance(e, ToolResultEntry) and e.call_id == call_id and e.parts and 0 <= index < len(e.parts):
+                part = e.parts[index]
+                if not isinstance(part, ImagePart) or part.data is None or part.mime_type not in _SERVABLE_IMAGES:
+                    return None
+                try:
+                    return part.mime_type, base64.b64decode(part.data, validate=True)
+                except (ValueError, binascii.Error):
+                    return None
+    return None
 
 
 # One template per kind of entry ({0}, {1}: its parts); blocks are joined with newlines.
@@ -160,6 +185,21 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
             "live": sup.live(session_id) is not None,
             "origin": await store.origin(session_id),
         }
+
+    @router.get("/sessions/{session_id}/tool-images/{call_id}/{index}")
+    async def tool_image(session_id: str, call_id: str, index: int) -> Response:
+        await _require(state, session_id)
+        part = _tool_image(await store.session.segments(session_id), call_id, index)
+        if part is None:
+            raise WebError(
+                404,
+                "image_not_found",
+                f"no image {index} in the result of call {call_id!r}",
+                hint="the chat's detail lists each tool result's images",
+            )
+        mime, data = part
+        headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=3600"}
+        return Response(data, media_type=mime, headers=headers)
 
     @router.get("/sessions/{session_id}/export")
     async def export(session_id: str, format: str = "md") -> Any:

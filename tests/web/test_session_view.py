@@ -5,6 +5,7 @@ the app without opening the Host guard to any name."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from lovia import Agent, tool
+from lovia.parts import ImagePart
 from lovia.testing import ScriptedProvider, call, text
 from lovia.transcript import InputEntry, ToolResultEntry, TranscriptEntry
 from lovia.web import create_app
@@ -148,3 +150,42 @@ def test_a_stream_ends_with_refs_and_timing_before_done(tmp_path: Path) -> None:
         assert [m["role"] for m in snap["entries"]][:4] == ["user", "assistant", "tool", "assistant"]
         assert snap["entries"][0]["ref"] == f"{run_id}:0" and snap["entries"][-1]["ref"] is None  # not finished
         assert [e["type"] for e in snap["transcript"]][-1] == "input"
+
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+@tool(returns_images=True)
+def snapshot_tool(kind: str) -> Any:
+    """A picture (or a script-capable one, which is never served)."""
+    if kind == "svg":
+        return ImagePart(data=base64.b64encode(b"<svg onload='alert(1)'/>").decode(), mime_type="image/svg+xml")
+    return ImagePart(data=base64.b64encode(PNG).decode(), mime_type="image/png")
+
+
+def test_tool_images_are_served_by_index_and_unservable_ones_are_404(tmp_path: Path) -> None:
+    def script(entries: list[TranscriptEntry], _tools: list[Any]) -> Any:
+        said = next(e.text for e in reversed(entries) if isinstance(e, InputEntry) and e.role == "user")
+        if isinstance(entries[-1], ToolResultEntry):
+            return text("here")
+        return call("snapshot_tool", {"kind": said}, call_id=f"c_{said}")
+
+    agent = Agent(name="pics", model=ScriptedProvider(script), tools=[snapshot_tool])
+    with TestClient(create_app(agent, db_path=str(tmp_path / "i.db"))) as c:
+        sid = _chat(c, "png")
+        sid = _chat(c, "svg", sid)
+        msgs = c.get(f"/api/sessions/{sid}").json()["entries"]
+        tool_msgs = [m for m in msgs if m["role"] == "tool"]
+        assert [m["images"] for m in tool_msgs] == [
+            [{"index": 0, "mime_type": "image/png"}],
+            [{"index": 0, "mime_type": "image/svg+xml"}],
+        ]
+        got = c.get(f"/api/sessions/{sid}/tool-images/c_png/0")
+        assert got.status_code == 200 and got.content == PNG
+        assert got.headers["content-type"] == "image/png" and got.headers["x-content-type-options"] == "nosniff"
+        for path in ("c_svg/0", "c_png/1", "c_nope/0"):
+            r = c.get(f"/api/sessions/{sid}/tool-images/{path}")
+            assert r.status_code == 404 and r.json()["detail"]["code"] == "image_not_found", path
+        assert c.get("/api/sessions/nope/tool-images/c_png/0").json()["detail"]["code"] == "session_not_found"

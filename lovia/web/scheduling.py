@@ -1,155 +1,258 @@
-"""``Scheduling``: the agent schedules runs of its chat and starts new chats.
+"""Scheduling: the agent proposes future runs of itself; the user approves each one.
 
-The plugin contributes four tools:
+``Scheduling(store)`` is a plugin for agents served by ``lovia web``. It contributes:
 
-* ``schedule_run`` (a person approves each call): a schedule that sends a message on a timer,
-  to this chat (``continue_session=True``) or to a new chat at each fire;
-* ``list_schedules`` and ``cancel_schedule`` (no approval, so a clientless scheduled run can
-  cancel its own schedule): cancelling deactivates the schedule and keeps its record;
-* ``start_session``: a new top-level chat that runs this chat's agent on an instruction at once,
-  linked back to this one (``origin.kind == "spawn"``) but owned by neither.
+* ``schedule_run``: create a schedule (``at`` / ``every`` / ``cron``, see :mod:`lovia.web.triggers`).
+  It needs approval, so nothing is scheduled until the user says yes in the page (a clientless
+  run, such as a scheduled fire or a blocking ``POST /api/chat``, has no one to ask and is denied).
+* ``list_schedules`` and ``cancel_schedule``: look and stop, without approval, so a scheduled
+  fire can cancel its own schedule once its stop condition holds.
+* ``start_session``: a new top-level chat that runs this agent on an instruction at once, linked
+  back to the calling chat (``origin.kind == "spawn"``) but owned by neither. It reaches the
+  server through the store: every :class:`~lovia.web.api.RouterDeps` registers itself under its
+  chat store (:func:`register_server`).
 
-``Scheduling(store)`` finds the server serving ``store`` (every :class:`~lovia.web.api.RouterDeps`
-registers itself); outside such a server the tools answer with an error the model can read.
+The rows go to the same schedule store the server's :class:`~lovia.web.scheduler.Scheduler`
+polls, so an approved schedule fires within one poll interval. ``until`` is a stop condition in
+plain words: each fire is told to check it after the task and to call ``cancel_schedule`` when it
+holds. Because a model may never decide that it holds, ``until`` requires a deterministic limit
+too (``max_fires`` or ``expires_at``).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import datetime as dt
+import time
 import uuid
 import weakref
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from ..exceptions import UserError
-from ..run_context import RunContext
+from ..exceptions import ToolError, UserError
+from ..plugins.base import PluginInstance
+from ..run_context import RunContext  # at run time: the tools' type hints are resolved
 from ..tools import Tool, tool
-from .store import ChatStore
+from .schedule_store import ScheduleRow, ScheduleStore, open_schedule_store
 from .triggers import initial_next_fire, validate_trigger
 
 if TYPE_CHECKING:
-    from ..plugins.base import PluginInstance
     from .api import RouterDeps
 
 __all__ = ["Scheduling"]
 
-_SERVERS: weakref.WeakKeyDictionary[ChatStore, RouterDeps] = weakref.WeakKeyDictionary()
-
-_INSTRUCTIONS = (
-    "You can schedule work. `schedule_run` proposes a run on a timer (cron, every N seconds, or once "
-    "at a time); a person approves it first. `list_schedules` shows this chat's schedules and "
-    "`cancel_schedule` stops one, which you may do yourself once its job is done. `start_session` "
-    "starts a new, separate chat on an instruction right now; its answer is not reported back here."
-)
+_SERVERS: weakref.WeakKeyDictionary[Any, RouterDeps] = weakref.WeakKeyDictionary()
 
 
 def register_server(deps: RouterDeps) -> None:
-    """Let ``Scheduling(deps.store)`` reach this server's runs and schedules."""
+    """Let a ``Scheduling(deps.store)`` plugin start chats on this server (``start_session``)."""
     _SERVERS[deps.store] = deps
 
 
-@dataclass(eq=False)
-class Scheduling:
-    """The plugin: ``store`` is the chat store of the app that serves the agent."""
+_INSTRUCTIONS = (
+    "You can schedule future runs of yourself with `schedule_run` (the user approves each one), "
+    "see them with `list_schedules` and stop one with `cancel_schedule`. Use a schedule only when "
+    "the user asks for something to happen later or repeatedly."
+)
 
-    store: ChatStore
+TriggerKind = Literal["at", "every", "cron"]
+
+
+def _stop_note(schedule_id: str, until: str) -> str:
+    return (
+        f"\n\n[Schedule {schedule_id}] After doing the task, check whether this stop condition holds: "
+        f"{until}\nIf it does, call cancel_schedule with schedule_id={schedule_id!r}."
+    )
+
+
+def _parse_expiry(value: str | None) -> float | None:
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        parsed = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ToolError(
+            f"expires_at {value!r} is neither an ISO-8601 time nor epoch seconds",
+            hint="e.g. '2026-12-24T18:00:00+01:00'",
+        ) from None
+    return parsed.timestamp()
+
+
+def _describe(row: ScheduleRow, here: str | None) -> dict[str, Any]:
+    return {
+        "schedule_id": row.id,
+        "trigger": f"{row.trigger_kind} {row.trigger_expr}",
+        "instruction": row.input.split("\n\n[Schedule ", 1)[0],
+        "active": row.active,
+        "fires": row.fire_count,
+        "max_fires": row.max_fires,
+        "next_fire": dt.datetime.fromtimestamp(row.next_fire, dt.timezone.utc)
+        .astimezone()
+        .isoformat(timespec="seconds")
+        if row.active
+        else None,
+        "finished_reason": row.finished_reason,
+        "this_chat": here is not None and row.session_id == here,
+    }
+
+
+@dataclass
+class Scheduling:
+    """The scheduling plugin (see the module docstring).
+
+    Args:
+        store: where schedules live: a :class:`~lovia.web.schedule_store.ScheduleStore`, or the
+            web app's :class:`~lovia.web.ChatStore` (its SQLite file, or its PostgreSQL database and
+            schema, which is where ``create_app`` keeps schedules by default).
+        instructions: the prompt text added to the agent's instructions (``None``: none).
+        name: the plugin's name.
+        clock: the time source for the first fire (the server's scheduler uses its own clock).
+    """
+
+    store: Any
     instructions: str | None = _INSTRUCTIONS
     name: str = "scheduling"
+    clock: Callable[[], float] = time.time
+    _schedules: ScheduleStore | None = field(default=None, init=False, repr=False)
+
+    def schedules(self) -> ScheduleStore:
+        """The schedule store, opened on first use when ``store`` is a chat store."""
+        if self._schedules is None:
+            self._schedules = _schedule_store_for(self.store)
+        return self._schedules
 
     async def setup(self, ctx: RunContext[Any]) -> PluginInstance:
-        """This run's four tools, bound to its chat."""
-        from ..plugins.base import PluginInstance
+        """The four tools, bound to the run's chat."""
+        plugin = self
 
-        return PluginInstance(tools=_tools(self.store, ctx.session_id), instructions=self.instructions)
+        @tool(needs_approval=True)
+        async def schedule_run(
+            run: RunContext[Any],
+            instruction: Annotated[str, "What the future run should do, written as a request to yourself."],
+            trigger: Annotated[TriggerKind, "'at' (once), 'every' (interval in seconds) or 'cron' (five fields)."],
+            value: Annotated[str, "The trigger value: an ISO-8601 time, a number of seconds, or a cron line."],
+            continue_session: Annotated[
+                bool, "True: each fire runs in this chat. False: each fire opens a new chat."
+            ] = True,
+            until: Annotated[str | None, "Optional stop condition in plain words, checked after each fire."] = None,
+            max_fires: Annotated[int | None, "Stop after this many fires."] = None,
+            expires_at: Annotated[str | None, "Stop after this time (ISO-8601 or epoch seconds)."] = None,
+        ) -> dict[str, Any]:
+            """Schedule a future run of yourself (the user must approve it)."""
+            if not instruction.strip():
+                raise ToolError("the instruction is empty", hint="say what the scheduled run should do")
+            try:
+                validate_trigger(trigger, value)
+            except UserError as exc:
+                raise ToolError(str(exc), hint=exc.hint) from None
+            if max_fires is not None and max_fires < 1:
+                raise ToolError("max_fires must be at least 1", hint="omit it for no limit")
+            expiry = _parse_expiry(expires_at)
+            if until and max_fires is None and expiry is None and trigger != "at":
+                raise ToolError(
+                    "a stop condition needs a safety limit too",
+                    hint="add max_fires or expires_at, so the schedule ends even if the condition never holds",
+                )
+            if continue_session and run.session_id is None:
+                raise ToolError("this run has no chat to continue", hint="use continue_session=False")
+            now = plugin.clock()
+            schedule_id = f"sched_{uuid.uuid4().hex[:16]}"
+            row = ScheduleRow(
+                id=schedule_id,
+                input=instruction.strip() + (_stop_note(schedule_id, until) if until else ""),
+                trigger_kind=trigger,
+                trigger_expr=value.strip(),
+                next_fire=initial_next_fire(trigger, value, now=now),
+                session_id=run.session_id if continue_session else None,
+                agent=run.agent.name,
+                max_fires=max_fires,
+                expires_at=expiry,
+                created_at=now,
+                updated_at=now,
+            )
+            await plugin.schedules().add(row)
+            return _describe(row, run.session_id)
+
+        @tool
+        async def list_schedules(run: RunContext[Any]) -> list[dict[str, Any]]:
+            """The schedules (active first), with their triggers, fire counts and next fire times."""
+            rows = await plugin.schedules().list()
+            ordered = sorted(rows, key=lambda r: (not r.active, r.next_fire))
+            return [_describe(r, run.session_id) for r in ordered]
+
+        @tool
+        async def cancel_schedule(
+            run: RunContext[Any], schedule_id: Annotated[str, "The id schedule_run or list_schedules gave."]
+        ) -> dict[str, Any]:
+            """Stop a schedule (its record and fire history are kept)."""
+            store = plugin.schedules()
+            row = await store.get(schedule_id)
+            if row is None:
+                raise ToolError(f"no schedule {schedule_id!r}", hint="list_schedules shows the ids")
+            if row.active:
+                row.active = False
+                row.finished_reason = "cancelled"
+                row.updated_at = plugin.clock()
+                await store.update(row)
+            return _describe(row, run.session_id)
+
+        @tool
+        async def start_session(
+            run: RunContext[Any],
+            instruction: Annotated[str, "What the new chat should do, written as a request to yourself."],
+            title: Annotated[str | None, "A short title for the new chat (default: from the instruction)."] = None,
+        ) -> dict[str, Any]:
+            """Start a new, separate chat that works on the instruction now (its answer is not reported back)."""
+            return await _start_session(plugin.store, run, instruction, title)
+
+        tools: list[Tool[Any]] = [schedule_run, list_schedules, cancel_schedule, start_session]
+        return PluginInstance(tools=tools, instructions=self.instructions)
 
 
-def _server(store: ChatStore) -> RouterDeps:
+async def _start_session(store: Any, run: RunContext[Any], instruction: str, title: str | None) -> dict[str, Any]:
+    from .routes_schedules import title_from
+
     deps = _SERVERS.get(store)
     if deps is None:
-        raise UserError(
-            "scheduling needs the web server that serves this chat store",
+        raise ToolError(
+            "start_session needs the web server that serves this chat store",
             hint="serve the agent with lovia web / create_app on the store given to Scheduling",
         )
-    return deps
+    if not instruction.strip():
+        raise ToolError("the instruction is empty", hint="say what the new chat should do")
+    chats, sup = deps.store, deps.supervisor
+    parent = await chats.get(run.session_id) if run.session_id else None
+    name = (title or "").strip()[:200] or title_from(instruction)
+    meta = await chats.create(title=name, agent=run.agent.name if run.agent.name in sup.agents else None)
+    try:
+        if parent is not None and chats.supports_origins:
+            await chats.set_origin(
+                meta.id, kind="spawn", origin_session_id=parent.id, user_turn=None, title=parent.title
+            )
+        async with sup.lock(meta.id):
+            sup.start(meta.id, instruction.strip(), agent=meta.agent)
+    except Exception:
+        await chats.delete(meta.id)  # a chat whose run never started is not left behind
+        raise
+    sup.hub.publish("session_created", {"session": meta.to_dict()})
+    return {"session_id": meta.id, "title": name, "status": "running"}
 
 
-def _tools(store: ChatStore, session_id: str | None) -> list[Tool[Any]]:
-    @tool(needs_approval=True)
-    async def schedule_run(
-        message: str,
-        trigger_kind: Literal["cron", "every", "at"],
-        trigger_expr: str,
-        continue_session: bool = True,
-        max_fires: int | None = None,
-    ) -> dict[str, Any]:
-        """Schedule ``message`` on a timer: cron (5 fields, server local time), every N seconds, or
-        once at an ISO-8601 time. ``continue_session`` runs it in this chat, else in a new chat each time."""
-        from .schedule_store import ScheduleRow
-
-        deps = _server(store)
-        validate_trigger(trigger_kind, trigger_expr)
-        if max_fires is not None and max_fires < 1:
-            raise UserError("max_fires must be at least 1", hint="leave it out for no limit")
-        meta = await store.get(session_id) if session_id else None
-        now = deps.scheduler.clock()
-        row = ScheduleRow(
-            id=f"sched_{uuid.uuid4().hex[:16]}",
-            input=message,
-            trigger_kind=trigger_kind,
-            trigger_expr=trigger_expr.strip(),
-            next_fire=initial_next_fire(trigger_kind, trigger_expr, now=now),
-            session_id=meta.id if continue_session and meta is not None else None,
-            agent=meta.agent if meta is not None else None,
-            max_fires=max_fires,
-            created_at=now,
-            updated_at=now,
-        )
-        assert deps.schedules is not None
-        await deps.schedules.add(row)
-        deps.scheduler.wake()
-        return row.to_dict()
-
-    @tool
-    async def list_schedules() -> list[dict[str, Any]]:
-        """This chat's schedules, active or not."""
-        deps = _server(store)
-        assert deps.schedules is not None
-        return [row.to_dict() for row in await deps.schedules.list(session_id=session_id)] if session_id else []
-
-    @tool
-    async def cancel_schedule(schedule_id: str) -> str:
-        """Stop a schedule of this chat (its record stays)."""
-        deps = _server(store)
-        assert deps.schedules is not None
-        row = await deps.schedules.get(schedule_id)
-        if row is None or row.session_id != session_id:
-            return f"Error: this chat has no schedule {schedule_id!r}; see list_schedules."
-        await deps.schedules.update(
-            dataclasses.replace(row, active=False, finished_reason="cancelled", updated_at=deps.scheduler.clock())
-        )
-        return f"Cancelled {schedule_id}."
-
-    @tool
-    async def start_session(instruction: str, title: str | None = None) -> dict[str, Any]:
-        """Start a new, separate chat that works on ``instruction`` now (its answer is not reported back)."""
-        from .routes_schedules import title_from
-
-        deps = _server(store)
-        sup = deps.supervisor
-        parent = await store.get(session_id) if session_id else None
-        name = (title or "").strip()[:200] or title_from(instruction)
-        meta = await store.create(title=name, agent=parent.agent if parent else None)
-        try:
-            if parent is not None and store.supports_origins:
-                await store.set_origin(
-                    meta.id, kind="spawn", origin_session_id=parent.id, user_turn=None, title=parent.title
-                )
-            async with sup.lock(meta.id):
-                sup.start(meta.id, instruction, agent=meta.agent)
-        except Exception:
-            await store.delete(meta.id)  # a chat that never started is not left behind
-            raise
-        sup.hub.publish("session_created", {"session": meta.to_dict()})
-        return {"session_id": meta.id, "title": name, "status": "running"}
-
-    return [schedule_run, list_schedules, cancel_schedule, start_session]
+def _schedule_store_for(store: Any) -> ScheduleStore:
+    if isinstance(store, ScheduleStore):
+        return store
+    dsn = getattr(store, "dsn", None)
+    if isinstance(dsn, str):  # a PostgresChatStore: the same database and schema
+        return open_schedule_store(dsn, schema=getattr(store, "schema", None))
+    path = getattr(store, "path", None)
+    if isinstance(path, str) and path != ":memory:":
+        return open_schedule_store(path)
+    raise UserError(
+        f"Scheduling cannot find where {type(store).__name__} keeps schedules",
+        hint="pass the app's ChatStore on a SQLite file or PostgreSQL, or a ScheduleStore",
+    )

@@ -33,7 +33,7 @@ def server(tmp_path: Path) -> Iterator[ThreadServer]:
 
 
 def _user_messages(base: str, sid: str) -> list[str]:
-    entries = httpx.get(f"{base}/api/sessions/{sid}").json()["entries"]
+    entries = httpx.get(f"{base}/api/sessions/{sid}").json()["transcript"]
     return [str(e["content"]) for e in entries if e.get("role") == "user"]
 
 

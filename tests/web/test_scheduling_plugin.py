@@ -1,4 +1,5 @@
-"""The ``Scheduling`` plugin over HTTP: start_session's linked chat, schedule_run's approval, cancel."""
+"""The ``Scheduling`` plugin: the agent proposes a schedule, the user approves it in the web app,
+the server fires it on its clock, and a fire cancels its own schedule without any approval."""
 
 from __future__ import annotations
 
@@ -11,106 +12,170 @@ import httpx
 import pytest
 
 from lovia import Agent, Runner
+from lovia.exceptions import UserError
+from lovia.stores import InMemorySession
 from lovia.testing import ScriptedProvider, call, text
-from lovia.transcript import ToolResultEntry, TranscriptEntry
-from lovia.web import ChatStore, Scheduling, create_app
+from lovia.transcript import InputEntry, ToolResultEntry, TranscriptEntry
+from lovia.web import ChatStore, create_app
+from lovia.web.schedule_store import SQLiteScheduleStore, open_schedule_store
+from lovia.web.scheduler import ManualClock
+from lovia.web.scheduling import Scheduling
 
-from .helpers import ThreadServer, last_user, sse, wait_for
+from .helpers import ThreadServer, sse, wait_for
+
+T0 = 1_800_000_000.0
 
 
-def script(entries: list[TranscriptEntry], _tools: list[Any]) -> Any:
-    said, results = last_user(entries)
-    word, _, rest = said.partition(" ")
-    last = next((e for e in reversed(entries) if isinstance(e, ToolResultEntry)), None)
-    if results:
-        return text(f"Tool said: {last.output if last else ''}")
-    if word == "spin-off":
-        return call("start_session", {"instruction": f"work on {rest}", "title": "Side job"}, call_id="c_start")
-    if word == "schedule":
-        args = {"message": rest, "trigger_kind": "every", "trigger_expr": "3600"}
-        return call("schedule_run", args, call_id=f"c_sched_{len(entries)}")
-    if word == "bad-schedule":
-        args = {"message": rest, "trigger_kind": "cron", "trigger_expr": "61 * * * *"}
-        return call("schedule_run", args, call_id=f"c_bad_{len(entries)}")
-    if word == "cancel":
-        return call("cancel_schedule", {"schedule_id": rest}, call_id=f"c_cancel_{len(entries)}")
-    if word == "list":
-        return call("list_schedules", {}, call_id=f"c_list_{len(entries)}")
-    return text(f"You said: {said}")
+def _last_user(entries: list[TranscriptEntry]) -> str:
+    return next(e.text for e in reversed(entries) if isinstance(e, InputEntry) and e.role == "user")
+
+
+def _results(entries: list[TranscriptEntry]) -> list[ToolResultEntry]:
+    return [e for e in entries if isinstance(e, ToolResultEntry)]
+
+
+def _script(entries: list[TranscriptEntry], _tools: list[Any]) -> Any:
+    said = _last_user(entries)
+    since = entries[max(i for i, e in enumerate(entries) if isinstance(e, InputEntry) and e.role == "user") :]
+    done = _results(since)
+    if said.startswith("watch the log") and not done:
+        return call(
+            "schedule_run",
+            {
+                "instruction": "read the log",
+                "trigger": "every",
+                "value": "60",
+                "until": "it says ready",
+                "max_fires": 9,
+            },
+            call_id="c_sched",
+        )
+    if "[Schedule " in said and not done:  # a fire: the stop condition holds, cancel
+        schedule_id = said.split("schedule_id='", 1)[1].split("'", 1)[0]
+        return call("cancel_schedule", {"schedule_id": schedule_id}, call_id="c_cancel")
+    if said == "what is scheduled?" and not done:
+        return call("list_schedules", {}, call_id="c_list")
+    return text(f"done: {done[-1].output[:200] if done else 'nothing'}")
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> ChatStore:
-    return ChatStore.sqlite(tmp_path / "web.db")
+def served(tmp_path: Path) -> Iterator[tuple[ThreadServer, ManualClock, str]]:
+    db = str(tmp_path / "chats.db")
+    store = ChatStore.sqlite(db)
+    clock = ManualClock(T0)
+    agent = Agent(name="watcher", model=ScriptedProvider(_script), plugins=[Scheduling(store, clock=clock)])
+    app = create_app(agent, store=store, schedules=open_schedule_store(db), scheduler_poll=0.02, clock=clock)
+    with ThreadServer(app) as srv:
+        yield srv, clock, db
 
 
-@pytest.fixture
-def server(store: ChatStore) -> Iterator[ThreadServer]:
-    agent = Agent(name="planner", model=ScriptedProvider(script), plugins=[Scheduling(store)])
-    with ThreadServer(create_app(agent, store=store)) as srv:
-        yield srv
+def _schedules(base: str) -> list[dict[str, Any]]:
+    return list(httpx.get(f"{base}/api/schedules").json())
 
 
-def _detail(base: str, sid: str) -> dict[str, Any]:
-    return dict(httpx.get(f"{base}/api/sessions/{sid}").json())
-
-
-def _approve(base: str, message: str, session_id: str | None = None) -> str:
-    s = sse(base, "/api/chat/stream", {"message": message, "session_id": session_id}, until="approval_required")
-    asked = s.of("approval_required")[0]
-    sid = str(s.of("session")[0]["session_id"])
-    r = httpx.post(f"{base}/api/chat/approve", json={"session_id": sid, "call_id": asked["id"], "decision": "approve"})
+def test_an_approved_schedule_fires_on_the_clock_and_the_fire_cancels_it(served: Any) -> None:
+    srv, clock, _db = served
+    asked = sse(
+        srv.url, "/api/chat/stream", {"message": "watch the log until it says ready"}, until="approval_required"
+    )
+    approval = asked.of("approval_required")[0]
+    sid = asked.of("session")[0]["session_id"]
+    assert approval["name"] == "schedule_run"
+    assert _schedules(srv.url) == []  # nothing exists before the user says yes
+    r = httpx.post(
+        f"{srv.url}/api/chat/approve", json={"session_id": sid, "call_id": approval["id"], "decision": "approve"}
+    )
     assert r.status_code == 200, r.text
-    wait_for(lambda: not _detail(base, sid)["live"], timeout=30)
-    return sid
+    rows = wait_for(lambda: _schedules(srv.url) or None)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["session_id"] == sid and row["trigger_kind"] == "every" and row["next_fire"] == T0 + 60
+    assert row["max_fires"] == 9 and row["active"] and "it says ready" in row["input"]
+    wait_for(lambda: not httpx.get(f"{srv.url}/api/sessions/{sid}").json()["live"])
+
+    clock.advance(61)  # the slot is due: the server fires it into the same chat
+    wait_for(lambda: not _schedules(srv.url)[0]["active"], timeout=20)
+    after = _schedules(srv.url)[0]
+    assert after["finished_reason"] == "cancelled" and after["fire_count"] == 1
+    wait_for(lambda: not httpx.get(f"{srv.url}/api/sessions/{sid}").json()["live"])
+    entries = httpx.get(f"{srv.url}/api/sessions/{sid}").json()["transcript"]
+    cancel = [e for e in entries if e.get("type") == "tool_result" and e.get("call_id") == "c_cancel"]
+    assert len(cancel) == 1 and not cancel[0]["is_error"]  # no approval was asked in the clientless fire
+    clock.advance(600)
+    assert _schedules(srv.url)[0]["fire_count"] == 1  # cancelled: it never fires again
 
 
-def test_start_session_opens_a_linked_chat_that_runs_at_once(server: ThreadServer) -> None:
-    first = sse(server.url, "/api/chat/stream", {"message": "spin-off the report"})
-    parent = first.of("session")[0]["session_id"]
-    started = json.loads(first.text().removeprefix("Tool said: "))
-    assert started["title"] == "Side job" and started["status"] == "running"
-    child = started["session_id"]
-    wait_for(lambda: not _detail(server.url, child)["live"], timeout=30)
-    detail = _detail(server.url, child)
-    assert [e["content"] for e in detail["entries"]] == ["work on the report", "You said: work on the report"]
-    assert detail["origin"]["kind"] == "spawn" and detail["origin"]["session_id"] == parent
-    (listed,) = httpx.get(f"{server.url}/api/sessions/{parent}/children").json()["children"]
-    assert listed["id"] == child and listed["kind"] == "spawn" and listed["status"] == "completed"
-    # It belongs to no one: deleting the chat that started it leaves it.
-    assert httpx.delete(f"{server.url}/api/sessions/{parent}").status_code == 200
-    assert _detail(server.url, child)["origin"]["exists"] is False
+def test_a_denied_schedule_leaves_nothing(served: Any) -> None:
+    srv, _clock, _db = served
+    asked = sse(srv.url, "/api/chat/stream", {"message": "watch the log please"}, until="approval_required")
+    approval = asked.of("approval_required")[0]
+    sid = asked.of("session")[0]["session_id"]
+    r = httpx.post(
+        f"{srv.url}/api/chat/approve", json={"session_id": sid, "call_id": approval["id"], "decision": "deny"}
+    )
+    assert r.status_code == 200
+    wait_for(lambda: not httpx.get(f"{srv.url}/api/sessions/{sid}").json()["live"])
+    assert _schedules(srv.url) == []
 
 
-def test_schedule_run_waits_for_approval_then_list_and_cancel(server: ThreadServer) -> None:
-    sid = _approve(server.url, "schedule check the log")
-    (row,) = httpx.get(f"{server.url}/api/schedules").json()
-    assert row["session_id"] == sid and row["input"] == "check the log" and row["active"]
-    listed = sse(server.url, "/api/chat/stream", {"message": "list", "session_id": sid}).text()
-    assert row["id"] in listed
-    cancelled = sse(server.url, "/api/chat/stream", {"message": f"cancel {row['id']}", "session_id": sid}).text()
-    assert cancelled == f"Tool said: Cancelled {row['id']}."
-    (after,) = httpx.get(f"{server.url}/api/schedules").json()  # kept, but inactive
-    assert not after["active"] and after["finished_reason"] == "cancelled"
-    other = sse(server.url, "/api/chat/stream", {"message": "cancel sched_nope", "session_id": sid}).text()
-    assert "has no schedule 'sched_nope'" in other
+async def _run(plugin: Scheduling, script: Any, message: str, *, session_id: str | None = "chat_1") -> Any:
+    agent = Agent(name="a", model=ScriptedProvider(script), plugins=[plugin], approval_handler=lambda *_a, **_k: True)
+    return await Runner.run(agent, message, session=InMemorySession(), session_id=session_id)
 
 
-def test_a_denied_or_invalid_schedule_creates_nothing(server: ThreadServer) -> None:
-    s = sse(server.url, "/api/chat/stream", {"message": "schedule never"}, until="approval_required")
-    sid = s.of("session")[0]["session_id"]
-    call_id = s.of("approval_required")[0]["id"]
-    httpx.post(f"{server.url}/api/chat/approve", json={"session_id": sid, "call_id": call_id, "decision": "deny"})
-    wait_for(lambda: not _detail(server.url, sid)["live"], timeout=30)
-    _approve(server.url, "bad-schedule never", sid)
-    results = [e for e in _detail(server.url, sid)["entries"] if e["type"] == "tool_result"]
-    assert all(r["is_error"] for r in results) and "61" in results[-1]["output"]
-    assert httpx.get(f"{server.url}/api/schedules").json() == []
+def _one_call(name: str, args: dict[str, Any]) -> Any:
+    def script(entries: list[TranscriptEntry], _tools: list[Any]) -> Any:
+        results = _results(entries)
+        if not results:
+            return call(name, args, call_id="c1")
+        return text(json.dumps({"error": results[-1].is_error, "output": results[-1].output}))
+
+    return script
 
 
-async def test_without_a_server_the_tools_say_so(tmp_path: Path) -> None:
-    lonely = ChatStore.sqlite(tmp_path / "alone.db")
-    agent = Agent(name="planner", model=ScriptedProvider(script), plugins=[Scheduling(lonely)])
-    result = await Runner.run(agent, "spin-off anything")
-    assert "needs the web server" in str(result.output)
-    await lonely.close()
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ({"instruction": "x", "trigger": "every", "value": "0"}, "interval"),
+        ({"instruction": "x", "trigger": "cron", "value": "not a cron"}, "cron"),
+        ({"instruction": "x", "trigger": "at", "value": "someday"}, "someday"),
+        ({"instruction": "  ", "trigger": "every", "value": "60"}, "empty"),
+        ({"instruction": "x", "trigger": "every", "value": "60", "until": "it is done"}, "safety limit"),
+        ({"instruction": "x", "trigger": "every", "value": "60", "max_fires": 0}, "max_fires"),
+        ({"instruction": "x", "trigger": "every", "value": "60", "expires_at": "tomorrowish"}, "expires_at"),
+    ],
+)
+async def test_bad_proposals_are_tool_errors_the_model_can_fix(
+    tmp_path: Path, args: dict[str, Any], needle: str
+) -> None:
+    store = SQLiteScheduleStore(str(tmp_path / "s.db"))
+    result = await _run(Scheduling(store), _one_call("schedule_run", args), "go")
+    answer = json.loads(result.output)
+    assert answer["error"] is True and needle in answer["output"].lower()
+    assert await store.list() == []
+    await store.close()
+
+
+async def test_list_and_cancel_without_a_server(tmp_path: Path) -> None:
+    store = SQLiteScheduleStore(str(tmp_path / "s.db"))
+    plugin = Scheduling(store, clock=lambda: T0)
+    made = await _run(
+        plugin, _one_call("schedule_run", {"instruction": "x", "trigger": "at", "value": str(T0 + 5)}), "go"
+    )
+    created = json.loads(json.loads(made.output)["output"])
+    assert created["this_chat"] and created["active"]
+    listed = await _run(plugin, _one_call("list_schedules", {}), "list", session_id="chat_2")
+    rows = json.loads(json.loads(listed.output)["output"])
+    assert [r["schedule_id"] for r in rows] == [created["schedule_id"]] and rows[0]["this_chat"] is False
+    gone = await _run(plugin, _one_call("cancel_schedule", {"schedule_id": "sched_nope"}), "cancel")
+    assert json.loads(gone.output)["error"] is True
+    done = await _run(plugin, _one_call("cancel_schedule", {"schedule_id": created["schedule_id"]}), "cancel")
+    assert json.loads(json.loads(done.output)["output"])["finished_reason"] == "cancelled"
+    assert (await store.get(created["schedule_id"])).active is False  # type: ignore[union-attr]
+    await store.close()
+
+
+def test_a_store_without_a_location_is_refused_with_a_hint() -> None:
+    with pytest.raises(UserError) as info:
+        Scheduling(ChatStore.in_memory()).schedules()
+    assert info.value.hint

@@ -35,7 +35,7 @@ def _children(base: str, sid: str) -> list[dict[str, Any]]:
 
 
 def _texts(base: str, sid: str) -> list[str]:
-    entries = httpx.get(f"{base}/api/sessions/{sid}").json()["entries"]
+    entries = httpx.get(f"{base}/api/sessions/{sid}").json()["transcript"]
     return [e["content"] for e in entries if e["type"] == "assistant_text"]
 
 
@@ -64,7 +64,9 @@ def test_child_runs_in_its_own_chat_and_reports_back(server: ThreadServer, relea
     # Its report started a run of the idle parent chat.
     wait_for(lambda: "The helper reported back." in _texts(server.url, parent), timeout=30)
     inputs = [
-        e["content"] for e in httpx.get(f"{server.url}/api/sessions/{parent}").json()["entries"] if e["type"] == "input"
+        e["content"]
+        for e in httpx.get(f"{server.url}/api/sessions/{parent}").json()["transcript"]
+        if e["type"] == "input"
     ]
     assert inputs[-1].startswith('<subagent-report id="sa-') and "Child finished: job the sums." in inputs[-1]
     # The child is listed in the sidebar too, and is a plain chat with no children.
@@ -77,7 +79,7 @@ def test_a_report_reaches_a_live_parent_exactly_once(server: ThreadServer, relea
     parent = sse(server.url, "/api/chat/stream", {"message": "delegate and wait"}).of("session")[0]["session_id"]
     wait_for(lambda: "The helper reported back." in _texts(server.url, parent), timeout=30)
     wait_for(lambda: httpx.get(f"{server.url}/api/runs").json()["runs"] == [], timeout=30)
-    entries = httpx.get(f"{server.url}/api/sessions/{parent}").json()["entries"]
+    entries = httpx.get(f"{server.url}/api/sessions/{parent}").json()["transcript"]
     reports = [e for e in entries if e["type"] == "input" and str(e["content"]).startswith("<subagent-report")]
     assert len(reports) == 1 and "Child finished: job quick." in reports[0]["content"]
 

@@ -38,7 +38,7 @@ def test_regenerate_keeps_earlier_answers_across_a_restart(db: str) -> None:
         assert _regenerate(srv.url, sid, 1, "count two") == {"removed": 2, "keep_entries": 2, "kept_answer": True}
         _regenerate(srv.url, sid, 1, "count two")
         data = _detail(srv.url, sid)
-        assert data["entries"][-1]["content"] == "Answer number 4."
+        assert data["transcript"][-1]["content"] == "Answer number 4."
         (turn,) = data["variants"]
         assert turn["user_turn"] == 1 and _texts(turn["answers"]) == ["Answer number 2.", "Answer number 3."]
     with ThreadServer(create_app(scripted_agent(), db_path=db)) as srv:  # a new process reads them back
@@ -101,7 +101,7 @@ def test_postgres_regenerate_replaces_the_answer_and_says_so() -> None:
             sid = sse(srv.url, "/api/chat/stream", {"message": "count one"}).of("session")[0]["session_id"]
             assert _regenerate(srv.url, sid, 0, "count one")["kept_answer"] is False
             data = _detail(srv.url, sid)
-            assert data["variants"] == [] and data["entries"][-1]["content"] == "Answer number 2."
+            assert data["variants"] == [] and data["transcript"][-1]["content"] == "Answer number 2."
             assert httpx.get(f"{srv.url}/api/sessions/{sid}/children").json() == {"children": []}
     finally:
         drop_schema(schema)

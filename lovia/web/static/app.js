@@ -8,6 +8,7 @@ import { clearQuestion, loadTodos, showQuestion, showTodos } from "./agentviews.
 import { initSchedules } from "./schedules.js";
 import { initVariants } from "./variants.js";
 import { initLineage } from "./subagents.js";
+import { initPanels } from "./panels.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -67,6 +68,7 @@ const uploads = initUploads(transcript, {
 });
 initVariants(transcript); // after initUploads: it chains the controls hook
 const lineage = initLineage({ api, sessionId: () => state.sessionId, openSession: (id) => openSession(id).catch(fail), fail: (error) => fail(error) });
+const panels = initPanels({ sessionId: () => state.sessionId, send: (text) => send(text).catch(fail) });
 
 // ------------------------------------------------------------------ helpers
 
@@ -147,6 +149,7 @@ async function loadInfo() {
   transcript.canRewind = Boolean(state.info.features.rewind);
   showNotice();
   $("composer").disabled = !composerEnabled();
+  panels.setInfo(state.info);
 }
 
 // ------------------------------------------------------------------ sidebar
@@ -305,7 +308,7 @@ async function openSession(id) {
   $("app").classList.remove("sidebar-open");
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
   if (generation !== state.generation) return;
-  transcript.render(data.entries, data.runs, false, data.variants);
+  transcript.render(data.transcript, data.runs, false, data.variants);
   lineage.show(id, data);
   loadTodos(api, id).catch(fail);
   setPhase("idle");
@@ -326,7 +329,7 @@ const HANDLERS = {
     if (stopNow) sendCancel().catch(fail);
   },
   snapshot: (data) => {
-    transcript.render(data.entries, [], data.status === "running");
+    transcript.render(data.transcript, [], data.status === "running");
     if (data.status === "running" && state.phase !== "stopping") setPhase("streaming");
     else if (data.status !== "running") setPhase("idle");
   },
@@ -354,6 +357,8 @@ const HANDLERS = {
     if (data.scope !== "tool") state.streamError = data;
     transcript.error(data);
   },
+  refs: () => {}, // the reload after the run reads the refs from the chat's detail
+  timing: () => {},
   done: (data) => transcript.done(data),
 };
 
@@ -395,12 +400,13 @@ async function runStream(path, body) {
   const shown = state.streamError;
   if (state.sessionId) {
     const data = await api("GET", `/api/sessions/${encodeURIComponent(state.sessionId)}`).catch(fail);
-    if (data && generation === state.generation) transcript.render(data.entries, data.runs, false, data.variants);
+    if (data && generation === state.generation) transcript.render(data.transcript, data.runs, false, data.variants);
   }
   if (generation !== state.generation) return;
   if (shown && !transcript.hasErrorFor(shown.run_id)) transcript.error(shown);
   setPhase("idle");
   refreshSessions().catch(fail);
+  panels.runFinished(state.sessionId, !shown);
 }
 
 async function send(text) {

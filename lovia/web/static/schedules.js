@@ -46,7 +46,8 @@ export function initSchedules(deps) {
   open.type = "button";
   open.dataset.testid = "schedules-open";
   open.title = "Scheduled runs";
-  document.querySelector(".topbar").append(open);
+  // Beside the other panel buttons when the page has them, else at the end of the top bar.
+  (document.querySelector(".topbar .panel-buttons") || document.querySelector(".topbar")).append(open);
   const view = new SchedulesView(dialog, deps);
   open.onclick = () => view.show().catch((e) => view.showError(e));
   return view;

@@ -60,6 +60,7 @@ def create_app(
     clock: Clock | None = None,
     followups: bool | FollowupFn = False,
     followup_model: str | Provider | None = None,
+    config_runtime: Any = None,
 ) -> FastAPI:
     """Build the ASGI app: the page, ``/healthz``, ``/api/docs`` and the router of
     :func:`lovia.web.api.build_api_router` (one :class:`~lovia.web.api.RouterDeps`, kept as
@@ -91,6 +92,8 @@ def create_app(
             (each costs a model call); ``True`` for the built-in suggester, or your own
             ``async (FollowupRequest) -> [str]``.
         followup_model: the model the built-in suggester asks (default: the chat's agent's model).
+        config_runtime: a :class:`lovia.web.config.ConfigRuntime` (``lovia web`` makes one): the
+            ``/api/config*`` routes appear and model switches swap the served default agent.
 
     Returns:
         A FastAPI application; run it with a single uvicorn worker (runs are process-local).
@@ -117,7 +120,10 @@ def create_app(
         demo=agent_set.demo,
         followups=followups,
         followup_model=followup_model,
+        config_runtime=config_runtime,
     )
+    if config_runtime is not None:
+        config_runtime.bind(deps)
     if question_channel is not None:
         deps.questions = QuestionRegistry(
             question_channel, timeout=question_timeout, on_question=lambda q: broadcast_question(deps.supervisor, q)

@@ -80,6 +80,7 @@ class RouterDeps:
     demo: bool = False
     followups: bool | FollowupFn = False
     followup_model: str | Provider | None = None
+    config_runtime: Any = None  # a lovia.web.config.ConfigRuntime: serves /api/config*, swaps the default agent
     _supervisor: RunSupervisor = field(init=False, repr=False)
     _scheduler: Scheduler = field(init=False, repr=False)
     _owns_schedules: bool = field(init=False, repr=False, default=False)

@@ -22,7 +22,7 @@ from .demo_model import clock
 from .workspaces import DEFAULT_WORKSPACE_MODE, resolve_workspace, with_workspace
 
 if TYPE_CHECKING:
-    from .config.schema import WebConfig
+    from .config.schema import ModelProfile, WebConfig
     from .store import ChatStore
 
 __all__ = [
@@ -33,6 +33,8 @@ __all__ = [
     "DEFAULT_WORKSPACE_MODE",
     "GENERIC_INSTRUCTIONS",
     "build_default_agent",
+    "resolve_aux_model",
+    "resolve_followups",
     "resolve_instructions",
     "resolve_max_retries",
     "resolve_max_tokens",
@@ -40,7 +42,7 @@ __all__ = [
     "resolve_provider_timeout",
 ]
 
-DEFAULT_AGENT_NAME = "assistant"
+DEFAULT_AGENT_NAME = "lovia"
 """The name the default agent is served under (kept across model switches)."""
 
 DEFAULT_MAX_TURNS = 50
@@ -131,6 +133,25 @@ def resolve_instructions(cli_text: str | None, cli_file: str | None) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read {flag} {str(path)!r}: {exc}", hint="pass a UTF-8 text file") from None
     return f"{GENERIC_INSTRUCTIONS}\n\n{text.strip()}" if text.strip() else GENERIC_INSTRUCTIONS
+
+
+def resolve_followups(cli_off: bool) -> bool:
+    """Whether ``lovia web`` serves follow-up suggestions: on unless ``--no-followups`` or
+    ``LOVIA_FOLLOWUPS`` is ``0`` / ``false`` / ``no`` / ``off``."""
+    if cli_off:
+        return False
+    return os.environ.get("LOVIA_FOLLOWUPS", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def resolve_aux_model(profile: ModelProfile | None) -> Provider | None:
+    """The provider for auxiliary calls (follow-up suggestions): the ``aux`` profile's, else ``None``
+    (the chat model then does that work)."""
+    if profile is None:
+        return None
+    from .config.probe import build_provider
+    from .config.schema import Connection
+
+    return build_provider(Connection.from_profile(profile), extra_body=profile.extra_body)
 
 
 def _flag(args: argparse.Namespace, name: str, default: Any = None) -> Any:

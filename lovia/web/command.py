@@ -13,6 +13,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..exceptions import LoviaError, UserError
+from .builder import (
+    resolve_followups,
+    resolve_instructions,
+    resolve_max_retries,
+    resolve_max_tokens,
+    resolve_max_turns,
+    resolve_provider_timeout,
+)
 
 __all__ = [
     "DEFAULT_DB",
@@ -35,14 +43,6 @@ def add_db_argument(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("LOVIA_DB", DEFAULT_DB),
         help="SQLite store file, or postgresql://USER@HOST/DB (default %(default)s)",
     )
-
-
-def resolve_followups(cli_off: bool) -> bool:
-    """Whether ``lovia web`` serves follow-up suggestions: on unless ``--no-followups`` or
-    ``LOVIA_FOLLOWUPS`` is ``0`` / ``false`` / ``no`` / ``off``."""
-    if cli_off:
-        return False
-    return os.environ.get("LOVIA_FOLLOWUPS", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def add_web_parser(sub: Any) -> argparse.ArgumentParser:
@@ -192,14 +192,6 @@ def check_model_flags(args: argparse.Namespace) -> int:
     Raises:
         UserError: A value is not usable, or a default-agent flag is combined with ``--app``.
     """
-    from .builder import (
-        resolve_instructions,
-        resolve_max_retries,
-        resolve_max_tokens,
-        resolve_max_turns,
-        resolve_provider_timeout,
-    )
-
     max_turns = resolve_max_turns(getattr(args, "max_turns", None))
     timeout = resolve_provider_timeout(getattr(args, "provider_timeout", None))
     if timeout is not None:

@@ -397,14 +397,14 @@ def test_a_switch_applies_from_the_next_message(app_a: tuple[ThreadServer, Any],
     assert any(m.get("content") == "answer from A" for m in history)  # with the earlier turn as context
     assert len(a.posts()) == 1 and len(b.posts()) == 1
     info = httpx.get(f"{srv.url}/api/info").json()
-    assert info["agents"][0]["name"] == "assistant" and info["default_agent"] == "assistant"
+    assert info["agents"][0]["name"] == "lovia" and info["default_agent"] == "lovia"
 
 
 def test_unconfigured_serves_the_demo_until_a_model_is_added(home: Path, b: Endpoint) -> None:
     runtime = make_runtime(home)
     with config_server(home, runtime) as srv:
         info = httpx.get(f"{srv.url}/api/info").json()
-        assert info["configured"] is False and info["demo"] is True and info["default_agent"] == "assistant"
+        assert info["configured"] is False and info["demo"] is True and info["default_agent"] == "lovia"
         assert httpx.post(f"{srv.url}/api/config/models", json=profile("b", b)).status_code == 201
         info = httpx.get(f"{srv.url}/api/info").json()
         assert info["configured"] is True and info["demo"] is False

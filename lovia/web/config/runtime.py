@@ -42,7 +42,7 @@ class ConfigRuntime:
         loaded: the active configuration and the file it is saved to.
         store: the chat store (passed on to the agent builder).
         question_channel: the ``ask_human`` channel, if the app has one.
-        agent_key: the name the default agent is served under (default ``assistant``); it stays
+        agent_key: the name the default agent is served under (default ``lovia``); it stays
             the same across switches, so chats and schedules keep pointing at it.
     """
 

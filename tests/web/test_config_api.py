@@ -32,7 +32,7 @@ from lovia.web.config.schema import ModelProfile
 
 from ..providers.servers import Reply
 from .config_helpers import Endpoint, config_server, make_runtime, profile, web_args
-from .helpers import ThreadServer, free_port, iter_frames, scripted_agent, sse
+from .helpers import ThreadServer, free_port, iter_frames, scripted_agent, sse, wait_for
 
 KEY = "sk-test-0123456789abcdef"
 
@@ -507,3 +507,45 @@ def test_cli_check_probes_the_configured_profile(home: Path, a: Endpoint) -> Non
     a.server.routes["/v1/models"] = Reply.json(401, {"error": {"message": "bad key"}})
     failed = _cli(home, "--check")
     assert failed.returncode == 1 and "auth_failed" in failed.stdout and "hint:" in failed.stdout
+
+
+def test_an_incomplete_chat_profile_starts_the_demo(home: Path) -> None:
+    runtime = make_runtime(home, {"models": [{"id": "o", "model": "gpt-4.1-mini"}]})  # official API, no key
+    assert runtime.configured is False and runtime.agent.name == "lovia"
+    assert runtime.config.models[0].id == "o"  # kept, to be fixed in Settings
+
+
+def test_lovia_web_serves_the_config_and_switches(home: Path, a: Endpoint, b: Endpoint) -> None:
+    save_config(WebConfig.model_validate({"models": [profile("a", a, key=KEY)]}), home / "home/.lovia/config.json")
+    port = free_port()
+    env = {**os.environ, "HOME": str(home / "home"), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop("LOVIA_MODEL", None)
+    cmd = [sys.executable, "-m", "lovia.web", "--port", str(port), "--no-workspace", "--log-level", "warning"]
+    cmd += ["--db", str(home / "cli.db"), "--max-tokens", "33"]
+    proc = subprocess.Popen(
+        cmd, cwd=home / "project", env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def up() -> bool:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for(up, timeout=60, interval=0.1)
+        assert httpx.get(f"{url}/api/info").json()["features"]["model_config"] is True
+        assert sse(url, "/api/chat/stream", {"message": "one"}, timeout=60).text() == "answer from A"
+        assert httpx.post(f"{url}/api/config/models", json=profile("b", b)).status_code == 201
+        assert httpx.put(f"{url}/api/config/roles", json={"chat": "b"}).status_code == 200
+        assert sse(url, "/api/chat/stream", {"message": "two"}, timeout=60).text() == "answer from B"
+        assert b.posts()[0].json["max_tokens"] == 33
+        saved = json.loads((home / "home/.lovia/config.json").read_text())
+        assert saved["roles"]["chat"] == "b" and [m["id"] for m in saved["models"]] == ["a", "b"]
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        if proc.stdout:
+            proc.stdout.close()

@@ -20,9 +20,9 @@ from ...providers import model_from_env, provider_from_string
 from ...providers.base import Provider
 from ...tools.human import HumanChannel
 from ..builder import DEFAULT_AGENT_NAME, build_default_agent, resolve_provider_timeout
-from ..demo_model import demo_agent
+from ..demo_model import DemoModel, demo_agent
 from .probe import build_provider
-from .schema import Connection, ModelProfile, WebConfig
+from .schema import Connection, ModelProfile, Roles, WebConfig
 from .storage import LoadedConfig, save_config
 
 if TYPE_CHECKING:
@@ -92,11 +92,9 @@ class ConfigRuntime:
 
     @property
     def configured(self) -> bool:
-        """Whether a real model answers: a usable chat profile, or ``LOVIA_MODEL`` without one."""
-        profile = self._config.default_profile()
-        if profile is not None:
-            return profile.id in self.serveable(self._config)
-        return bool(model_from_env(required=False))
+        """Whether a real model answers (a usable chat profile, or ``LOVIA_MODEL`` without one),
+        not the offline demo."""
+        return not isinstance(self.current[0].model, DemoModel)
 
     @property
     def agent(self) -> Agent[Any]:
@@ -107,7 +105,11 @@ class ConfigRuntime:
     def current(self) -> tuple[Agent[Any], Provider, Compaction, Provider | None]:
         """What :meth:`build` made for the configuration in force (built on first use)."""
         if self._current is None:
-            self._current = self.build()
+            try:
+                self._current = self.build()
+            except UserError as exc:  # a half-finished profile must not keep the server from starting
+                logger.warning("lovia web: %s (%s); serving the offline demo until it is fixed", exc.message, exc.hint)
+                self._current = self.build(self._config.model_copy(update={"models": [], "roles": Roles()}))
         return self._current
 
     # ------------------------------------------------------------------ building

@@ -549,3 +549,19 @@ def test_lovia_web_serves_the_config_and_switches(home: Path, a: Endpoint, b: En
         proc.wait(timeout=30)
         if proc.stdout:
             proc.stdout.close()
+
+
+def test_a_scheduled_run_after_a_switch_uses_the_new_model(
+    app_a: tuple[ThreadServer, Any], a: Endpoint, b: Endpoint
+) -> None:
+    srv, _ = app_a
+    made = httpx.post(
+        f"{srv.url}/api/schedules", json={"input": "report", "trigger_kind": "every", "trigger_expr": "3600"}
+    )
+    assert made.status_code in (200, 201), made.text
+    httpx.post(f"{srv.url}/api/config/models", json=profile("b", b))
+    httpx.put(f"{srv.url}/api/config/roles", json={"chat": "b"})
+    fired = httpx.post(f"{srv.url}/api/schedules/{made.json()['id']}/run", timeout=30)
+    assert fired.status_code == 200, fired.text
+    wait_for(lambda: len(b.posts()) == 1, timeout=30)
+    assert a.posts() == []

@@ -144,3 +144,23 @@ def test_delete_and_errors_show_in_the_dialog(home: Path, page: Any) -> None:
             status = page.get_by_test_id("settings-status")
             wait_for(lambda: "base_url" in status.inner_text())
             assert "error" in (status.get_attribute("class") or "")
+
+
+def test_first_launch_adds_a_model_from_the_notice(home: Path, page: Any) -> None:
+    with Endpoint("B") as b:
+        runtime = make_runtime(home)
+        with config_server(home, runtime) as srv:
+            page.goto(srv.url)
+            page.get_by_test_id("notice-settings").click()
+            page.get_by_test_id("form-model").fill("m")
+            page.get_by_test_id("form-base-url").fill(b.url)
+            page.get_by_test_id("form-save").click()
+            # the page reloads once configured: the notice is gone and the composer works
+            page.get_by_test_id("notice-settings").wait_for(state="detached")
+            composer = page.get_by_test_id("composer")
+            wait_for(lambda: composer.is_enabled(), timeout=20)
+            assert page.get_by_test_id("demo-badge").is_hidden()
+            composer.fill("first message")
+            page.get_by_test_id("send").click()
+            page.get_by_test_id("message-assistant").get_by_text("answer from B").wait_for()
+            assert page.get_by_test_id("model").inner_text() == "openai-compatible:m"

@@ -326,6 +326,26 @@ async function init() {
   const button = el("button", { type: "button", class: "settings-open", testid: "settings-open", onclick: () => run(openDialog) }, "Settings");
   const bar = document.querySelector(".topbar");
   if (bar) bar.append(button);
+  offerInNotice();
+}
+
+// The page's "No model configured" notice speaks of LOVIA_MODEL; here a model can be added in
+// the page instead, so the notice gets a button for that whenever it is (re)drawn.
+function offerInNotice() {
+  const notice = document.getElementById("notice");
+  if (!notice) return;
+  const add = () => {
+    if (view.configured || notice.hidden || notice.querySelector("[data-testid=notice-settings]")) return;
+    const button = el("button", { type: "button", class: "primary", testid: "notice-settings", onclick: () => run(openFirstModel) }, "Add a model in Settings");
+    notice.append(el("p", {}, "Or add a model here, no restart needed: "), button);
+  };
+  new MutationObserver(add).observe(notice, { childList: true, attributes: true, attributeFilter: ["hidden"] });
+  add();
+}
+
+async function openFirstModel() {
+  await openDialog();
+  openForm(null);
 }
 
 init();

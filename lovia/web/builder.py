@@ -161,7 +161,7 @@ def _flag(args: argparse.Namespace, name: str, default: Any = None) -> Any:
 def build_default_agent(
     args: argparse.Namespace,
     store: ChatStore | None,
-    provider: Provider,
+    provider: Provider | str,
     question_channel: HumanChannel | None = None,
     *,
     config: WebConfig | None = None,

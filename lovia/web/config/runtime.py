@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ...agent import Agent
 from ...context import Compaction
 from ...exceptions import UserError
-from ...providers import model_from_env, provider_from_string
+from ...providers import model_from_env
 from ...providers.base import Provider
 from ...tools.human import HumanChannel
 from ..builder import DEFAULT_AGENT_NAME, build_default_agent, resolve_provider_timeout
@@ -29,7 +29,11 @@ if TYPE_CHECKING:
     from ..api.deps import RouterDeps
     from ..store import ChatStore
 
-__all__ = ["ConfigRuntime"]
+__all__ = ["Built", "ConfigRuntime"]
+
+Built = tuple[Agent[Any], "Provider | str", Compaction, "Provider | None"]
+"""What :meth:`ConfigRuntime.build` makes: the agent, its model (a ``LOVIA_MODEL`` string stays a
+string, which the run turns into a provider of its own), its compaction, the aux provider."""
 
 logger = logging.getLogger("lovia.web")
 
@@ -63,8 +67,8 @@ class ConfigRuntime:
         self.agent_key = agent_key or DEFAULT_AGENT_NAME
         self._deps: RouterDeps | None = None
         self._lock = asyncio.Lock()
-        self._retired: list[Provider] = []
-        self._current: tuple[Agent[Any], Provider, Compaction, Provider | None] | None = None
+        self._retired: list[Provider | str] = []
+        self._current: Built | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -102,7 +106,7 @@ class ConfigRuntime:
         return self.current[0]
 
     @property
-    def current(self) -> tuple[Agent[Any], Provider, Compaction, Provider | None]:
+    def current(self) -> Built:
         """What :meth:`build` made for the configuration in force (built on first use)."""
         if self._current is None:
             try:
@@ -123,7 +127,7 @@ class ConfigRuntime:
             supports_vision=profile.vision_override(),
         )
 
-    def build(self, config: WebConfig | None = None) -> tuple[Agent[Any], Provider, Compaction, Provider | None]:
+    def build(self, config: WebConfig | None = None) -> Built:
         """``(agent, provider, compaction, aux provider)`` for ``config`` (default: the one in force).
 
         The chat profile when it is usable; else ``LOVIA_MODEL``; else the offline demo model.
@@ -133,7 +137,7 @@ class ConfigRuntime:
         """
         config = config or self._config
         profile = config.default_profile()
-        provider: Provider | None = None
+        provider: Provider | str | None = None
         if profile is not None:
             provider = self._provider(profile)
             if provider is None:
@@ -145,7 +149,7 @@ class ConfigRuntime:
         else:
             spec = model_from_env(required=False)
             if spec:
-                provider = provider_from_string(spec)
+                provider = spec
         aux_profile = config.aux_profile()
         aux = self._provider(aux_profile) if aux_profile is not None else None
         if provider is None:
@@ -204,7 +208,7 @@ class ConfigRuntime:
         in_use.update(id(a.model) for a in deps.supervisor.agents.values())
         if self._current is not None and self._current[3] is not None:
             in_use.add(id(self._current[3]))
-        keep: list[Provider] = []
+        keep: list[Provider | str] = []
         for provider in self._retired:
             if id(provider) in in_use:
                 keep.append(provider)

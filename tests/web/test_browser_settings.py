@@ -134,9 +134,13 @@ def test_delete_and_errors_show_in_the_dialog(home: Path, page: Any) -> None:
             page.get_by_test_id("settings-open").click()
             row(page, "B").wait_for()
             assert row(page, "A").get_by_test_id("model-delete").count() == 0  # the chat model cannot go
+            page.get_by_test_id("roles-aux").select_option("b")
+            page.get_by_test_id("roles-save").click()
+            row(page, "B").get_by_test_id("role-aux").wait_for()
+            assert runtime.config.roles.aux == "b"
             row(page, "B").get_by_test_id("model-delete").click()
             row(page, "B").wait_for(state="detached")
-            assert [m.id for m in runtime.config.models] == ["a"]
+            assert [m.id for m in runtime.config.models] == ["a"] and runtime.config.roles.aux is None
             page.get_by_test_id("model-add").click()
             page.get_by_test_id("form-model").fill("m")
             page.get_by_test_id("form-base-url").fill("not a url")

@@ -109,7 +109,30 @@ function testLine(out) {
   return parts.join(" · ");
 }
 
+function renderRoles() {
+  const box = view.dialog.querySelector("[data-testid=roles]");
+  const roles = view.config.roles;
+  const choices = (role, noneLabel) => {
+    const select = el("select", { name: role, testid: `roles-${role}` }, el("option", { value: "" }, noneLabel));
+    for (const m of view.config.models) select.append(el("option", { value: m.id }, m.display_name));
+    select.value = (role === "chat" ? view.config.default_model : roles[role]) || "";
+    return select;
+  };
+  const save = async () => {
+    const value = (role) => box.querySelector(`[name=${role}]`).value || null;
+    const body = { chat: value("chat"), vision: value("vision"), aux: value("aux") };
+    await changed(await api("PUT", "/api/config/roles", body), "Roles saved.");
+  };
+  box.replaceChildren(
+    field("Chat", choices("chat", "the first profile")),
+    field("Images", choices("vision", "the chat model")),
+    field("Follow-ups", choices("aux", "the chat model")),
+    el("div", { class: "settings-actions" }, el("button", { type: "button", testid: "roles-save", onclick: () => run(save) }, "Save roles")),
+  );
+}
+
 function renderModels() {
+  renderRoles();
   const list = view.dialog.querySelector("[data-testid=model-list]");
   const models = view.config.models;
   list.replaceChildren(...(models.length ? models.map(modelRow) : [el("li", { class: "settings-empty" }, "No model yet: add one below.")]));
@@ -294,6 +317,8 @@ function buildDialog() {
     el("ul", { class: "settings-list", testid: "model-list" }),
     el("button", { type: "button", class: "primary", testid: "model-add", onclick: () => openForm(null) }, "+ Add model"),
     modelForm(),
+    el("h3", {}, "Roles"),
+    el("div", { class: "settings-form", testid: "roles" }),
     el("h3", {}, "Skills"),
     el("p", { class: "settings-meta" }, "One directory per line, earlier first (on a duplicate name the earlier wins); ~ works."),
     el("textarea", { class: "settings-dirs", rows: 3, testid: "skill-dirs", ariaLabel: "Skill directories" }),

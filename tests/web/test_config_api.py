@@ -344,6 +344,11 @@ def test_writes_from_a_non_local_host_need_a_token(home: Path, a: Endpoint) -> N
         refused = httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=headers)
         assert refused.status_code == 403 and detail(refused)["code"] == "local_origin_required"
         assert httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}).status_code == 200
+    with config_server(home, runtime, allowed_hosts=["box.example"], token="tok-123") as srv:
+        remote = {"Host": "box.example", "Authorization": "Bearer tok-123"}
+        assert httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=remote).status_code == 200
+        wrong = {"Host": "box.example", "Authorization": "Bearer nope"}
+        assert httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=wrong).status_code == 401
 
 
 # --------------------------------------------------------------------------- switching

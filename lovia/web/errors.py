@@ -50,6 +50,7 @@ ErrorCode = Literal[
     "session_not_found",
     "schedule_not_found",
     "file_not_found",
+    "ui_data_not_found",
     "turn_not_found",
     "approval_not_found",
     "question_not_found",

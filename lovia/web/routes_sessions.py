@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel, Field
 
 from ..session import Segment
@@ -166,6 +166,19 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
                 422, "invalid_request", f"unknown export format {format!r}", hint="use format=md, json or txt"
             )
         return PlainTextResponse(transcript_markdown(meta.title, entries), media_type="text/markdown")
+
+    @router.get("/sessions/{session_id}/ui-data/{ref}")
+    async def ui_data(session_id: str, ref: str) -> Response:
+        await _require(state, session_id)
+        payload = await store.get_ui_data(session_id, ref)
+        if payload is None:
+            raise WebError(
+                404,
+                "ui_data_not_found",
+                f"chat {session_id!r} has no UI data {ref!r}",
+                hint="it was never stored in this chat, or was deleted with the chat; the card shows its preview",
+            )
+        return Response(payload, media_type="application/json", headers={"Cache-Control": "private, max-age=3600"})
 
     @router.get("/runs")
     async def runs() -> dict[str, Any]:

@@ -38,6 +38,7 @@ from ..transcript import (
     entry_to_dict,
     to_json_safe,
 )
+from .components import bind_ui_data
 from .events_hub import EventHub
 from .sse import Frame, event_to_frame
 from .store import ChatStore
@@ -250,6 +251,7 @@ class RunSupervisor:
 
     async def _drive(self, live: LiveRun) -> None:
         assert live.handle is not None
+        bind_ui_data(self.store, live.session_id)  # this task's context: the run's tools inherit it
         try:
             await self.store.set_active_run(live.session_id, live.run_id)
             await self.store.record_run(live.run_id, live.session_id, status="running")

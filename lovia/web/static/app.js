@@ -3,6 +3,7 @@
 import { AuthError, api, captureToken, setToken, streamFrames } from "./api.js";
 import { FRAMES } from "./frames.js";
 import { Transcript } from "./render.js";
+import "./pages.js";
 import { initUploads } from "./uploads.js";
 import { clearQuestion, loadTodos, showQuestion, showTodos } from "./agentviews.js";
 
@@ -36,6 +37,8 @@ const transcript = new Transcript($("messages"), {
     if (last) resend(last.turn, last.text).catch(fail);
   },
 });
+
+transcript.hooks.viewContext = () => ({ sessionId: state.sessionId, send: (text) => send(text).catch(fail) });
 
 let creatingSession = null; // the POST /api/sessions in flight, if any
 const uploads = initUploads(transcript, {
@@ -294,6 +297,7 @@ async function openSession(id) {
   state.sessionId = id;
   history.replaceState(null, "", `#/chat/${encodeURIComponent(id)}`);
   $("app").classList.remove("sidebar-open");
+  transcript.liveCalls.clear(); // a reopened chat's pages wait for a click on Run
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
   if (generation !== state.generation) return;
   transcript.render(data.entries, data.runs, false);

@@ -481,6 +481,14 @@ class ChatStore:
         row = await self._db.run(lambda c: c.execute(sql, (session_id, ref)).fetchone())
         return bytes(row[0]) if row is not None else None
 
+    async def copy_ui_data(self, from_session_id: str, to_session_id: str) -> None:
+        """Give a branched chat the UI data of the chat it came from (its envelopes name the same refs)."""
+        sql = (
+            "INSERT OR IGNORE INTO chat_ui_data (session_id, ref, payload, created_at) "
+            "SELECT ?, ref, payload, created_at FROM chat_ui_data WHERE session_id = ?"
+        )
+        await self._db.run(lambda c: c.execute(sql, (to_session_id, from_session_id)))
+
     # ------------------------------------------------------------------ runs
 
     async def record_run(

@@ -199,6 +199,14 @@ class PostgresChatStore(ChatStore):
         )
         return bytes(rows[0][0]) if rows else None
 
+    async def copy_ui_data(self, from_session_id: str, to_session_id: str) -> None:
+        """Give a branched chat the UI data of the chat it came from."""
+        await self.execute(
+            "INSERT INTO {web_ui_data} (session_id, ref, payload, created_at) "
+            "SELECT %s, ref, payload, created_at FROM {web_ui_data} WHERE session_id = %s ON CONFLICT DO NOTHING",
+            (to_session_id, from_session_id),
+        )
+
     # ------------------------------------------------------------------ runs
 
     async def record_run(

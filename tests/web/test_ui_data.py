@@ -165,6 +165,19 @@ def _rows_left(store: ChatStore, session_id: str) -> int:
     return int(row[0])
 
 
+def test_a_branched_chat_keeps_the_data(tmp_path: Path) -> None:
+    store = ChatStore.sqlite(tmp_path / "web.db")  # forks are SQLite-only for now
+    with ThreadServer(create_app(agent(), store=store)) as srv:
+        sid, result = chat(srv.url, "run_query")
+        ref = json.loads(result["output"])[ENVELOPE_KEY]["data"]
+        fork = httpx.post(f"{srv.url}/api/sessions/{sid}/fork", json={}, timeout=30)
+        assert fork.status_code == 200, fork.text
+        new = fork.json()["session_id"]
+        assert httpx.delete(f"{srv.url}/api/sessions/{sid}", timeout=30).status_code == 200
+        r = httpx.get(f"{srv.url}/api/sessions/{new}/ui-data/{ref}", timeout=30)
+        assert r.status_code == 200 and len(r.json()["rows"]) == ROWS
+
+
 def test_over_the_limit_is_a_tool_error_the_model_sees(site: tuple[ThreadServer, ChatStore]) -> None:
     srv, _store = site
     SEEN.clear()
@@ -201,11 +214,16 @@ def test_store_round_trip_and_delete(kind: str, tmp_path: Path) -> None:
             second = await store.put_ui_data(meta.id, b"[]")
             kept = await store.put_ui_data(other.id, b"{}")
             assert ref != second
+            copy = await store.create(title="branch")
+            await store.copy_ui_data(meta.id, copy.id)
+            await store.copy_ui_data(meta.id, copy.id)  # twice: nothing doubles, nothing fails
+            assert await store.get_ui_data(copy.id, ref) == payload
             assert await store.get_ui_data(meta.id, ref) == payload
             assert await store.get_ui_data(other.id, ref) is None
             await store.delete(meta.id)
             assert await store.get_ui_data(meta.id, ref) is None and await store.get_ui_data(meta.id, second) is None
             assert await store.get_ui_data(other.id, kept) == b"{}"  # another chat's data stays
+            assert await store.get_ui_data(copy.id, second) == b"[]"
         finally:
             await store.close()
             if schema is not None:

@@ -178,7 +178,7 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
                 f"chat {session_id!r} has no UI data {ref!r}",
                 hint="it was never stored in this chat, or was deleted with the chat; the card shows its preview",
             )
-        return Response(payload, media_type="application/json", headers={"Cache-Control": "private, max-age=3600"})
+        return Response(payload, media_type="application/json", headers={"Cache-Control": "no-store"})
 
     @router.get("/runs")
     async def runs() -> dict[str, Any]:

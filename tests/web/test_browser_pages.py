@@ -35,7 +35,8 @@ PROBE = """<!doctype html>
 <a id="away" href="https://example.com/">elsewhere</a>
 <p>sent <span id="sent">-</span> auto <span id="auto">-</span> faked <span id="faked">-</span></p>
 <p>net <span id="net">pending</span> abs <span id="abs">pending</span> cookie <span id="cookie">-</span>
-storage <span id="storage">-</span> parent <span id="parent">-</span> ink <span id="ink"></span></p>
+storage <span id="storage">-</span> parent <span id="parent">-</span> ink <span id="ink"></span>
+rtc <span id="rtc">-</span></p>
 <script>
   const put = (id, v) => { document.getElementById(id).textContent = v; };
   put('auto', String(lovia.send('sent without a click')));
@@ -45,6 +46,7 @@ storage <span id="storage">-</span> parent <span id="parent">-</span> ink <span 
   try { put('parent', 'readable:' + parent.document.title); } catch (e) { put('parent', 'blocked:' + e.name); }
   fetch('PROBE').then(() => put('net', 'reached'), (e) => put('net', 'blocked:' + e.name));
   fetch('ORIGINPROBE').then(() => put('abs', 'reached'), (e) => put('abs', 'blocked:' + e.name));
+  put('rtc', typeof RTCPeerConnection + '/' + typeof webkitRTCPeerConnection);
   put('ink', getComputedStyle(document.documentElement).getPropertyValue('--ink').trim());
 </script>
 </body></html>"""
@@ -193,6 +195,7 @@ def test_page_runs_sandboxed_without_network_cookies_or_parent(page: Any, site: 
     assert inner.locator("#cookie").inner_text() == "blocked:SecurityError"
     assert inner.locator("#storage").inner_text() == "blocked:SecurityError"
     assert inner.locator("#parent").inner_text() == "blocked:SecurityError"
+    assert inner.locator("#rtc").inner_text() == "undefined/undefined"  # WebRTC: out of CSP's reach, so removed
     assert (
         "/static/pages-frame.html" in REQUESTS and PROBE_PATH not in REQUESTS
     )  # the server saw the frame, not its requests

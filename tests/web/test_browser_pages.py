@@ -93,6 +93,8 @@ DEMO = """<!doctype html>
   draw();
 </script></body></html>"""
 
+RELOADER = "<!doctype html><html><body><button id='again' onclick='location.reload()'>again</button></body></html>"
+
 BULK_ROWS = 10_000
 
 
@@ -130,6 +132,8 @@ def script(entries: list[TranscriptEntry], _tools: list[Any]) -> Any:
         return call("show_html", {"html": TALL, "title": "Tall"})
     if word == "demo":
         return call("show_html", {"html": DEMO, "title": "Mortgage explorer"})
+    if word == "reloader":
+        return call("show_html", {"html": RELOADER, "title": "Reloader"})
     if word == "bulk":
         return call("big_table", {})
     if word == "lost":
@@ -287,3 +291,32 @@ def test_missing_data_shows_a_notice_then_the_preview(page: Any) -> None:
     page.get_by_test_id("ui-data-missing").wait_for()
     assert "no longer stored" in page.get_by_test_id("ui-data-missing").inner_text()
     assert page.get_by_test_id("ui-table").locator("td").inner_text() == "kept"
+
+
+def test_a_theme_switch_runs_the_page_again_with_the_new_colours(page: Any) -> None:
+    page.emulate_media(color_scheme="light")
+    send(page, "page")
+    idle(page)
+    inner = frame(page)
+    inner.locator("#ink", has_text="#").wait_for()
+    light = inner.locator("#ink").inner_text()
+    assert light == page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--text').trim()")
+    page.emulate_media(color_scheme="dark")
+    dark = page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--text').trim()")
+    assert dark and dark != light
+    inner.locator("#ink", has_text=dark).wait_for()
+    scheme = "getComputedStyle(document.documentElement).colorScheme"
+    frame_handle = next(f for f in page.frames if "pages-frame" in f.url)
+    assert frame_handle.evaluate(scheme) == "dark"
+
+
+def test_a_page_that_loads_another_document_is_stopped(page: Any) -> None:
+    send(page, "reloader")
+    idle(page)
+    frame(page).locator("#again").click()
+    hold = page.get_by_test_id("page-hold")
+    hold.wait_for()
+    assert "tried to load another document" in hold.inner_text()
+    assert page.get_by_test_id("page-frame").count() == 0
+    page.get_by_test_id("page-run").click()  # it can be started again, fresh
+    frame(page).locator("#again").wait_for()

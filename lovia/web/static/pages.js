@@ -190,7 +190,7 @@ class Page {
     if (data.type === "height" && Number.isFinite(data.height)) {
       this.height = Math.max(MIN_HEIGHT, Math.ceil(data.height));
       this.fit();
-    } else if (data.type === "send" && typeof data.text === "string") {
+    } else if (data.type === "send" && typeof data.text === "string" && data.text.trim() && data.text.length <= 4000) {
       this.send(data.text);
     }
   }

@@ -13,6 +13,7 @@ from .charts import show_chart, validate_chart_option
 from .components import put_ui_data, ui_result
 from .followups import FollowupFn, FollowupRequest, generate_followups
 from .html import show_html
+from .scheduling import Scheduling
 from .store import ChatMeta, ChatStore
 from .supervisor import RunSupervisor
 from .tables import show_table
@@ -29,6 +30,7 @@ __all__ = [
     "FollowupRequest",
     "RouterDeps",
     "RunSupervisor",
+    "Scheduling",
     "build_api_router",
     "create_app",
     "generate_followups",

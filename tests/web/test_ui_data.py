@@ -91,7 +91,7 @@ def chat(base: str, message: str) -> tuple[str, dict[str, Any]]:
     r = httpx.post(f"{base}/api/chat", json={"message": message}, timeout=60)
     assert r.status_code == 200, r.text
     sid = r.json()["session_id"]
-    entries = httpx.get(f"{base}/api/sessions/{sid}", timeout=30).json()["entries"]
+    entries = httpx.get(f"{base}/api/sessions/{sid}", timeout=30).json()["transcript"]
     return sid, [e for e in entries if e["type"] == "tool_result"][-1]
 
 

@@ -60,6 +60,7 @@ def create_app(
     clock: Clock | None = None,
     followups: bool | FollowupFn = False,
     followup_model: str | Provider | None = None,
+    config_runtime: Any = None,
     wire_subagents: bool = True,
 ) -> FastAPI:
     """Build the ASGI app: the page, ``/healthz``, ``/api/docs`` and the router of
@@ -92,6 +93,8 @@ def create_app(
             (each costs a model call); ``True`` for the built-in suggester, or your own
             ``async (FollowupRequest) -> [str]``.
         followup_model: the model the built-in suggester asks (default: the chat's agent's model).
+        config_runtime: a :class:`lovia.web.config.ConfigRuntime` (``lovia web`` makes one): the
+            ``/api/config*`` routes appear and model switches swap the served default agent.
         wire_subagents: run the children of the agents' default-mode ``Subagents`` plugins as
             chats of their own, linked to the parent chat (see :mod:`lovia.web.subagents`).
 
@@ -120,7 +123,10 @@ def create_app(
         demo=agent_set.demo,
         followups=followups,
         followup_model=followup_model,
+        config_runtime=config_runtime,
     )
+    if config_runtime is not None:
+        config_runtime.bind(deps)
     if wire_subagents:
         from .subagents import wire_subagents as wire
 

@@ -13,15 +13,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..exceptions import LoviaError, UserError
+from .builder import (
+    resolve_followups,
+    resolve_instructions,
+    resolve_max_retries,
+    resolve_max_tokens,
+    resolve_max_turns,
+    resolve_provider_timeout,
+)
 
 __all__ = [
     "DEFAULT_DB",
     "add_db_argument",
     "add_web_parser",
+    "check_model_flags",
     "main",
     "resolve_followups",
     "run_web",
-    "served_with_subagents",
 ]
 
 DEFAULT_DB = "./.lovia/lovia.db"
@@ -35,14 +43,6 @@ def add_db_argument(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("LOVIA_DB", DEFAULT_DB),
         help="SQLite store file, or postgresql://USER@HOST/DB (default %(default)s)",
     )
-
-
-def resolve_followups(cli_off: bool) -> bool:
-    """Whether ``lovia web`` serves follow-up suggestions: on unless ``--no-followups`` or
-    ``LOVIA_FOLLOWUPS`` is ``0`` / ``false`` / ``no`` / ``off``."""
-    if cli_off:
-        return False
-    return os.environ.get("LOVIA_FOLLOWUPS", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def add_web_parser(sub: Any) -> argparse.ArgumentParser:
@@ -86,7 +86,36 @@ def add_web_parser(sub: Any) -> argparse.ArgumentParser:
         help="path prefix a reverse proxy serves the app under and strips, e.g. /lovia (default: none)",
     )
     web.add_argument("--title", default="lovia", help="page title")
-    web.add_argument("--max-turns", type=int, default=50, help="turn limit per run")
+    web.add_argument("--max-turns", metavar="N", help="turn limit per run (env LOVIA_MAX_TURNS; default 50)")
+    web.add_argument(
+        "--max-tokens",
+        metavar="N",
+        help="output token limit per model call of the default agent (env LOVIA_MAX_TOKENS; default: the "
+        "provider's; a max_tokens in a profile's extra request fields wins)",
+    )
+    web.add_argument(
+        "--max-retries",
+        metavar="N",
+        help="retries of a failed model call of the default agent (env LOVIA_MAX_RETRIES; default 4)",
+    )
+    web.add_argument(
+        "--provider-timeout",
+        metavar="SECONDS",
+        help="seconds one model request may take (env LOVIA_PROVIDER_TIMEOUT; default 300)",
+    )
+    web.add_argument(
+        "--trust-env",
+        action="store_true",
+        help="let model requests use the HTTP(S)_PROXY / NO_PROXY variables (env LOVIA_PROVIDER_TRUST_ENV=1)",
+    )
+    told = web.add_mutually_exclusive_group()
+    told.add_argument("--instructions", metavar="TEXT", help="the default agent's instructions, replacing the built-in")
+    told.add_argument(
+        "--instructions-file",
+        metavar="PATH",
+        help="a Markdown file appended to the built-in instructions (env LOVIA_INSTRUCTIONS_FILE; default "
+        "AGENTS.md when present)",
+    )
     web.add_argument("--log-level", default="info", help="uvicorn log level")
     where = web.add_mutually_exclusive_group()
     where.add_argument("--workspace", metavar="DIR", help="the agent's workspace folder (default: the current folder)")
@@ -114,45 +143,29 @@ def add_web_parser(sub: Any) -> argparse.ArgumentParser:
     return web
 
 
-def served_with_subagents(agents: Any, args: argparse.Namespace) -> Any:
-    """``agents`` with the ``Subagents`` plugin added to the built-in agent, unless ``--no-subagents``.
-
-    ``--app`` agents are served as they are (attach the plugin yourself), and so is the offline
-    demo model. ``agents`` is what :func:`~lovia.web.workspaces.served_with_workspace` returned
-    (``None``: the built-in agent without a workspace, or the demo).
-    """
-    import dataclasses
-
-    from ..plugins.subagents import Subagents
-    from .agents import default_agents, resolve_agents
-
-    if args.app or args.no_subagents:
-        return agents
-    chosen = resolve_agents(agents) if agents is not None else default_agents()
-    if chosen.demo:
-        return agents
-    return {
-        name: dataclasses.replace(agent, plugins=[*agent.plugins, Subagents()]) for name, agent in chosen.agents.items()
-    }
-
-
 def run_web(args: argparse.Namespace) -> int:
     """Serve the app (or, with ``--check``, probe the model endpoints); the exit status."""
+    max_turns = check_model_flags(args)
     if args.check:
-        from .check import run_check
-
-        return run_check(args.app)
+        return _check(args)
     from .agents import load_app
     from .server import serve
     from .store_pg import PostgresChatStore, is_postgres_url
     from .workspaces import served_with_workspace
 
-    agents = served_with_subagents(served_with_workspace(load_app(args.app) if args.app else None, args), args)
     store = None
     if is_postgres_url(args.db):
         if args.lease_ttl <= 0:
             raise UserError(f"--lease-ttl must be positive, got {args.lease_ttl}", hint="e.g. --lease-ttl 10")
         store = PostgresChatStore(args.db, schema=args.db_schema, lease_ttl=args.lease_ttl)
+    runtime = None
+    if args.app:
+        agents = served_with_workspace(load_app(args.app), args)
+    else:
+        from .config import ConfigRuntime, load_active
+
+        runtime = ConfigRuntime(args=args, loaded=load_active(), store=store)
+        agents = {runtime.agent_key: runtime.agent}
     serve(
         agents,
         host=args.host,
@@ -161,13 +174,64 @@ def run_web(args: argparse.Namespace) -> int:
         db_path=None if store is not None else args.db,
         token=args.token,
         title=args.title,
-        max_turns=args.max_turns,
+        max_turns=max_turns,
         log_level=args.log_level,
         allowed_hosts=args.allowed_host,
         root_path=args.root_path,
         followups=resolve_followups(args.no_followups),
+        config_runtime=runtime,
     )
     return 0
+
+
+_DEFAULT_AGENT_FLAGS = ("max_tokens", "max_retries", "instructions", "instructions_file")
+
+
+def check_model_flags(args: argparse.Namespace) -> int:
+    """Validate the model and agent flags before anything starts; the turn limit.
+
+    ``--provider-timeout`` and ``--trust-env`` are exported as ``LOVIA_PROVIDER_TIMEOUT`` /
+    ``LOVIA_PROVIDER_TRUST_ENV``, so every provider this process builds (the default agent's,
+    a model string of an ``--app`` agent, the follow-up suggester) honours them.
+
+    Raises:
+        UserError: A value is not usable, or a default-agent flag is combined with ``--app``.
+    """
+    max_turns = resolve_max_turns(getattr(args, "max_turns", None))
+    timeout = resolve_provider_timeout(getattr(args, "provider_timeout", None))
+    if timeout is not None:
+        os.environ["LOVIA_PROVIDER_TIMEOUT"] = f"{timeout:g}"
+    if getattr(args, "trust_env", False):
+        os.environ["LOVIA_PROVIDER_TRUST_ENV"] = "1"
+    if getattr(args, "app", None):
+        given = [f"--{name.replace('_', '-')}" for name in _DEFAULT_AGENT_FLAGS if getattr(args, name, None)]
+        if given:
+            raise UserError(
+                f"{', '.join(given)} configure the default agent, not an --app agent",
+                hint="set them on your Agent (settings=ModelSettings(max_tokens=...), retry=, instructions=)",
+            )
+        return max_turns
+    resolve_max_tokens(getattr(args, "max_tokens", None))
+    resolve_max_retries(getattr(args, "max_retries", None))
+    resolve_instructions(getattr(args, "instructions", None), getattr(args, "instructions_file", None))
+    return max_turns
+
+
+def _check(args: argparse.Namespace) -> int:
+    """``--check``: the configured chat profile when there is one, else the agents as served."""
+    if not args.app:
+        from .config import load_active
+        from .config.schema import Connection
+
+        profile = load_active().config.default_profile()
+        if profile is not None:
+            from .. import __version__
+            from .config import run_check as run_config_check
+
+            return run_config_check(Connection.from_profile(profile), version=__version__)
+    from .check import run_check
+
+    return run_check(args.app)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

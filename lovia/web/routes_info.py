@@ -84,6 +84,7 @@ def info_router(state: WebState) -> APIRouter:
                 "pin": True,
                 "events": True,
                 "workspace": any(has_workspace(a) for a in state.agents.values()),
+                "model_config": getattr(state, "config_runtime", None) is not None,
             },
         }
 

@@ -150,6 +150,7 @@ def sessions_router(state: WebState) -> APIRouter:
     """The ``/api/sessions`` and ``/api/runs`` routes bound to one app state."""
     router = APIRouter(prefix="/api", route_class=ApiRoute)
     _read_routes(router, state)
+    _ui_data_route(router, state)
     _children_route(router, state)
     _write_routes(router, state)
     return router
@@ -238,6 +239,24 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
     ) -> dict[str, Any]:
         records = await store.run_history(session_id=session_id, since=since, limit=limit, offset=offset)
         return {"runs": [r.to_dict() for r in records]}
+
+
+def _ui_data_route(router: APIRouter, state: WebState) -> None:
+    """``GET /api/sessions/{id}/ui-data/{ref}``: what a tool kept with ``put_ui_data`` (the JSON as stored)."""
+    store = state.store
+
+    @router.get("/sessions/{session_id}/ui-data/{ref}")
+    async def ui_data(session_id: str, ref: str) -> Response:
+        await _require(state, session_id)
+        payload = await store.get_ui_data(session_id, ref)
+        if payload is None:
+            raise WebError(
+                404,
+                "ui_data_not_found",
+                f"chat {session_id!r} has no UI data {ref!r}",
+                hint="it was never stored in this chat, or was deleted with the chat; the card shows its preview",
+            )
+        return Response(payload, media_type="application/json", headers={"Cache-Control": "no-store"})
 
 
 def _children_route(router: APIRouter, state: WebState) -> None:

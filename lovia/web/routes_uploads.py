@@ -322,5 +322,6 @@ def _fork_routes(router: APIRouter, state: WebState) -> None:
             await store.set_origin(
                 new.id, kind="fork", origin_session_id=session_id, user_turn=user_turn, title=meta.title
             )
+            await store.copy_ui_data(session_id, new.id)  # the copied envelopes name the same refs
         sup.hub.publish("session_created", {"session": new.to_dict()})
         return {"session_id": new.id, "title": title}

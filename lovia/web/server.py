@@ -83,6 +83,7 @@ def serve(
     allowed_hosts: Sequence[str] = (),
     root_path: str = "",
     followups: bool = False,
+    config_runtime: Any = None,
 ) -> None:
     """Serve the chat app until interrupted (Ctrl+C / SIGTERM: live runs keep their checkpoints).
 
@@ -103,6 +104,7 @@ def serve(
             before forwarding; the page's asset and API URLs then carry it. The server itself
             still answers at its root.
         followups: serve follow-up suggestions with the built-in suggester (a model call each).
+        config_runtime: the CLI's :class:`~lovia.web.config.ConfigRuntime` (``create_app``'s keyword).
     """
     require_web()
     from .app import create_app
@@ -113,14 +115,22 @@ def serve(
         token = generate_token()
         say(f"lovia web: {host} is not a loopback address, so API calls need this token: {token}")
     app = create_app(
-        agents, store=store, db_path=db_path, token=token, title=title, max_turns=max_turns, followups=followups
+        agents,
+        store=store,
+        db_path=db_path,
+        token=token,
+        title=title,
+        max_turns=max_turns,
+        followups=followups,
+        config_runtime=config_runtime,
     )
     app.state.host_policy.bind_to(host, allowed_hosts)
     shown = "localhost" if host in ("0.0.0.0", "::") else host
     link = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     state = app.state.lovia
     if state.demo:
-        say("lovia web: no model configured (set LOVIA_MODEL); the page offers the offline demo model")
+        where = "open Settings → Models in the page" if config_runtime is not None else "set LOVIA_MODEL"
+        say(f"lovia web: no model configured ({where}); the page offers the offline demo model")
     if root_path:
         say(f"lovia web: serving for a proxy at {root_path}/ (it strips the prefix); this server answers at {link}")
     else:

@@ -132,6 +132,7 @@ def wire_subagents(deps: SubagentDeps) -> int:
     """
     if not deps.store.supports_origins:
         return 0
+    setattr(deps, "_subagents_wired", True)  # noqa: B010 - read by rewire_subagents after an agent swap
     wired = 0
     for agent in deps.supervisor.agents.values():
         for plugin in agent.plugins:
@@ -140,3 +141,8 @@ def wire_subagents(deps: SubagentDeps) -> int:
                 plugin.deliver = subagent_deliver(deps)
                 wired += 1
     return wired
+
+
+def rewire_subagents(deps: SubagentDeps) -> int:
+    """After the served agents changed (a model switch), wire the new ones if this app wires at all."""
+    return wire_subagents(deps) if getattr(deps, "_subagents_wired", False) else 0

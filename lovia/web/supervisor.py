@@ -37,6 +37,7 @@ from ..transcript import (
     drop_dangling_tool_calls,
     to_json_safe,
 )
+from .components import bind_ui_data
 from .events_hub import EventHub
 from .serialization import segment_timing, snapshot_views
 from .sse import Frame, event_to_frame
@@ -271,6 +272,7 @@ class RunSupervisor:
 
     async def _drive(self, live: LiveRun) -> None:
         assert live.handle is not None
+        bind_ui_data(self.store, live.session_id)  # this task's context: the run's tools inherit it
         try:
             await self.store.set_active_run(live.session_id, live.run_id)
             await self.store.record_run(live.run_id, live.session_id, status="running")

@@ -121,19 +121,29 @@ def _args(*argv: str) -> Any:
     return build_parser().parse_args(["web", *argv])
 
 
-def test_the_built_in_agent_gets_subagents_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lovia import Agent
+def test_the_built_in_agent_gets_subagents_unless_told_not_to() -> None:
     from lovia.plugins.subagents import Subagents
-    from lovia.web.command import served_with_subagents
+    from lovia.web.builder import build_default_agent
 
-    monkeypatch.setenv("LOVIA_MODEL", "openai:gpt-4o-mini")
-    (agent,) = served_with_subagents(None, _args("--no-workspace")).values()
-    assert [type(p) for p in agent.plugins] == [Subagents]
-    assert served_with_subagents(None, _args("--no-subagents")) is None
-    mine = Agent(name="mine", model="openai:gpt-4o-mini")
-    assert served_with_subagents(mine, _args("--app", "x:y")) is mine  # --app agents are served as they are
-    monkeypatch.delenv("LOVIA_MODEL")
-    assert served_with_subagents(None, _args()) is None  # nor is the offline demo given any
+    agent = build_default_agent(_args("--no-workspace"), None, "openai:gpt-4o-mini")
+    assert sum(isinstance(p, Subagents) for p in agent.plugins) == 1
+    bare = build_default_agent(_args("--no-workspace", "--no-subagents"), None, "openai:gpt-4o-mini")
+    assert not any(isinstance(p, Subagents) for p in bare.plugins)
+
+
+def test_a_swapped_in_agent_is_wired_too(db: str, release: threading.Event) -> None:
+    from lovia.web import ChatStore
+    from lovia.web.api import RouterDeps
+    from lovia.web.subagents import rewire_subagents, wire_subagents
+
+    store = ChatStore.sqlite(db)
+    first, second = delegating_agent(release), delegating_agent(release)
+    deps = RouterDeps(agents={"lead": first}, store=store)
+    assert rewire_subagents(deps) == 0  # never wired: a swap does not start wiring
+    assert wire_subagents(deps) == 1
+    deps.supervisor.agents["lead"] = second  # what a model switch does
+    assert rewire_subagents(deps) == 1 and second.plugins[0].run_child is not None
+    assert rewire_subagents(deps) == 0  # already wired
 
 
 def test_no_wiring_on_a_store_without_origins(release: threading.Event) -> None:

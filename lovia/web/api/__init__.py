@@ -55,4 +55,8 @@ def build_api_router(deps: RouterDeps) -> APIRouter:
         build_memory_router(deps),
     ):
         router.include_router(part)
+    if deps.config_runtime is not None:  # the CLI's default agent: its model settings (UI-internal)
+        from .config import build_config_router
+
+        router.include_router(build_config_router(deps.config_runtime))
     return router

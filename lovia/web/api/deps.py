@@ -44,7 +44,7 @@ class RouterDeps:
     Not supported yet (other documented ``RouterDeps`` fields with no counterpart here):
     ``approvals`` (approvals are answered through the live run itself), ``context_policy``,
     ``title_model`` / ``titles`` (a chat is titled from its first message), ``budget``, ``retry``,
-    ``tracer``, ``max_background_runs``, ``approval_timeout``, ``config_runtime`` and ``run_deps``.
+    ``tracer``, ``max_background_runs``, ``approval_timeout`` and ``run_deps``.
     ``workspaces`` is a read-only property (the supervisor's per-chat workspace sessions), not a
     field.
 
@@ -80,6 +80,7 @@ class RouterDeps:
     demo: bool = False
     followups: bool | FollowupFn = False
     followup_model: str | Provider | None = None
+    config_runtime: Any = None  # a lovia.web.config.ConfigRuntime: serves /api/config*, swaps the default agent
     _supervisor: RunSupervisor = field(init=False, repr=False)
     _scheduler: Scheduler = field(init=False, repr=False)
     _owns_schedules: bool = field(init=False, repr=False, default=False)

@@ -3,6 +3,7 @@
 import { AuthError, api, captureToken, setToken, streamFrames } from "./api.js";
 import { FRAMES } from "./frames.js";
 import { Transcript } from "./render.js";
+import "./pages.js";
 import { initUploads } from "./uploads.js";
 import { clearQuestion, loadTodos, showQuestion, showTodos } from "./agentviews.js";
 import { initSchedules } from "./schedules.js";
@@ -42,6 +43,8 @@ const transcript = new Transcript($("messages"), {
 });
 
 let schedules = null; // the Schedules dialog, once /api/info is in
+transcript.hooks.viewContext = () => ({ sessionId: state.sessionId, send: (text) => send(text).catch(fail) });
+
 let creatingSession = null; // the POST /api/sessions in flight, if any
 const uploads = initUploads(transcript, {
   sessionId: () => state.sessionId,
@@ -306,6 +309,7 @@ async function openSession(id) {
   state.sessionId = id;
   history.replaceState(null, "", `#/chat/${encodeURIComponent(id)}`);
   $("app").classList.remove("sidebar-open");
+  transcript.liveCalls.clear(); // a reopened chat's pages wait for a click on Run
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
   if (generation !== state.generation) return;
   transcript.render(data.transcript, data.runs, false, data.variants);

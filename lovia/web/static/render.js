@@ -54,7 +54,9 @@ export class Transcript {
     this.onEdit = onEdit;
     this.onRegenerate = onRegenerate;
     this.canRewind = false;
-    this.hooks = {}; // optional page extensions: userContent(msgEl, content), controls(root)
+    this.hooks = {}; // optional page extensions: userContent(msgEl, content), controls(root), viewContext()
+    this.liveCalls = new Set(); // tool calls whose result arrived live in this page: their views run at once
+    this.replaying = false;
     this.follow = true; // the reader is at the bottom: keep them there as the answer grows
     this.lastTop = 0; // scrollTop at the last scroll event, to tell "scrolled up" from "content grew"
     this.jump = jump || null;
@@ -110,11 +112,13 @@ export class Transcript {
     this.reset();
     this.variants = variants || []; // earlier answers kept by regenerate: [{user_turn, answers}]
     const ends = new Map((runs || []).map((r) => [r.start + r.count, r]));
+    this.replaying = true;
     entries.forEach((entry, index) => {
       this.addEntry(entry);
       const run = ends.get(index + 1);
       if (run) this.endRun(run);
     });
+    this.replaying = false;
     if (!running) this.root.querySelectorAll(".tool.pending").forEach((t) => this.setToolState(t, "dropped"));
     if (!entries.length) this.root.append(el("div", "empty", "Start a conversation."));
     this.setControls(running);
@@ -309,7 +313,8 @@ export class Transcript {
     const shown = frame.output !== undefined && frame.output !== null ? frame.output : pretty(frame.result);
     node.append(el("pre", "tool-output", `result: ${shown}`));
     this.setToolState(node, frame.is_error ? "failed" : "done");
-    renderToolView(node, frame);
+    if (!this.replaying) this.liveCalls.add(frame.id);
+    renderToolView(node, frame, { ...this.hooks.viewContext?.(), live: this.liveCalls.has(frame.id) });
   }
 
   approval(frame, decide) {

@@ -430,6 +430,7 @@ def test_flags_reach_the_agent_and_the_wire(home: Path, a: Endpoint) -> None:
         "--trust-env",
         "--instructions",
         "Be brief.",
+        "--no-subagents",  # else the Subagents plugin's instructions follow "Be brief."
     )
     runtime = make_runtime(home, {"models": [profile("a", a)]}, *flags)
     agent = runtime.agent

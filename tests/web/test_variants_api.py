@@ -105,3 +105,18 @@ def test_postgres_regenerate_replaces_the_answer_and_says_so() -> None:
             assert httpx.get(f"{srv.url}/api/sessions/{sid}/children").json() == {"children": []}
     finally:
         drop_schema(schema)
+
+
+def test_keep_answer_by_ref(db: str) -> None:
+    with ThreadServer(create_app(scripted_agent(), db_path=db)) as srv:
+        sid = sse(srv.url, "/api/chat/stream", {"message": "count one"}).of("session")[0]["session_id"]
+        sse(srv.url, "/api/chat/stream", {"message": "count two", "session_id": sid})
+        refs = [m["ref"] for m in _detail(srv.url, sid)["entries"] if m.get("role") == "user"]
+        assert len(refs) == 2 and all(refs)
+        r = httpx.post(f"{srv.url}/api/sessions/{sid}/rewind", json={"ref": refs[1], "keep_answer": True})
+        assert r.status_code == 200 and r.json()["kept_answer"] is True, r.text
+        (turn,) = _detail(srv.url, sid)["variants"]
+        assert turn["user_turn"] == 1 and _texts(turn["answers"]) == ["Answer number 2."]
+        gone = httpx.post(f"{srv.url}/api/sessions/{sid}/rewind", json={"ref": refs[1], "keep_answer": True})
+        assert gone.status_code == 404  # that message is gone now; nothing more is kept
+        assert len(_detail(srv.url, sid)["variants"][0]["answers"]) == 1

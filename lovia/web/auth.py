@@ -54,6 +54,21 @@ def token_matches(expected: str, authorization: str | None) -> bool:
     return hmac.compare_digest(value.strip().encode(), expected.encode())
 
 
+AUTHENTICATED = "lovia_authenticated"
+"""The request-state flag a passed token or ``auth=`` check sets (routes that ask for more than
+loopback access without one, such as config writes, read it)."""
+
+
+def mark_authenticated(request: Any) -> None:
+    """Record on the request that the server's token or ``auth=`` dependency let it in."""
+    setattr(request.state, AUTHENTICATED, True)
+
+
+def is_authenticated(request: Any) -> bool:
+    """Whether a token or ``auth=`` check passed for this request (a header alone is not enough)."""
+    return bool(getattr(request.state, AUTHENTICATED, False))
+
+
 def token_dependency(token: str) -> Callable[[Any], Awaitable[None]]:
     """A FastAPI dependency requiring ``Authorization: Bearer <token>``; otherwise 401 ``server_token``.
 
@@ -74,6 +89,7 @@ def token_dependency(token: str) -> Callable[[Any], Awaitable[None]]:
                 hint="send 'Authorization: Bearer <token>' with the token the server printed at startup",
                 headers={"WWW-Authenticate": "Bearer"},
             )
+        mark_authenticated(request)
 
     # This module is imported without FastAPI too, so ``Request`` is a local name, and FastAPI
     # resolves a string annotation in the module's globals: hand it the class itself.

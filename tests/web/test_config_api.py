@@ -343,6 +343,10 @@ def test_writes_from_a_non_local_host_need_a_token(home: Path, a: Endpoint) -> N
         assert httpx.get(f"{srv.url}/api/config", headers=headers).status_code == 200
         refused = httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=headers)
         assert refused.status_code == 403 and detail(refused)["code"] == "local_origin_required"
+        # Without a token configured, any Authorization header is just a header: still refused.
+        bare = {**headers, "Authorization": "Bearer anything"}
+        sneaky = httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=bare)
+        assert sneaky.status_code == 403 and detail(sneaky)["code"] == "local_origin_required"
         assert httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}).status_code == 200
     with config_server(home, runtime, allowed_hosts=["box.example"], token="tok-123") as srv:
         remote = {"Host": "box.example", "Authorization": "Bearer tok-123"}

@@ -12,6 +12,7 @@ from .auth import generate_token, is_loopback, token_dependency
 from .charts import show_chart, validate_chart_option
 from .components import ui_result
 from .followups import FollowupFn, FollowupRequest, generate_followups
+from .run_deps import RunDepsFn, RunTrigger
 from .store import ChatMeta, ChatStore
 from .supervisor import RunSupervisor
 from .tables import show_table
@@ -27,7 +28,9 @@ __all__ = [
     "FollowupFn",
     "FollowupRequest",
     "RouterDeps",
+    "RunDepsFn",
     "RunSupervisor",
+    "RunTrigger",
     "build_api_router",
     "create_app",
     "generate_followups",

@@ -214,7 +214,7 @@ def create_app(
         guard = [Depends(auth)]
     elif token is not None:
         guard = [Depends(token_dependency(token))]
-    _mount_docs(app)  # public, like /healthz: the schema says what exists, not what it holds
+    _mount_docs(app, guard)  # the schema and Swagger UI need what the API needs
     _error_handlers(app)
 
     @app.get("/healthz", include_in_schema=False)
@@ -329,14 +329,14 @@ def _upload_limits(mb: float | None, ext: str | Sequence[str] | None) -> tuple[i
     return int(mb * (1 << 20)), parse_allowed_ext(ext)
 
 
-def _mount_docs(app: FastAPI) -> None:
+def _mount_docs(app: FastAPI, guard: list[Any]) -> None:
     from fastapi.openapi.docs import get_swagger_ui_html
 
-    @app.get("/api/openapi.json", include_in_schema=False)
+    @app.get("/api/openapi.json", include_in_schema=False, dependencies=guard)
     async def openapi() -> JSONResponse:
         return JSONResponse(app.openapi())
 
-    @app.get("/api/docs", include_in_schema=False)
+    @app.get("/api/docs", include_in_schema=False, dependencies=guard)
     async def docs(request: Request) -> Any:
         root = request.scope.get("root_path", "")  # behind a proxy's path prefix, or mounted
         return get_swagger_ui_html(openapi_url=f"{root}/api/openapi.json", title=f"{app.title} API")

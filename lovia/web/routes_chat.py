@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from ..exceptions import UserError
 from .errors import ApiRoute, WebError
 from .routes_uploads import attachment_content
-from .run_deps import MAX_CLIENT_CONTEXT_BYTES, RunTrigger, build_run_deps, client_context_size
+from .run_deps import RunTrigger, build_run_deps, checked_context
 from .sse import Frame, event_stream, live_tail
 from .store import ChatMeta
 from .supervisor import LiveRun, Subscription, TooManyRuns
@@ -29,7 +29,6 @@ __all__ = [
     "InjectRequest",
     "UninjectRequest",
     "chat_router",
-    "checked_context",
     "sse_response",
     "too_many_runs",
 ]
@@ -100,21 +99,6 @@ def chat_router(state: WebState) -> APIRouter:
     _stream_routes(router, state)
     _control_routes(router, state)
     return router
-
-
-def checked_context(value: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A request's client context, refused with 413 ``payload_too_large`` past 64 KB of JSON."""
-    if not value:
-        return {}
-    size = client_context_size(value)
-    if size > MAX_CLIENT_CONTEXT_BYTES:
-        raise WebError(
-            413,
-            "payload_too_large",
-            f"the client context is {size} bytes of JSON, over the {MAX_CLIENT_CONTEXT_BYTES}-byte limit",
-            hint="send identifiers in the context, not documents (the server can look them up)",
-        )
-    return dict(value)
 
 
 def too_many_runs(exc: TooManyRuns) -> WebError:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from ..exceptions import UserError
 from .errors import ApiRoute, ErrorCode, WebError
-from .run_deps import RunDepsFn, RunTrigger, build_run_deps
+from .run_deps import RunDepsFn, RunTrigger, build_run_deps, checked_context
 from .schedule_store import ScheduleRow, ScheduleStore
 from .scheduler import Scheduler
 from .store import ChatStore
@@ -147,8 +147,6 @@ def _collection_routes(router: APIRouter, state: WebState) -> None:
     @router.post("", status_code=201)
     async def create(body: ScheduleCreate) -> dict[str, Any]:
         assert state.schedules is not None and state.scheduler is not None
-        from .routes_chat import checked_context
-
         context = checked_context(body.context)
         _check_refs(state, body.agent)
         _check_trigger(body.trigger_kind, body.trigger_expr)

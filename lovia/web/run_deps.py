@@ -24,7 +24,15 @@ if TYPE_CHECKING:
 
     from ..agent import Agent
 
-__all__ = ["MAX_CLIENT_CONTEXT_BYTES", "JsonValue", "RunDepsFn", "RunTrigger", "build_run_deps", "client_context_size"]
+__all__ = [
+    "MAX_CLIENT_CONTEXT_BYTES",
+    "JsonValue",
+    "RunDepsFn",
+    "RunTrigger",
+    "build_run_deps",
+    "checked_context",
+    "client_context_size",
+]
 
 logger = logging.getLogger("lovia.web")
 
@@ -64,6 +72,23 @@ RunDepsFn = Callable[[RunTrigger], Union[Any, Awaitable[Any]]]  # noqa: UP007
 def client_context_size(value: Mapping[str, JsonValue]) -> int:
     """How many bytes ``value`` takes as compact UTF-8 JSON (what :data:`MAX_CLIENT_CONTEXT_BYTES` caps)."""
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def checked_context(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A request's client context as a dict; over the limit, 413 ``payload_too_large`` (a ``WebError``)."""
+    if not value:
+        return {}
+    size = client_context_size(value)
+    if size > MAX_CLIENT_CONTEXT_BYTES:
+        from .errors import WebError  # FastAPI's side: loaded only when a request is refused
+
+        raise WebError(
+            413,
+            "payload_too_large",
+            f"the client context is {size} bytes of JSON, over the {MAX_CLIENT_CONTEXT_BYTES}-byte limit",
+            hint="send identifiers in the context, not documents (the server can look them up)",
+        )
+    return dict(value)
 
 
 async def build_run_deps(fn: RunDepsFn | None, trigger: RunTrigger) -> Any:

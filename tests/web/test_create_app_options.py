@@ -184,9 +184,9 @@ def test_an_auth_dependency_guards_the_api(tmp_path: Path) -> None:
         assert http.get("/api/info", headers={"x-user": "ann"}).status_code == 200
         ok = http.post("/api/chat", json={"message": "hi"}, headers={"x-user": "ann"})
         assert ok.status_code == 200 and ok.json()["output"] == "You said: hi"
-        assert http.get("/healthz").status_code == 200  # public, as are the docs and the page
-        assert http.get("/api/docs").status_code == 200 and http.get("/api/openapi.json").status_code == 200
-        assert http.get("/").status_code == 200
+        assert http.get("/healthz").status_code == 200 and http.get("/").status_code == 200  # public
+        assert http.get("/api/docs").status_code == 401  # the schema follows the API's guard
+        assert http.get("/api/openapi.json", headers={"x-user": "ann"}).status_code == 200
 
 
 def test_token_and_auth_together_are_refused(tmp_path: Path) -> None:
@@ -197,12 +197,12 @@ def test_token_and_auth_together_are_refused(tmp_path: Path) -> None:
         create_app(scripted_agent(), db_path=str(tmp_path / "a.db"), token="t", auth=my_auth)
 
 
-def test_the_token_guards_the_api_but_not_health_or_docs(tmp_path: Path) -> None:
+def test_the_token_guards_the_api_but_not_health(tmp_path: Path) -> None:
     with served(create_app(scripted_agent(), db_path=str(tmp_path / "a.db"), token="s3cret")) as http:
         denied = http.get("/api/sessions")
         assert denied.status_code == 401 and code_of(denied) == "server_token"
         assert http.get("/api/sessions", headers={"Authorization": "Bearer s3cret"}).status_code == 200
-        assert http.get("/healthz").status_code == 200 and http.get("/api/docs").status_code == 200
+        assert http.get("/healthz").status_code == 200 and http.get("/").status_code == 200
 
 
 # --------------------------------------------------------------------------- lifespan

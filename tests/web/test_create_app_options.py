@@ -502,3 +502,31 @@ def test_serve_refuses_an_unguarded_app_beyond_loopback(tmp_path: Path) -> None:
         serve(app, db_path=str(tmp_path / "b.db"), echo=lambda _line: None)
     with pytest.raises(UserError, match="one worker"):
         serve(app, workers=2, echo=lambda _line: None)
+
+
+def test_a_resumed_run_gets_run_deps_with_resumed_set(tmp_path: Path, gate: Gate) -> None:
+    db = str(tmp_path / "a.db")
+    first = ThreadServer(create_app(scripted_agent(gate), db_path=db)).__enter__()
+    try:
+        sse(first.url, "/api/chat/stream", {"message": "slow run"}, until="tool_call")
+        wait_for(lambda: gate.runs.get("slow"), timeout=30)
+    finally:
+        first.stop()  # the run is interrupted, its checkpoint kept
+    gate.release.set()
+    triggers: list[RunTrigger] = []
+    with served(create_app(scripted_agent(gate), db_path=db, run_deps=triggers.append)) as http:
+        sid = http.get("/api/sessions").json()["sessions"][0]["id"]
+        resumed = sse(str(http.base_url), f"/api/chat/reconnect?session_id={sid}", timeout=60)
+        assert resumed.names()[-1] == "done"
+        assert [(t.session_id, t.resumed, t.source) for t in triggers] == [(sid, True, "user")]
+        assert triggers[0].request is not None and triggers[0].client_context == {}
+
+
+def test_a_chat_ui_object_without_the_ui_module_serves_the_bundled_page(tmp_path: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("lovia.web.ui") is not None:
+        pytest.skip("lovia.web.ui is installed: its router serves ChatUI objects")
+    with served(create_app(scripted_agent(), db_path=str(tmp_path / "a.db"), ui=object())) as http:
+        page = http.get("/")
+        assert page.status_code == 200 and "<html" in page.text.lower()

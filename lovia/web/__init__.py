@@ -13,6 +13,7 @@ from .charts import show_chart, validate_chart_option
 from .components import ui_result
 from .followups import FollowupFn, FollowupRequest, generate_followups
 from .run_deps import RunDepsFn, RunTrigger
+from .scheduling import Scheduling
 from .store import ChatMeta, ChatStore
 from .supervisor import RunSupervisor
 from .tables import show_table
@@ -31,6 +32,7 @@ __all__ = [
     "RunDepsFn",
     "RunSupervisor",
     "RunTrigger",
+    "Scheduling",
     "build_api_router",
     "create_app",
     "generate_followups",

@@ -49,6 +49,7 @@ ErrorCode = Literal[
     "agent_not_found",
     "session_not_found",
     "schedule_not_found",
+    "image_not_found",
     "file_not_found",
     "turn_not_found",
     "approval_not_found",

@@ -109,7 +109,7 @@ def test_a_cancelled_blocking_turn_answers_409_run_cancelled(tmp_path: Path, gat
         answer = held.result()
         assert answer.status_code == 409 and code_of(answer) == "run_cancelled"
         assert answer.json()["detail"]["hint"]
-        kinds = [e["type"] for e in http.get(f"/api/sessions/{sid}").json()["entries"]]
+        kinds = [e["type"] for e in http.get(f"/api/sessions/{sid}").json()["transcript"]]
         assert kinds[:3] == ["input", "tool_call", "tool_result"]  # the completed turn was kept
 
 
@@ -150,7 +150,7 @@ def test_a_blocking_turn_denies_gated_calls_instead_of_waiting(tmp_path: Path, g
         answer = http.post("/api/chat", json={"message": "remove notes.txt"})
         assert answer.status_code == 200, answer.text
         assert "remove" not in gate.runs  # nobody could approve it: denied, never run
-        results = [e for e in http.get(f"/api/sessions/{answer.json()['session_id']}").json()["entries"]]
+        results = [e for e in http.get(f"/api/sessions/{answer.json()['session_id']}").json()["transcript"]]
         assert any(e["type"] == "tool_result" and e.get("is_error") for e in results)
 
 
@@ -429,7 +429,7 @@ def test_a_session_of_your_own_keeps_the_transcripts(tmp_path: Path) -> None:
     assert app.state.deps.session is session
     with served(app) as http:
         sid = http.post("/api/chat", json={"message": "hi"}).json()["session_id"]
-        assert http.get(f"/api/sessions/{sid}").json()["entries"][-1]["content"] == "You said: hi"
+        assert http.get(f"/api/sessions/{sid}").json()["transcript"][-1]["content"] == "You said: hi"
     assert asyncio.run(session.load(sid))
     with pytest.raises(UserError, match="not both"):
         create_app(scripted_agent(), store=app.state.deps.store, session=session)

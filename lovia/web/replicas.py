@@ -405,8 +405,13 @@ class ReplicaSupervisor(RunSupervisor):
         for session_id, run_id, agent in rows:
             if session_id in self._live:
                 continue
+            try:
+                deps = await self.takeover_deps(str(session_id), agent)
+            except Exception as exc:  # run_deps refused: the run stays resumable for a reconnect
+                logger.warning("not taking over run %s of chat %s: run_deps refused: %s", run_id, session_id, exc)
+                continue
             async with self.lock(session_id):
-                live = await self.resume(str(session_id), str(run_id), agent=agent)
+                live = await self.resume(str(session_id), str(run_id), agent=agent, deps=deps)
             if live is not None:
                 logger.info("took over run %s of chat %s (its replica is gone)", run_id, session_id)
         for session_id in list(self._live):

@@ -39,6 +39,7 @@ from ..transcript import (
     to_json_safe,
 )
 from .events_hub import EventHub
+from .run_deps import RunDepsFn, RunTrigger, build_run_deps
 from .serialization import segment_timing, snapshot_views
 from .sse import Frame, event_to_frame
 from .store import ChatStore
@@ -83,6 +84,8 @@ class RunSettings:
         tracer: where every run's spans go.
         approval_timeout: seconds a gated call waits for a decision before it is denied
             (``None``: it waits as long as the run lives).
+        run_deps: builds the deps of a run nobody requested here (a replica taking a run over);
+            the routes call it themselves for the runs they start.
     """
 
     max_background_runs: int = 8
@@ -91,6 +94,7 @@ class RunSettings:
     context_policy: ContextPolicy | None = None
     tracer: Tracer | None = None
     approval_timeout: float | None = None
+    run_deps: RunDepsFn | None = None
 
     def fresh_budget(self) -> RunBudget | None:
         """A new budget with the configured limits (a budget counts, so no two runs share one)."""
@@ -284,6 +288,11 @@ class RunSupervisor:
             return self.agent_for(name)
         except UserError:
             return self.agent_for(None)
+
+    async def takeover_deps(self, session_id: str, agent: str | None) -> Any:
+        """The deps of a resume nobody requested: ``run_deps`` with no request and no client context."""
+        trigger = RunTrigger(session_id=session_id, agent=self.resume_agent(agent), source="user", resumed=True)
+        return await build_run_deps(self.settings.run_deps, trigger)
 
     async def resume(
         self, session_id: str, run_id: str, *, agent: str | None = None, deps: Any = None

@@ -149,6 +149,7 @@ class RouterDeps:
             context_policy=self.context_policy,
             tracer=self.tracer,
             approval_timeout=self.approval_timeout,
+            run_deps=self.run_deps,
         )
         options: dict[str, Any] = {
             "default_agent": self.default_agent,

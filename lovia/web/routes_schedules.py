@@ -59,7 +59,6 @@ class WebState(Protocol):
     store: ChatStore
     schedules: ScheduleStore | None
     run_deps: RunDepsFn | None
-    schedule_contexts: dict[str, dict[str, Any]]
 
     @property
     def supervisor(self) -> RunSupervisor: ...
@@ -98,7 +97,7 @@ async def fire_in_chat(state: WebState, row: ScheduleRow) -> tuple[str | None, s
             return sid, live.run_id
         sup.check_capacity()
         agent_name = row.agent or (meta.agent if meta is not None else None)
-        context = dict(state.schedule_contexts.get(row.id, {}))
+        context = dict(row.client_context or {})
         trigger = RunTrigger(
             session_id=sid, agent=sup.agent_for(agent_name), source=f"schedule:{row.id}", client_context=context
         )
@@ -167,10 +166,9 @@ def _collection_routes(router: APIRouter, state: WebState) -> None:
             expires_at=body.expires_at,
             created_at=now,
             updated_at=now,
+            client_context=context or None,
         )
         await state.schedules.add(row)
-        if context:
-            state.schedule_contexts[row.id] = context
         state.scheduler.wake()
         return row.to_dict()
 
@@ -221,7 +219,6 @@ def _item_routes(router: APIRouter, state: WebState) -> None:
         assert state.schedules is not None
         if not await state.schedules.delete(schedule_id):
             raise _error(404, "schedule_not_found", f"no schedule {schedule_id!r}", "it may already be deleted")
-        state.schedule_contexts.pop(schedule_id, None)
         return {"deleted": schedule_id}
 
     @router.post("/{schedule_id}/run")

@@ -390,6 +390,17 @@ def test_a_schedule_fire_gets_its_stored_context_and_no_request(tmp_path: Path, 
         assert trigger.session_id == fired.json()["session_id"]
 
 
+def test_a_schedules_context_survives_a_restart(tmp_path: Path) -> None:
+    db = str(tmp_path / "a.db")
+    with served(create_app(scripted_agent(), db_path=db)) as http:
+        body = {"input": "ping", "trigger_kind": "every", "trigger_expr": "3600", "context": {"kb": "ops"}}
+        sched = http.post("/api/schedules", json=body).json()
+    triggers: list[RunTrigger] = []
+    with served(create_app(scripted_agent(), db_path=db, run_deps=triggers.append)) as http:
+        assert http.post(f"/api/schedules/{sched['id']}/run").status_code == 200
+        assert [t.client_context for t in triggers] == [{"kb": "ops"}]
+
+
 def test_build_run_deps_without_a_function_gives_none() -> None:
     trigger = RunTrigger(session_id="s", agent=scripted_agent(), source="user", client_context={"kb": "x"})
     assert asyncio.run(build_run_deps(None, trigger)) is None

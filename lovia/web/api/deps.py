@@ -123,8 +123,6 @@ class RouterDeps:
     config_runtime: Any = None
     run_deps: RunDepsFn | None = None
     wire_subagents: bool = True
-    schedule_contexts: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
-    """Client contexts sent with ``POST /api/schedules``, by schedule id (kept in this process only)."""
     _supervisor: RunSupervisor = field(init=False, repr=False)
     _scheduler: Scheduler = field(init=False, repr=False)
     _owns_schedules: bool = field(init=False, repr=False, default=False)

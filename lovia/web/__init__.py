@@ -71,7 +71,7 @@ def create_app(*args: Any, **kwargs: Any) -> FastAPI:
 
 
 def serve(*args: Any, **kwargs: Any) -> None:
-    """Run the app under uvicorn; see :func:`lovia.web.server.serve` for the arguments."""
-    from .server import serve as run
+    """Run the app under uvicorn; see :func:`lovia.web.app.serve` for the arguments."""
+    from .app import serve as run
 
     run(*args, **kwargs)

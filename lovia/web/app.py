@@ -9,6 +9,7 @@ require_web()
 import contextlib  # noqa: E402
 import importlib  # noqa: E402
 import os  # noqa: E402
+import sys  # noqa: E402
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -31,7 +32,7 @@ from ..tracing import Tracer  # noqa: E402
 from .agents import default_agents, resolve_agents  # noqa: E402
 from .api import RouterDeps, build_api_router  # noqa: E402
 from .api.deps import DEFAULT_FOLLOWUP_TIMEOUT  # noqa: E402
-from .auth import HostOriginGuard, HostPolicy, token_dependency  # noqa: E402
+from .auth import HostOriginGuard, HostPolicy, generate_token, is_loopback, token_dependency  # noqa: E402
 from .errors import error_body, internal_error_response, lovia_error_response, validation_response  # noqa: E402
 from .followups import FollowupFn  # noqa: E402
 from .params import CleanJsonBodies  # noqa: E402
@@ -40,10 +41,11 @@ from .routes_uploads import DEFAULT_MAX_UPLOAD_MB, parse_allowed_ext  # noqa: E4
 from .run_deps import RunDepsFn  # noqa: E402
 from .schedule_store import ScheduleStore, open_schedule_store  # noqa: E402
 from .scheduler import Clock  # noqa: E402
+from .serving import log_run_failures, normalize_root_path, server_class  # noqa: E402
 from .state import WebState  # noqa: E402
 from .store import ChatStore  # noqa: E402
 
-__all__ = ["DEFAULT_DB", "WebState", "create_app"]
+__all__ = ["DEFAULT_DB", "WebState", "create_app", "serve"]
 
 DEFAULT_DB = "./.lovia/lovia.db"
 STATIC_DIR = Path(__file__).parent / "static"
@@ -252,6 +254,97 @@ def _mount_page(app: FastAPI, ui: bool | Any, title: str) -> None:
             app.include_router(build_ui_router(ui, title=title))
             return
     _mount_ui(app)
+
+
+def serve(
+    target: Any = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    echo: Callable[[str], None] | None = None,
+    allowed_hosts: Sequence[str] = (),
+    root_path: str = "",
+    log_level: str = "info",
+    db_path: str | None = None,
+    store: ChatStore | None = None,
+    token: str | None = None,
+    title: str = "lovia",
+    max_turns: int = 50,
+    followups: bool = False,
+    **uvicorn_kwargs: Any,
+) -> None:
+    """Serve the chat app until interrupted (Ctrl+C / SIGTERM: live runs keep their checkpoints).
+
+    Args:
+        target: an app from :func:`~lovia.web.app.create_app`, or an ``Agent`` / ``{name: agent}``
+            to build one with the defaults (``None``: ``LOVIA_MODEL`` or the offline demo).
+        host: bind address. Beyond loopback the API is never anonymous: an app built here gets a
+            generated token (printed with a ready link), and a ``create_app`` app built with
+            neither ``token`` nor ``auth`` is refused.
+        port: TCP port.
+        echo: where to print the startup lines (default: stdout).
+        allowed_hosts: more ``Host`` names to answer (``--allowed-host``); loopback names and
+            ``host`` itself always work, any other name is refused (DNS-rebinding defence).
+        root_path: the path prefix a reverse proxy serves the app under (``"/lovia"``) and strips
+            before forwarding; the page's asset and API URLs then carry it. The server itself
+            still answers at its root.
+        log_level: uvicorn log level.
+        db_path: when building the app: the SQLite file (default ``./.lovia/lovia.db``).
+        store: when building the app: a ready :class:`ChatStore` instead of ``db_path``.
+        token: when building the app: the API token (generated for a non-loopback ``host``).
+        title: when building the app: the page title.
+        max_turns: when building the app: the per-run turn limit.
+        followups: when building the app: follow-up suggestions with the built-in suggester.
+        **uvicorn_kwargs: passed to ``uvicorn.Config`` (``ssl_certfile``, ``timeout_keep_alive``...).
+
+    Raises:
+        UserError: build options given with a ready app, more than one worker, or an unguarded
+            ``create_app`` app on a non-loopback ``host``.
+    """
+    say = echo or (lambda line: print(line, file=sys.stdout, flush=True))
+    root_path = normalize_root_path(root_path)
+    if uvicorn_kwargs.pop("workers", 1) not in (1, None):
+        raise UserError("serve() runs one worker", hint="live runs are process-local: drop workers=")
+    if isinstance(target, FastAPI):
+        app = target
+        given = {"db_path": db_path, "store": store, "token": token}
+        extra = [name for name, value in given.items() if value is not None]
+        if extra or title != "lovia" or max_turns != 50 or followups:
+            raise UserError(
+                "serve() got app options together with a ready app",
+                hint="pass them to create_app(...) instead",
+            )
+        deps = getattr(app.state, "deps", None)
+        if deps is not None and not is_loopback(host) and not getattr(app.state, "guarded", False):
+            raise UserError(
+                f"refusing to serve an app without token= or auth= on {host}, a non-loopback address",
+                hint="build it with create_app(..., token=...) or auth=..., or bind host='127.0.0.1'",
+            )
+    else:
+        if token is None and not is_loopback(host):
+            token = generate_token()
+            say(f"lovia web: {host} is not a loopback address, so API calls need this token: {token}")
+        app = create_app(
+            target, store=store, db_path=db_path, token=token, title=title, max_turns=max_turns, followups=followups
+        )
+    policy = getattr(app.state, "host_policy", None)
+    if policy is not None:
+        policy.bind_to(host, allowed_hosts)
+    shown = "localhost" if host in ("0.0.0.0", "::") else host
+    link = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+    state = getattr(app.state, "lovia", None)
+    if state is not None and state.demo:
+        say("lovia web: no model configured (set LOVIA_MODEL); the page offers the offline demo model")
+    if root_path:
+        say(f"lovia web: serving for a proxy at {root_path}/ (it strips the prefix); this server answers at {link}")
+    else:
+        say(f"lovia web: open {link}")
+    log_run_failures()
+    import uvicorn
+
+    options: dict[str, Any] = {"timeout_graceful_shutdown": 15, **uvicorn_kwargs}
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1, root_path=root_path, **options)
+    server_class()(config).run()
 
 
 _STATUS_CODES = {401: "server_token", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}

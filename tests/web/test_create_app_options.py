@@ -134,6 +134,17 @@ def test_shutdown_stops_a_blocking_turn_with_run_cancelled(tmp_path: Path, gate:
     assert answer.status_code == 409 and code_of(answer) == "run_cancelled"
 
 
+def test_a_client_leaving_a_blocking_turn_does_not_stop_it(tmp_path: Path, gate: Gate) -> None:
+    with served(create_app(scripted_agent(gate), db_path=str(tmp_path / "a.db"))) as http:
+        with pytest.raises(httpx.ReadTimeout):
+            http.post("/api/chat", json={"message": "slow run"}, timeout=httpx.Timeout(60, read=1.5))
+        sid = live_session(http)
+        gate.release.set()
+        wait_for(lambda: http.get("/api/runs").json()["runs"] == [], timeout=30)
+        transcript = http.get(f"/api/sessions/{sid}").json()["transcript"]
+        assert transcript[-1]["type"] == "assistant_text" and transcript[-1]["content"].startswith("Done:")
+
+
 def test_a_failed_blocking_turn_answers_500_run_failed(tmp_path: Path) -> None:
     def script(entries: list[TranscriptEntry], _tools: Any) -> Any:
         raise RuntimeError("the model fell over")

@@ -210,7 +210,7 @@ class RouterDeps:
 
     def fresh_budget(self) -> RunBudget | None:
         """A new copy of ``budget`` for one run (a budget counts, so runs never share one)."""
-        return self.budget.copy() if self.budget is not None else None
+        return self._supervisor.settings.fresh_budget()
 
     def emit(self, event: str, data: Mapping[str, object]) -> None:
         """Publish one lifecycle event to every ``GET /api/events`` subscriber."""

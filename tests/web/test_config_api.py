@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import HTTPException, Request
 
 from lovia.exceptions import UserError
 from lovia.web import create_app
@@ -353,6 +354,16 @@ def test_writes_from_a_non_local_host_need_a_token(home: Path, a: Endpoint) -> N
         assert httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=remote).status_code == 200
         wrong = {"Host": "box.example", "Authorization": "Bearer nope"}
         assert httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=wrong).status_code == 401
+
+    async def staff_only(request: Request) -> None:
+        if request.headers.get("x-staff") != "yes":
+            raise HTTPException(403, "staff only")
+
+    with config_server(home, runtime, allowed_hosts=["box.example"], auth=staff_only) as srv:
+        staff = {"Host": "box.example", "X-Staff": "yes"}
+        assert httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=staff).status_code == 200
+        outsider = {"Host": "box.example", "Authorization": "Bearer x"}
+        assert httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=outsider).status_code == 403
 
 
 # --------------------------------------------------------------------------- switching

@@ -13,6 +13,7 @@ from .charts import show_chart, validate_chart_option
 from .components import put_ui_data, ui_result
 from .followups import FollowupFn, FollowupRequest, generate_followups
 from .html import show_html
+from .run_deps import RunDepsFn, RunTrigger
 from .scheduling import Scheduling
 from .store import ChatMeta, ChatStore
 from .supervisor import RunSupervisor
@@ -29,7 +30,9 @@ __all__ = [
     "FollowupFn",
     "FollowupRequest",
     "RouterDeps",
+    "RunDepsFn",
     "RunSupervisor",
+    "RunTrigger",
     "Scheduling",
     "build_api_router",
     "create_app",
@@ -76,7 +79,7 @@ def create_app(*args: Any, **kwargs: Any) -> FastAPI:
 
 
 def serve(*args: Any, **kwargs: Any) -> None:
-    """Run the app under uvicorn; see :func:`lovia.web.server.serve` for the arguments."""
-    from .server import serve as run
+    """Run the app under uvicorn; see :func:`lovia.web.app.serve` for the arguments."""
+    from .app import serve as run
 
     run(*args, **kwargs)

@@ -7,106 +7,168 @@ from ._deps import require_web
 require_web()
 
 import contextlib  # noqa: E402
+import importlib  # noqa: E402
 import os  # noqa: E402
-from collections.abc import AsyncIterator, Mapping, Sequence  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from fastapi import Depends, FastAPI, Request  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
+from fastapi.middleware.cors import CORSMiddleware  # noqa: E402
 from fastapi.responses import FileResponse, JSONResponse  # noqa: E402
 from fastapi.staticfiles import StaticFiles  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 
 from ..agent import Agent  # noqa: E402
+from ..context.base import ContextPolicy  # noqa: E402
 from ..exceptions import LoviaError, UserError  # noqa: E402
 from ..providers.base import Provider  # noqa: E402
+from ..reliability import RetryPolicy, RunBudget  # noqa: E402
+from ..session import Session  # noqa: E402
 from ..tools.human import HumanChannel  # noqa: E402
+from ..tracing import Tracer  # noqa: E402
 from .agents import default_agents, resolve_agents  # noqa: E402
 from .api import RouterDeps, build_api_router  # noqa: E402
-from .auth import HostOriginGuard, HostPolicy, token_dependency  # noqa: E402
+from .api.deps import DEFAULT_FOLLOWUP_TIMEOUT  # noqa: E402
+from .auth import (  # noqa: E402
+    HostOriginGuard,
+    HostPolicy,
+    generate_token,
+    is_loopback,
+    mark_authenticated,
+    token_dependency,
+)
 from .errors import error_body, internal_error_response, lovia_error_response, validation_response  # noqa: E402
 from .followups import FollowupFn  # noqa: E402
 from .params import CleanJsonBodies  # noqa: E402
 from .questions import QuestionRegistry, broadcast_question  # noqa: E402
 from .routes_uploads import DEFAULT_MAX_UPLOAD_MB, parse_allowed_ext  # noqa: E402
+from .run_deps import RunDepsFn  # noqa: E402
 from .schedule_store import ScheduleStore, open_schedule_store  # noqa: E402
 from .scheduler import Clock  # noqa: E402
+from .serving import log_run_failures, normalize_root_path, server_class  # noqa: E402
 from .state import WebState  # noqa: E402
 from .store import ChatStore  # noqa: E402
 
-__all__ = ["DEFAULT_DB", "WebState", "create_app"]
+__all__ = ["DEFAULT_DB", "WebState", "create_app", "serve"]
 
 DEFAULT_DB = "./.lovia/lovia.db"
 STATIC_DIR = Path(__file__).parent / "static"
 
 
 def create_app(
-    agents: Agent[Any] | Mapping[str, Agent[Any]] | None = None,
+    agent_or_agents: Agent[Any] | Mapping[str, Agent[Any]] | None = None,
     *,
+    db_path: str | Path | None = None,
+    session: Session | None = None,
     store: ChatStore | None = None,
-    db_path: str | None = None,
-    token: str | None = None,
+    context_policy: ContextPolicy | None = None,
+    title_model: str | Provider | None = None,
+    titles: bool = True,
+    followups: bool | FollowupFn = False,
+    followup_model: str | Provider | None = None,
+    followup_timeout: float | None = DEFAULT_FOLLOWUP_TIMEOUT,
     title: str = "lovia",
     max_turns: int = 50,
-    ui: bool = True,
+    budget: RunBudget | None = None,
+    retry: RetryPolicy | None = None,
+    tracer: Tracer | None = None,
+    max_background_runs: int = 8,
+    approval_timeout: float | None = None,
+    question_channel: HumanChannel | None = None,
+    question_timeout: float | None = 600.0,
+    scheduler_poll: float = 1.0,
+    wire_subagents: bool = True,
+    ui: bool | Any = True,
+    cors_origins: Sequence[str] | None = None,
+    token: str | None = None,
+    auth: Callable[..., Any] | None = None,
+    lifespan: Callable[[Any], contextlib.AbstractAsyncContextManager[Any]] | None = None,
+    config_runtime: Any = None,
+    run_deps: RunDepsFn | None = None,
     allowed_hosts: Sequence[str] = (),
     max_upload_mb: float | None = None,
     upload_allowed_ext: str | Sequence[str] | None = None,
-    question_channel: HumanChannel | None = None,
-    question_timeout: float | None = 600.0,
     schedules: ScheduleStore | None = None,
-    scheduler_poll: float = 1.0,
     clock: Clock | None = None,
-    followups: bool | FollowupFn = False,
-    followup_model: str | Provider | None = None,
-    config_runtime: Any = None,
-    wire_subagents: bool = True,
 ) -> FastAPI:
     """Build the ASGI app: the page, ``/healthz``, ``/api/docs`` and the router of
     :func:`lovia.web.api.build_api_router` (one :class:`~lovia.web.api.RouterDeps`, kept as
-    ``app.state.deps``), behind the Host / Origin guard and, with ``token``, the token check.
+    ``app.state.deps``), behind the Host / Origin guard and, with ``token`` or ``auth``, a check
+    on every ``/api`` business route.
 
     Args:
-        agents: an ``Agent`` or ``{name: agent}`` (the first is the default). ``None``: an
-            assistant on ``LOVIA_MODEL``, or the offline demo model when none is configured.
-        store: a ready :class:`ChatStore`; otherwise one SQLite file at ``db_path``.
+        agent_or_agents: an ``Agent`` or ``{name: agent}`` (the first is the default). ``None``:
+            an assistant on ``LOVIA_MODEL``, or the offline demo model when none is configured.
         db_path: the SQLite file (default ``./.lovia/lovia.db``) when ``store`` is not given.
-        token: when set, every API route requires ``Authorization: Bearer <token>`` (otherwise
-            401 ``server_token``).
-        title: shown in the page header.
+        session: a transcript store of your own; the checkpoints and the chat index then live
+            in the ``db_path`` file. Not together with ``store``.
+        store: a ready :class:`ChatStore` (transcripts, checkpoints and the chat index).
+        context_policy: the view-shaping posture of every run (``None``: the agent's).
+        title_model: the model that titles a new chat after its first run; ``None`` makes no
+            model call and keeps the title made from the first message.
+        titles: ``False`` turns model titles off.
+        followups: follow-up suggestions (``POST /api/sessions/{id}/followups``): off by default
+            (each costs a model call); ``True`` for the built-in suggester, or your own
+            ``async (FollowupRequest) -> [str]``.
+        followup_model: the model the built-in suggester asks (default: the chat's agent's model).
+        followup_timeout: seconds a suggester may take before the route answers ``[]``
+            (``None``: no limit).
+        title: shown in the page header and reported by ``GET /api/info``.
         max_turns: per-run turn limit.
-        ui: serve the page at ``/`` (``False``: API only).
+        budget: limits every run gets a fresh copy of.
+        retry: the retry posture of every run (``None``: the agent's).
+        tracer: records the spans of every served run.
+        max_background_runs: runs live at once; starting one more answers 429 ``too_many_runs``.
+        approval_timeout: seconds a gated tool call waits for the user before it is denied.
+        question_channel: the channel the agents' ``ask_human`` tool asks through; its questions
+            appear in the page and ``POST /api/chat/answer`` answers them.
+        question_timeout: seconds a question waits before it is cancelled (``None``: no limit).
+        scheduler_poll: seconds between checks for due schedules.
+        wire_subagents: run the children of the agents' default-mode ``Subagents`` plugins as
+            chats of their own, linked to the parent chat (see :mod:`lovia.web.subagents`);
+            ``False`` leaves them inside the parent run.
+        ui: serve the page at ``/``; ``False``: the API only. A ``ChatUI`` (``lovia.web.ui``)
+            customizes the page when that module is installed.
+        cors_origins: browser origins allowed to call the API from another site (CORS without
+            credentials); the cross-origin guard lets exactly these through. ``None``: no CORS.
+        token: every business API route requires ``Authorization: Bearer <token>`` (otherwise
+            401 ``server_token``).
+        auth: your own FastAPI dependency guarding the same routes instead of ``token``; it
+            refuses a request by raising (``HTTPException(401)``, say).
+        lifespan: your own lifespan (as for ``FastAPI(lifespan=...)``); it wraps lovia's, so your
+            resources are up before the first run and close after live runs wound down. State
+            it yields reaches ``request.state``.
+        config_runtime: the model-settings runtime, kept as ``RouterDeps.config_runtime``.
+        run_deps: builds each run's ``RunContext.deps`` from a :class:`~lovia.web.run_deps.RunTrigger`.
         allowed_hosts: ``Host`` names to answer besides loopback and the bound address
             (``.example.com`` for every subdomain, ``*`` for any); see :class:`~lovia.web.auth.HostPolicy`.
         max_upload_mb: per-file upload limit in MiB (default ``LOVIA_MAX_UPLOAD_MB``, else 25).
         upload_allowed_ext: extensions uploads may have, as a list or ``"png, pdf"`` (``"*"``: any;
             default ``LOVIA_UPLOAD_ALLOWED_EXT``, else the built-in list).
-        question_channel: the channel the agents' ``ask_human`` tool asks through; its questions
-            appear in the page and ``POST /api/chat/answer`` answers them.
-        question_timeout: seconds a question waits before it is cancelled (``None``: no limit).
         schedules: where scheduled runs live; by default next to the chats (the ``db_path``
             file, the ``store``'s file, or PostgreSQL for a ``postgresql://`` ``db_path``).
-        scheduler_poll: seconds between checks for due schedules.
         clock: the scheduler's time source (default ``time.time``; a ``ManualClock`` in tests).
-        followups: follow-up suggestions (``POST /api/sessions/{id}/followups``): off by default
-            (each costs a model call); ``True`` for the built-in suggester, or your own
-            ``async (FollowupRequest) -> [str]``.
-        followup_model: the model the built-in suggester asks (default: the chat's agent's model).
-        config_runtime: a :class:`lovia.web.config.ConfigRuntime` (``lovia web`` makes one): the
-            ``/api/config*`` routes appear and model switches swap the served default agent.
-        wire_subagents: run the children of the agents' default-mode ``Subagents`` plugins as
-            chats of their own, linked to the parent chat (see :mod:`lovia.web.subagents`).
 
     Returns:
         A FastAPI application; run it with a single uvicorn worker (runs are process-local).
+
+    Raises:
+        UserError: ``store`` with ``session``, or ``token`` with ``auth``.
     """
-    agent_set = resolve_agents(agents) if agents is not None else default_agents()
+    if token is not None and auth is not None:
+        raise UserError("create_app() takes token= or auth=, not both", hint="let your auth dependency check the token")
+    agent_set = resolve_agents(agent_or_agents) if agent_or_agents is not None else default_agents()
+    db_file = os.fspath(db_path) if db_path is not None else None
+    if store is not None and session is not None:
+        raise UserError("create_app() takes store= or session=, not both", hint="a ChatStore carries its own session")
     owned = store is None
-    chat_store = store if store is not None else ChatStore.sqlite(db_path or DEFAULT_DB)
+    chat_store = store if store is not None else _open_store(db_file, session)
     max_bytes, allowed_ext = _upload_limits(max_upload_mb, upload_allowed_ext)
-    if schedules is None and owned and db_path is not None:
-        schedules = open_schedule_store(db_path)  # a postgresql:// db_path keeps its schedules there
+    if schedules is None and owned and db_file is not None:
+        schedules = open_schedule_store(db_file)  # a postgresql:// db_path keeps its schedules there
         owns_schedules = True
     else:
         owns_schedules = False
@@ -123,7 +185,18 @@ def create_app(
         demo=agent_set.demo,
         followups=followups,
         followup_model=followup_model,
+        followup_timeout=followup_timeout,
+        context_policy=context_policy,
+        title_model=title_model,
+        titles=titles,
+        budget=budget,
+        retry=retry,
+        tracer=tracer,
+        max_background_runs=max_background_runs,
+        approval_timeout=approval_timeout,
         config_runtime=config_runtime,
+        run_deps=run_deps,
+        wire_subagents=wire_subagents,
     )
     if config_runtime is not None:
         config_runtime.bind(deps)
@@ -138,28 +211,168 @@ def create_app(
 
     app = FastAPI(
         title=title,
-        lifespan=_lifespan(deps, owns_store=owned, owns_schedules=owns_schedules),
+        lifespan=_lifespan(deps, lifespan, owns_store=owned, owns_schedules=owns_schedules),
         docs_url=None,
         openapi_url=None,
         redoc_url=None,
     )
     app.state.deps = deps
     app.state.lovia = deps  # the older name; ``serve`` and existing callers read it
+    app.state.guarded = token is not None or auth is not None  # serve() refuses an open non-loopback app
     app.state.host_policy = HostPolicy(allowed_hosts)  # serve() adds the bound address
+    origins = tuple(cors_origins or ())
     app.add_middleware(CleanJsonBodies)
-    app.add_middleware(HostOriginGuard, policy=app.state.host_policy)  # added last: runs first
-    auth = [Depends(token_dependency(token))] if token is not None else []
-    _mount_docs(app, auth)  # the schema and Swagger UI need what the API needs
+    app.add_middleware(HostOriginGuard, policy=app.state.host_policy, allowed_origins=origins)
+    if origins:  # added last: runs first, so a preflight is answered before the guard
+        app.add_middleware(CORSMiddleware, allow_origins=list(origins), allow_methods=["*"], allow_headers=["*"])
+    guard: list[Any] = []
+    if auth is not None:
+        guard = [Depends(auth), Depends(_passed_auth)]  # runs only when auth let the request in
+    elif token is not None:
+        guard = [Depends(token_dependency(token))]
+    _mount_docs(app, guard)  # the schema and Swagger UI need what the API needs
     _error_handlers(app)
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    app.include_router(build_api_router(deps), dependencies=auth)
-    if ui:
-        _mount_ui(app)
+    app.include_router(build_api_router(deps), dependencies=guard)
+    _mount_page(app, ui, title)
     return app
+
+
+async def _passed_auth(request: Request) -> None:
+    mark_authenticated(request)
+
+
+def _open_store(db_file: str | None, session: Session | None) -> ChatStore:
+    """The app's own store: one SQLite file, or your ``session`` with checkpoints and index in that file."""
+    path = db_file or DEFAULT_DB
+    if session is None:
+        return ChatStore.sqlite(path)
+    from ..stores import SQLiteCheckpointer
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return ChatStore(session=session, checkpointer=SQLiteCheckpointer(path, wal=True), meta_path=path)
+
+
+def _mount_page(app: FastAPI, ui: bool | Any, title: str) -> None:
+    """The page: the bundled one, or a ``ChatUI``'s when :mod:`lovia.web.ui` provides the router."""
+    if ui is None or ui is False:
+        return
+    if ui is not True:
+        try:  # imported by name: the module is optional
+            module: Any = importlib.import_module(".ui", __package__)
+        except ImportError:
+            module = None
+        build_ui_router = getattr(module, "build_ui_router", None)
+        if build_ui_router is not None:
+            app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+            app.include_router(build_ui_router(ui, title=title))
+            return
+    _mount_ui(app)
+
+
+def serve(
+    target: Any = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    echo: Callable[[str], None] | None = None,
+    allowed_hosts: Sequence[str] = (),
+    root_path: str = "",
+    log_level: str = "info",
+    db_path: str | None = None,
+    store: ChatStore | None = None,
+    token: str | None = None,
+    title: str = "lovia",
+    max_turns: int = 50,
+    followups: bool = False,
+    config_runtime: Any = None,
+    **uvicorn_kwargs: Any,
+) -> None:
+    """Serve the chat app until interrupted (Ctrl+C / SIGTERM: live runs keep their checkpoints).
+
+    Args:
+        target: an app from :func:`~lovia.web.app.create_app`, or an ``Agent`` / ``{name: agent}``
+            to build one with the defaults (``None``: ``LOVIA_MODEL`` or the offline demo).
+        host: bind address. Beyond loopback the API is never anonymous: an app built here gets a
+            generated token (printed with a ready link), and a ``create_app`` app built with
+            neither ``token`` nor ``auth`` is refused.
+        port: TCP port.
+        echo: where to print the startup lines (default: stdout).
+        allowed_hosts: more ``Host`` names to answer (``--allowed-host``); loopback names and
+            ``host`` itself always work, any other name is refused (DNS-rebinding defence).
+        root_path: the path prefix a reverse proxy serves the app under (``"/lovia"``) and strips
+            before forwarding; the page's asset and API URLs then carry it. The server itself
+            still answers at its root.
+        log_level: uvicorn log level.
+        db_path: when building the app: the SQLite file (default ``./.lovia/lovia.db``).
+        store: when building the app: a ready :class:`ChatStore` instead of ``db_path``.
+        token: when building the app: the API token (generated for a non-loopback ``host``).
+        title: when building the app: the page title.
+        max_turns: when building the app: the per-run turn limit.
+        followups: when building the app: follow-up suggestions with the built-in suggester.
+        config_runtime: when building the app: the CLI's :class:`~lovia.web.config.ConfigRuntime`.
+        **uvicorn_kwargs: passed to ``uvicorn.Config`` (``ssl_certfile``, ``timeout_keep_alive``...).
+
+    Raises:
+        UserError: build options given with a ready app, more than one worker, or an unguarded
+            ``create_app`` app on a non-loopback ``host``.
+    """
+    say = echo or (lambda line: print(line, file=sys.stdout, flush=True))
+    root_path = normalize_root_path(root_path)
+    if uvicorn_kwargs.pop("workers", 1) not in (1, None):
+        raise UserError("serve() runs one worker", hint="live runs are process-local: drop workers=")
+    if isinstance(target, FastAPI):
+        app = target
+        given = {"db_path": db_path, "store": store, "token": token}
+        extra = [name for name, value in given.items() if value is not None]
+        if extra or title != "lovia" or max_turns != 50 or followups or config_runtime is not None:
+            raise UserError(
+                "serve() got app options together with a ready app",
+                hint="pass them to create_app(...) instead",
+            )
+        deps = getattr(app.state, "deps", None)
+        if deps is not None and not is_loopback(host) and not getattr(app.state, "guarded", False):
+            raise UserError(
+                f"refusing to serve an app without token= or auth= on {host}, a non-loopback address",
+                hint="build it with create_app(..., token=...) or auth=..., or bind host='127.0.0.1'",
+            )
+    else:
+        if token is None and not is_loopback(host):
+            token = generate_token()
+            say(f"lovia web: {host} is not a loopback address, so API calls need this token: {token}")
+        app = create_app(
+            target,
+            store=store,
+            db_path=db_path,
+            token=token,
+            title=title,
+            max_turns=max_turns,
+            followups=followups,
+            config_runtime=config_runtime,
+        )
+    policy = getattr(app.state, "host_policy", None)
+    if policy is not None:
+        policy.bind_to(host, allowed_hosts)
+    shown = "localhost" if host in ("0.0.0.0", "::") else host
+    link = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+    state = getattr(app.state, "lovia", None)
+    if state is not None and state.demo:
+        where = "open Settings → Models in the page" if config_runtime is not None else "set LOVIA_MODEL"
+        say(f"lovia web: no model configured ({where}); the page offers the offline demo model")
+    if root_path:
+        say(f"lovia web: serving for a proxy at {root_path}/ (it strips the prefix); this server answers at {link}")
+    else:
+        say(f"lovia web: open {link}")
+    log_run_failures()
+    import uvicorn
+
+    options: dict[str, Any] = {"timeout_graceful_shutdown": 15, **uvicorn_kwargs}
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, workers=1, root_path=root_path, **options)
+    server_class()(config).run()
 
 
 _STATUS_CODES = {401: "server_token", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
@@ -193,11 +406,21 @@ def _error_handlers(app: FastAPI) -> None:
         return internal_error_response(exc, request)
 
 
-def _lifespan(deps: RouterDeps, *, owns_store: bool, owns_schedules: bool) -> Any:
-    """The API machinery (:meth:`RouterDeps.lifespan`), then what the app itself opened."""
+def _lifespan(deps: RouterDeps, user: Any, *, owns_store: bool, owns_schedules: bool) -> Any:
+    """The user's lifespan around the API machinery (:meth:`RouterDeps.lifespan`), then what
+    the app itself opened; the user's state (what it yields) becomes the app's."""
 
     @contextlib.asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[Any]:
+        if user is None:
+            async with ours(app):
+                yield None
+            return
+        async with user(app) as state, ours(app):
+            yield state
+
+    @contextlib.asynccontextmanager
+    async def ours(_app: FastAPI) -> AsyncIterator[None]:
         try:
             async with deps.lifespan():
                 yield
@@ -227,14 +450,14 @@ def _upload_limits(mb: float | None, ext: str | Sequence[str] | None) -> tuple[i
     return int(mb * (1 << 20)), parse_allowed_ext(ext)
 
 
-def _mount_docs(app: FastAPI, auth: list[Any]) -> None:
+def _mount_docs(app: FastAPI, guard: list[Any]) -> None:
     from fastapi.openapi.docs import get_swagger_ui_html
 
-    @app.get("/api/openapi.json", include_in_schema=False, dependencies=auth)
+    @app.get("/api/openapi.json", include_in_schema=False, dependencies=guard)
     async def openapi() -> JSONResponse:
         return JSONResponse(app.openapi())
 
-    @app.get("/api/docs", include_in_schema=False, dependencies=auth)
+    @app.get("/api/docs", include_in_schema=False, dependencies=guard)
     async def docs(request: Request) -> Any:
         root = request.scope.get("root_path", "")  # behind a proxy's path prefix, or mounted
         return get_swagger_ui_html(openapi_url=f"{root}/api/openapi.json", title=f"{app.title} API")

@@ -21,6 +21,7 @@ __all__ = [
     "HostPolicy",
     "generate_token",
     "is_loopback",
+    "normalize_origin",
     "same_origin",
     "split_host",
     "token_dependency",
@@ -54,6 +55,21 @@ def token_matches(expected: str, authorization: str | None) -> bool:
     return hmac.compare_digest(value.strip().encode(), expected.encode())
 
 
+AUTHENTICATED = "lovia_authenticated"
+"""The request-state flag a passed token or ``auth=`` check sets (routes that ask for more than
+loopback access without one, such as config writes, read it)."""
+
+
+def mark_authenticated(request: Any) -> None:
+    """Record on the request that the server's token or ``auth=`` dependency let it in."""
+    setattr(request.state, AUTHENTICATED, True)
+
+
+def is_authenticated(request: Any) -> bool:
+    """Whether a token or ``auth=`` check passed for this request (a header alone is not enough)."""
+    return bool(getattr(request.state, AUTHENTICATED, False))
+
+
 def token_dependency(token: str) -> Callable[[Any], Awaitable[None]]:
     """A FastAPI dependency requiring ``Authorization: Bearer <token>``; otherwise 401 ``server_token``.
 
@@ -74,6 +90,7 @@ def token_dependency(token: str) -> Callable[[Any], Awaitable[None]]:
                 hint="send 'Authorization: Bearer <token>' with the token the server printed at startup",
                 headers={"WWW-Authenticate": "Bearer"},
             )
+        mark_authenticated(request)
 
     # This module is imported without FastAPI too, so ``Request`` is a local name, and FastAPI
     # resolves a string annotation in the module's globals: hand it the class itself.
@@ -163,6 +180,11 @@ def same_origin(origin: str, host_header: str | None) -> bool:
     return o_name == h_name and (o_port or default) == (h_port or default)
 
 
+def normalize_origin(origin: str) -> str:
+    """An ``Origin`` as compared against an allowlist: trimmed, lowercased, no trailing slash."""
+    return origin.strip().lower().rstrip("/")
+
+
 def addressed_in_process(scope: Any, host_header: str | None) -> bool:
     """Whether the request names the server exactly as the ASGI server reported itself.
 
@@ -187,11 +209,13 @@ class HostOriginGuard:
     was re-pointed at this machine (DNS rebinding) gets nothing. A state-changing request
     (anything but GET, HEAD, OPTIONS) must come with no ``Origin`` (not a browser) or a
     same-origin one, so another site cannot make the browser post to the API (CSRF).
+    ``allowed_origins`` (``create_app(cors_origins=...)``) are let through as well.
     """
 
-    def __init__(self, app: Any, *, policy: HostPolicy) -> None:
+    def __init__(self, app: Any, *, policy: HostPolicy, allowed_origins: Sequence[str] = ()) -> None:
         self.app = app
         self.policy = policy
+        self.allowed_origins = frozenset(normalize_origin(o) for o in allowed_origins)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -214,7 +238,12 @@ class HostOriginGuard:
             return
         origin = headers.get("origin")
         unsafe = scope["type"] == "websocket" or scope.get("method", "GET").upper() not in _SAFE_METHODS
-        if unsafe and origin is not None and not same_origin(origin, host):
+        if (
+            unsafe
+            and origin is not None
+            and not same_origin(origin, host)
+            and normalize_origin(origin) not in self.allowed_origins
+        ):
             await _refuse(
                 scope,
                 send,

@@ -72,6 +72,8 @@ ErrorCode = Literal[
     "unsupported_file_type",
     "shutting_down",
     "run_failed",
+    "run_cancelled",
+    "too_many_runs",
     "internal",
 ]
 """Every ``code`` the API answers with (the table in ``docs/web.md`` says when)."""

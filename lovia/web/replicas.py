@@ -39,7 +39,7 @@ from ..transcript import (
 from .events_hub import EventHub
 from .serialization import snapshot_views
 from .sse import Frame
-from .supervisor import LiveRun, RunSupervisor, Subscription
+from .supervisor import LiveRun, RunSettings, RunSupervisor, Subscription
 
 if TYPE_CHECKING:
     from .store_pg import PostgresChatStore
@@ -105,6 +105,7 @@ class ReplicaSupervisor(RunSupervisor):
         default_agent: the name used when a request names none.
         max_turns: per-run turn limit.
         hub: the local ``/api/events`` hub.
+        settings: the cap and the options every run gets.
     """
 
     def __init__(
@@ -115,8 +116,9 @@ class ReplicaSupervisor(RunSupervisor):
         default_agent: str,
         max_turns: int = 50,
         hub: EventHub | None = None,
+        settings: RunSettings | None = None,
     ) -> None:
-        super().__init__(store, agents, default_agent=default_agent, max_turns=max_turns, hub=hub)
+        super().__init__(store, agents, default_agent=default_agent, max_turns=max_turns, hub=hub, settings=settings)
         self.pg = store
         self.ttl = store.lease_ttl
         self.command_ids = itertools.count(1)
@@ -362,7 +364,9 @@ class ReplicaSupervisor(RunSupervisor):
 
     # ------------------------------------------------------------------ takeover
 
-    async def resume(self, session_id: str, run_id: str, *, agent: str | None = None) -> LiveRun | None:
+    async def resume(
+        self, session_id: str, run_id: str, *, agent: str | None = None, deps: Any = None
+    ) -> LiveRun | None:
         """Take the run over when its owner is gone and this replica wins the claim.
 
         The owner is gone when its lease expired (it was killed), or when it released the lease
@@ -382,7 +386,7 @@ class ReplicaSupervisor(RunSupervisor):
         if not claimed:
             return None
         try:
-            return await super().resume(session_id, run_id, agent=agent)
+            return await super().resume(session_id, run_id, agent=agent, deps=deps)
         except UserError:
             return None
 
@@ -401,8 +405,13 @@ class ReplicaSupervisor(RunSupervisor):
         for session_id, run_id, agent in rows:
             if session_id in self._live:
                 continue
+            try:
+                deps = await self.takeover_deps(str(session_id), agent)
+            except Exception as exc:  # run_deps refused: the run stays resumable for a reconnect
+                logger.warning("not taking over run %s of chat %s: run_deps refused: %s", run_id, session_id, exc)
+                continue
             async with self.lock(session_id):
-                live = await self.resume(str(session_id), str(run_id), agent=agent)
+                live = await self.resume(str(session_id), str(run_id), agent=agent, deps=deps)
             if live is not None:
                 logger.info("took over run %s of chat %s (its replica is gone)", run_id, session_id)
         for session_id in list(self._live):

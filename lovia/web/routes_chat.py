@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from ..exceptions import UserError
 from .errors import ApiRoute, WebError
 from .routes_uploads import attachment_content
+from .run_deps import RunTrigger, build_run_deps, checked_context
 from .sse import Frame, event_stream, live_tail
-from .supervisor import Subscription
+from .store import ChatMeta
+from .supervisor import LiveRun, Subscription, TooManyRuns
 
 if TYPE_CHECKING:
     from .state import WebState
 
-__all__ = ["ApproveRequest", "ChatRequest", "InjectRequest", "UninjectRequest", "chat_router", "sse_response"]
+__all__ = [
+    "ApproveRequest",
+    "ChatRequest",
+    "InjectRequest",
+    "UninjectRequest",
+    "chat_router",
+    "sse_response",
+    "too_many_runs",
+]
 
 
 class ChatRequest(BaseModel):
@@ -30,6 +42,8 @@ class ChatRequest(BaseModel):
     agent: str | None = None
     attachments: list[str] = Field(default_factory=list, max_length=20)
     """Upload ids (``POST /api/sessions/{id}/uploads``) sent with this message as content parts."""
+    context: dict[str, Any] | None = None
+    """The page's client context (a JSON object of at most 64 KB) for ``create_app(run_deps=...)``."""
 
 
 class ApproveRequest(BaseModel):
@@ -87,6 +101,11 @@ def chat_router(state: WebState) -> APIRouter:
     return router
 
 
+def too_many_runs(exc: TooManyRuns) -> WebError:
+    """The 429 answer to a run start at the concurrent-run cap."""
+    return WebError(429, "too_many_runs", exc.message, hint=exc.hint, headers={"Retry-After": "5"})
+
+
 def _steer(live: Any, body: ChatRequest, message: str) -> None:
     if body.attachments:
         raise WebError(
@@ -99,12 +118,22 @@ def _steer(live: Any, body: ChatRequest, message: str) -> None:
         live.mailbox.push(message)  # steer the live run: its next turn sees the message
 
 
-def _opener(state: WebState) -> Callable[[ChatRequest], Awaitable[Subscription]]:
-    """``open_chat(body)``: start a run, or attach to the live one (injecting the message)."""
+Opened = tuple[str, "LiveRun | None", "Subscription | None"]
+
+
+def _opener(state: WebState) -> Callable[..., Awaitable[Opened]]:
+    """``open_chat(body, request)``: start a run, or join the live one (injecting the message).
+
+    Returns the chat id, the run started or joined (``None``: nothing to run) and, with
+    ``subscribe=True``, a subscription taken under the chat's lock (so no frame is missed).
+    ``run_deps`` runs before anything is written, so when it refuses, no chat is created.
+    """
     store, sup = state.store, state.supervisor
 
-    async def open_chat(body: ChatRequest) -> Subscription:
-        message = body.message.strip()
+    async def open_chat(
+        body: ChatRequest, request: Request | None, *, blocking: bool = False, subscribe: bool = False
+    ) -> Opened:
+        checked_context(body.context)
         if sup.closing:
             raise WebError(503, "shutting_down", "the server is shutting down", hint="retry once it is back")
         if body.agent is not None and body.agent not in sup.agents:
@@ -112,32 +141,71 @@ def _opener(state: WebState) -> Callable[[ChatRequest], Awaitable[Subscription]]
                 404, "agent_not_found", f"no agent {body.agent!r}", hint=f"use one of {', '.join(sorted(sup.agents))}"
             )
         meta = await store.get(body.session_id) if body.session_id else None
-        if meta is None:
-            if not message:
-                raise WebError(400, "invalid_request", "message is empty", hint="send a non-empty message")
-            meta = await store.create(title=title_from(message), agent=body.agent, session_id=body.session_id)
-            sup.hub.publish("session_created", {"session": meta.to_dict()})
-        sid = meta.id
+        if meta is None and not body.message.strip():
+            raise WebError(400, "invalid_request", "message is empty", hint="send a non-empty message")
+        sid = meta.id if meta is not None else (body.session_id or f"chat_{uuid.uuid4().hex[:16]}")
         async with sup.lock(sid):
             live = sup.live(sid)
             if live is not None:
-                _steer(live, body, message)
-            elif message or body.attachments:
-                content = await attachment_content(state, sid, message, body.attachments, agent=body.agent)
-                if meta.active_run_id:  # an interrupted run nobody resumed: keep its completed turns
-                    await sup.finalize_partial(sid, meta.active_run_id)
-                try:
-                    sup.start(sid, content, agent=body.agent or meta.agent)
-                except UserError as exc:
-                    raise WebError.from_exc(400, "invalid_request", exc) from exc
-                if not meta.title:
-                    await store.update(sid, title=title_from(message))
-                    updated = await store.get(sid)
-                    if updated is not None:
-                        sup.hub.publish("session_updated", {"session": updated.to_dict()})
-            return await sup.subscribe(sid)
+                if blocking:
+                    raise WebError(
+                        409,
+                        "run_active",
+                        "a run is already live in this chat",
+                        hint="wait for it to finish, stop it, or use POST /api/chat/stream to join it",
+                    )
+                _steer(live, body, body.message.strip())  # the live run keeps its own client context
+            elif body.message.strip() or body.attachments:
+                live = await _start(state, sid, meta, body, request, blocking=blocking)
+            return sid, live, (await sup.subscribe(sid) if subscribe else None)
 
     return open_chat
+
+
+async def _start(
+    state: WebState, sid: str, meta: ChatMeta | None, body: ChatRequest, request: Request | None, *, blocking: bool
+) -> LiveRun:
+    """Start the chat's run on ``body`` (the caller holds the chat's lock and saw no live run)."""
+    store, sup = state.store, state.supervisor
+    message = body.message.strip()
+    context = checked_context(body.context)
+    agent_name = body.agent or (meta.agent if meta is not None else None)
+    try:
+        sup.check_capacity()
+        agent = sup.agent_for(agent_name)
+    except TooManyRuns as exc:
+        raise too_many_runs(exc) from exc
+    except UserError as exc:
+        raise WebError.from_exc(400, "invalid_request", exc) from exc
+    trigger = RunTrigger(session_id=sid, agent=agent, source="user", request=request, client_context=context)
+    deps = await build_run_deps(state.run_deps, trigger)  # before anything is written: it may refuse
+    is_new = meta is None
+    if meta is None:
+        meta = await store.create(title=title_from(message), agent=body.agent, session_id=sid)
+        sup.hub.publish("session_created", {"session": meta.to_dict()})
+    content = await attachment_content(state, sid, message, body.attachments, agent=body.agent)
+    if meta.active_run_id:  # an interrupted run nobody resumed: keep its completed turns
+        await sup.finalize_partial(sid, meta.active_run_id)
+    try:
+        started = sup.start(
+            sid,
+            content,
+            agent=agent_name,
+            deps=deps,
+            client_context=context,
+            await_approvals=not blocking,
+            title_message=message if is_new else None,
+        )
+    except TooManyRuns as exc:
+        raise too_many_runs(exc) from exc
+    except UserError as exc:
+        raise WebError.from_exc(400, "invalid_request", exc) from exc
+    if not meta.title:
+        await store.update(sid, title=title_from(message))
+        updated = await store.get(sid)
+        if updated is not None:
+            sup.hub.publish("session_updated", {"session": updated.to_dict()})
+    return started
 
 
 def _stream_routes(router: APIRouter, state: WebState) -> None:
@@ -145,21 +213,28 @@ def _stream_routes(router: APIRouter, state: WebState) -> None:
     open_chat = _opener(state)
 
     @router.post("/stream")
-    async def stream(body: ChatRequest) -> StreamingResponse:
-        sub = await open_chat(body)
-        sid = sub.live.session_id if sub.live is not None else body.session_id
-        meta = await store.get(sid or "")
+    async def stream(body: ChatRequest, request: Request) -> StreamingResponse:
+        sid, _live, sub = await open_chat(body, request, subscribe=True)
+        assert sub is not None
+        meta = await store.get(sid)
         head = [Frame("session", {"session_id": sid, "title": meta.title if meta else ""})]
         return sse_response(head, sub)
 
     @router.post("/reconnect")
-    async def reconnect(session_id: str) -> StreamingResponse:
+    async def reconnect(session_id: str, request: Request) -> StreamingResponse:
         meta = await store.get(session_id)
         if meta is None:
             raise WebError(404, "session_not_found", f"no chat {session_id!r}", hint=_LIST_HINT)
         async with sup.lock(session_id):
             if sup.live(session_id) is None and meta.active_run_id and not sup.closing:
-                await sup.resume(session_id, meta.active_run_id, agent=meta.agent)
+                try:
+                    sup.check_capacity()
+                except TooManyRuns as exc:
+                    raise too_many_runs(exc) from exc
+                agent = sup.resume_agent(meta.agent)
+                trigger = RunTrigger(session_id=session_id, agent=agent, source="user", request=request, resumed=True)
+                deps = await build_run_deps(state.run_deps, trigger)
+                await sup.resume(session_id, meta.active_run_id, agent=meta.agent, deps=deps)
             sub = await sup.subscribe(session_id)
         return sse_response([Frame("session", {"session_id": session_id, "title": meta.title})], sub)
 
@@ -208,27 +283,31 @@ def _control_routes(router: APIRouter, state: WebState) -> None:  # noqa: C901  
         return {"ok": True}
 
     @router.post("")
-    async def chat(body: ChatRequest) -> dict[str, Any]:
-        if body.session_id and sup.live(body.session_id) is not None:
-            raise WebError(
-                409,
-                "run_active",
-                "a run is already live in this chat",
-                hint="wait for it to finish, stop it, or use POST /api/chat/stream to join it",
-            )
-        sub = await open_chat(body)
-        result: dict[str, Any] = {"session_id": sub.live.session_id if sub.live else body.session_id}
-        try:
-            while sub.queue is not None and (frame := await sub.queue.get()) is not None:
-                if frame.event == "done":
-                    result.update(output=frame.data.get("output"), usage=frame.data.get("usage"))
-                elif frame.event == "error" and frame.data.get("scope") != "tool":
-                    raise WebError(
-                        500,
-                        "run_failed",
-                        str(frame.data.get("message") or "the run failed"),
-                        hint=frame.data.get("hint") or "GET /api/sessions/{id} shows the run's error",
-                    )
-        finally:
-            sub.close()
-        return result
+    async def chat(body: ChatRequest, request: Request) -> dict[str, Any]:
+        sid, live, _ = await open_chat(body, request, blocking=True)
+        if live is None:
+            raise WebError(400, "invalid_request", "message is empty", hint="send a non-empty message")
+        # The run is the supervisor's task: a client that leaves only stops this wait.
+        await asyncio.shield(live.finished.wait())
+        return blocking_outcome(sid, live)
+
+
+def blocking_outcome(session_id: str, live: LiveRun) -> dict[str, Any]:
+    """The answer of ``POST /api/chat`` once its run ended: the output, or 409 / 500."""
+    if live.status == "completed":
+        return {"output": live.output, "session_id": session_id, "usage": live.usage, "run_id": live.run_id}
+    if live.status in ("cancelled", "interrupted"):
+        why = "the server shut down" if live.status == "interrupted" else "it was stopped"
+        raise WebError(
+            409,
+            "run_cancelled",
+            f"the run ended before it answered: {why}",
+            hint="GET /api/sessions/{id} shows the turns it completed; send the message again to retry",
+        )
+    error = live.error or {}
+    raise WebError(
+        500,
+        "run_failed",
+        str(error.get("message") or "the run failed"),
+        hint=error.get("hint") or "GET /api/sessions/{id} shows the run's error",
+    )

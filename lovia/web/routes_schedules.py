@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import uuid
 from typing import Any, Literal, Protocol
 
 from fastapi import APIRouter
@@ -16,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from ..exceptions import UserError
 from .errors import ApiRoute, ErrorCode, WebError
+from .run_deps import RunDepsFn, RunTrigger, build_run_deps, checked_context
 from .schedule_store import ScheduleRow, ScheduleStore
 from .scheduler import Scheduler
 from .store import ChatStore
@@ -35,6 +37,8 @@ class ScheduleCreate(BaseModel):
     agent: str | None = None
     max_fires: int | None = Field(default=None, ge=1)
     expires_at: float | None = None
+    context: dict[str, Any] | None = None
+    """The page's client context; each fire's ``run_deps`` gets it (64 KB of JSON at most)."""
 
 
 class SchedulePatch(BaseModel):
@@ -54,6 +58,7 @@ class WebState(Protocol):
 
     store: ChatStore
     schedules: ScheduleStore | None
+    run_deps: RunDepsFn | None
 
     @property
     def supervisor(self) -> RunSupervisor: ...
@@ -73,25 +78,38 @@ def _error(status: int, code: ErrorCode, message: str, hint: str | None = None) 
 
 
 async def fire_in_chat(state: WebState, row: ScheduleRow) -> tuple[str | None, str | None]:
-    """Start the run of one fire of ``row``; returns ``(session_id, run_id)``."""
+    """Start the run of one fire of ``row``; returns ``(session_id, run_id)``.
+
+    At the concurrent-run cap, or when ``run_deps`` refuses, it raises before any chat is made
+    (the scheduler records the fire as failed and the schedule moves on to its next time).
+    """
     store, sup = state.store, state.supervisor
     if sup.closing:
         raise UserError("the server is shutting down", hint="the slot is fired again after the restart")
     meta = await store.get(row.session_id) if row.session_id else None
-    if meta is None:
-        if row.session_id is not None:
-            raise UserError(f"chat {row.session_id!r} is gone", hint="delete this schedule or bind it to another chat")
-        meta = await store.create(title=title_from(row.input), agent=row.agent)
-        sup.hub.publish("session_created", {"session": meta.to_dict()})
-    sid = meta.id
+    if meta is None and row.session_id is not None:
+        raise UserError(f"chat {row.session_id!r} is gone", hint="delete this schedule or bind it to another chat")
+    sid = meta.id if meta is not None else f"chat_{uuid.uuid4().hex[:16]}"
     async with sup.lock(sid):
         live = sup.live(sid)
         if live is not None:  # join the run in flight rather than queue a second one
             live.mailbox.push(row.input)
             return sid, live.run_id
+        sup.check_capacity()
+        agent_name = row.agent or (meta.agent if meta is not None else None)
+        context = dict(row.client_context or {})
+        trigger = RunTrigger(
+            session_id=sid, agent=sup.agent_for(agent_name), source=f"schedule:{row.id}", client_context=context
+        )
+        deps = await build_run_deps(state.run_deps, trigger)
+        if meta is None:
+            meta = await store.create(title=title_from(row.input), agent=row.agent, session_id=sid)
+            sup.hub.publish("session_created", {"session": meta.to_dict()})
         if meta.active_run_id:
             await sup.finalize_partial(sid, meta.active_run_id)
-        started = sup.start(sid, row.input, agent=row.agent or meta.agent)
+        started = sup.start(
+            sid, row.input, agent=agent_name, source=f"schedule:{row.id}", deps=deps, client_context=context
+        )
     await store.update(sid)
     sup.hub.publish("schedule_fired", {"schedule_id": row.id, "session_id": sid, "run_id": started.run_id})
     return sid, started.run_id
@@ -128,14 +146,13 @@ def _collection_routes(router: APIRouter, state: WebState) -> None:
     @router.post("", status_code=201)
     async def create(body: ScheduleCreate) -> dict[str, Any]:
         assert state.schedules is not None and state.scheduler is not None
+        context = checked_context(body.context)
         _check_refs(state, body.agent)
         _check_trigger(body.trigger_kind, body.trigger_expr)
         if body.session_id is not None and await state.store.get(body.session_id) is None:
             raise _error(
                 404, "session_not_found", f"no chat {body.session_id!r}", "create the chat first, or omit session_id"
             )
-        import uuid
-
         now = state.scheduler.clock()
         row = ScheduleRow(
             id=f"sched_{uuid.uuid4().hex[:16]}",
@@ -149,6 +166,7 @@ def _collection_routes(router: APIRouter, state: WebState) -> None:
             expires_at=body.expires_at,
             created_at=now,
             updated_at=now,
+            client_context=context or None,
         )
         await state.schedules.add(row)
         state.scheduler.wake()

@@ -16,6 +16,7 @@ migration and its version record per transaction, never edited once released; ap
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sqlite3
 import threading
@@ -42,8 +43,9 @@ COMPONENT = "schedule"
 
 _COLUMNS = (
     "id, session_id, agent, input, trigger_kind, trigger_expr, next_fire, active, fire_count, max_fires, "
-    "expires_at, finished_reason, last_session_id, last_run_id, last_error, created_at, updated_at"
+    "expires_at, finished_reason, last_session_id, last_run_id, last_error, created_at, updated_at, client_context"
 )
+_N_COLUMNS = len(_COLUMNS.split(","))
 _CLAIM_COLUMNS = "schedule_id, slot, owner, claimed_at, fired_at, run_id, session_id, error"
 
 # (version, name, statements); {real} is REAL (SQLite) or DOUBLE PRECISION (PostgreSQL).
@@ -65,6 +67,7 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 PRIMARY KEY (schedule_id, slot))""",
         ),
     ),
+    (2, "add_schedule_client_context", ("ALTER TABLE {p}web_schedules ADD COLUMN client_context TEXT",)),
 )
 LATEST_VERSION = _MIGRATIONS[-1][0]
 
@@ -91,6 +94,8 @@ class ScheduleRow:
     last_error: str | None = None
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
+    client_context: dict[str, Any] | None = None
+    """The page's context when the schedule was made; each fire's ``run_deps`` gets it."""
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> ScheduleRow:
@@ -113,6 +118,7 @@ class ScheduleRow:
             last_error=row[14],
             created_at=float(row[15]),
             updated_at=float(row[16]),
+            client_context=json.loads(row[17]) if len(row) > 17 and row[17] else None,
         )
 
     def values(self) -> tuple[Any, ...]:
@@ -135,6 +141,7 @@ class ScheduleRow:
             self.last_error,
             self.created_at,
             self.updated_at,
+            json.dumps(self.client_context) if self.client_context else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -309,7 +316,7 @@ class SQLiteScheduleStore(ScheduleStore):
 
     async def add(self, row: ScheduleRow) -> None:
         """Insert a new schedule."""
-        marks = ", ".join("?" * 17)
+        marks = ", ".join("?" * _N_COLUMNS)
         await self._run(lambda c: c.execute(f"INSERT INTO web_schedules ({_COLUMNS}) VALUES ({marks})", row.values()))
 
     async def get(self, schedule_id: str) -> ScheduleRow | None:
@@ -551,7 +558,7 @@ class PostgresScheduleStore(ScheduleStore):
 
     async def add(self, row: ScheduleRow) -> None:
         """Insert a new schedule."""
-        marks = ", ".join(["%s"] * 17)
+        marks = ", ".join(["%s"] * _N_COLUMNS)
         await self._fetch(
             f"INSERT INTO {self._t('web_schedules')} ({_COLUMNS}) VALUES ({marks})", row.values(), "adding"
         )

@@ -59,9 +59,13 @@ def subagent_runner(deps: SubagentDeps) -> RunChildFn:
             await store.set_origin(
                 meta.id, kind=SUBAGENT, origin_session_id=parent.id, user_turn=None, title=parent.title
             )
+        try:
+            async with sup.lock(meta.id):
+                live = sup.start(meta.id, spec.prompt, runner=spec.agent, mailbox=spec.mailbox)
+        except Exception:  # at the run cap, say: no chat is left behind, the parent gets the error
+            await store.delete(meta.id)
+            raise
         sup.hub.publish("session_created", {"session": meta.to_dict()})
-        async with sup.lock(meta.id):
-            live = sup.start(meta.id, spec.prompt, runner=spec.agent, mailbox=spec.mailbox)
         while not live.finished.is_set():
             if spec.token.is_cancelled:  # the parent's cancel_subagent
                 await sup.stop(meta.id)

@@ -16,17 +16,18 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..agent import Agent
 from ..checkpointer import CheckpointOptions, RunHead, RunSnapshot
-from ..exceptions import UserError
+from ..exceptions import LoviaError, UserError
 from ..handle import RunHandle
 from ..messages import Usage
 from ..parts import ContentPart
-from ..reliability import Mailbox
+from ..reliability import Mailbox, RetryPolicy, RunBudget
 from ..runner import Runner
 from ..session import Segment, new_run_id
 from ..transcript import (
@@ -39,12 +40,17 @@ from ..transcript import (
 )
 from .components import bind_ui_data
 from .events_hub import EventHub
+from .run_deps import RunDepsFn, RunTrigger, build_run_deps
 from .serialization import segment_timing, snapshot_views
 from .sse import Frame, event_to_frame
 from .store import ChatStore
 from .workspaces import WorkspaceSessions
 
-__all__ = ["LiveRun", "RunSupervisor", "Subscription", "error_payload"]
+if TYPE_CHECKING:
+    from ..context.base import ContextPolicy
+    from ..tracing import Tracer
+
+__all__ = ["LiveRun", "RunSettings", "RunSupervisor", "Subscription", "TooManyRuns", "error_payload"]
 
 logger = logging.getLogger("lovia.web")
 _CLOSE: Frame | None = None
@@ -60,6 +66,40 @@ def error_payload(error: BaseException) -> dict[str, Any]:
     if status is not None:
         payload["status"] = status
     return payload
+
+
+class TooManyRuns(LoviaError):
+    """The server is at its concurrent-run cap (``max_background_runs``); the API answers 429."""
+
+
+@dataclass(slots=True)
+class RunSettings:
+    """What every served run gets besides its input (``create_app``'s run options).
+
+    Attributes:
+        max_background_runs: how many runs may be live at once; starting one more raises
+            :class:`TooManyRuns`.
+        budget: limits copied fresh for every run (``None``: unlimited).
+        retry: the retry posture of every run (``None``: the agent's).
+        context_policy: the view-shaping posture of every run (``None``: the agent's).
+        tracer: where every run's spans go.
+        approval_timeout: seconds a gated call waits for a decision before it is denied
+            (``None``: it waits as long as the run lives).
+        run_deps: builds the deps of a run nobody requested here (a replica taking a run over);
+            the routes call it themselves for the runs they start.
+    """
+
+    max_background_runs: int = 8
+    budget: RunBudget | None = None
+    retry: RetryPolicy | None = None
+    context_policy: ContextPolicy | None = None
+    tracer: Tracer | None = None
+    approval_timeout: float | None = None
+    run_deps: RunDepsFn | None = None
+
+    def fresh_budget(self) -> RunBudget | None:
+        """A new budget with the configured limits (a budget counts, so no two runs share one)."""
+        return self.budget.copy() if self.budget is not None else None
 
 
 @dataclass(eq=False)
@@ -87,6 +127,22 @@ class LiveRun:
     """How it ended: completed, cancelled, failed or interrupted (``running`` while live)."""
     partial: list[str] = field(default_factory=list)
     """Text streamed in the turn in flight and not yet part of a completed message."""
+    source: str = "user"
+    """Why the run started: ``user`` or ``schedule:<id>``."""
+    deps: Any = None
+    """The run's ``RunContext.deps`` (what ``run_deps`` built)."""
+    client_context: dict[str, Any] = field(default_factory=dict)
+    """The page's context the run started with (a message joining the run leaves it as is)."""
+    await_approvals: bool = True
+    """Gated calls wait for ``POST /api/chat/approve``; ``False``: the agent's handler, else deny."""
+    output: Any = None
+    """The final answer (JSON-safe) once the run completed."""
+    usage: dict[str, Any] | None = None
+    """Token usage once the run ended."""
+    error: dict[str, Any] | None = None
+    """What went wrong, once the run failed (:func:`error_payload`)."""
+    title_message: str | None = None
+    """The first message of a chat this run opened (titled after the run completes)."""
     result: Any = None
     """The run's result once it completed (what a subagent's parent gets back)."""
 
@@ -121,6 +177,7 @@ class RunSupervisor:
         default_agent: the name used when a request names none.
         max_turns: per-run turn limit.
         hub: where ``run_started`` / ``run_finished`` notifications go (``GET /api/events``).
+        settings: the cap and the options every run gets (:class:`RunSettings`).
     """
 
     def __init__(
@@ -131,12 +188,16 @@ class RunSupervisor:
         default_agent: str,
         max_turns: int = 50,
         hub: EventHub | None = None,
+        settings: RunSettings | None = None,
     ) -> None:
         self.store = store
         self.agents = agents
         self.default_agent = default_agent
         self.max_turns = max_turns
         self.hub = hub or EventHub()
+        self.settings = settings or RunSettings()
+        self.on_completed: Callable[[LiveRun], None] | None = None
+        """Called with each run that completed (``RouterDeps`` titles new chats from it)."""
         self._live: dict[str, LiveRun] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._closing = False
@@ -158,6 +219,21 @@ class RunSupervisor:
         """True once shutdown began (new runs are refused)."""
         return self._closing
 
+    @property
+    def max_background_runs(self) -> int:
+        """The concurrent-run cap."""
+        return self.settings.max_background_runs
+
+    def check_capacity(self) -> None:
+        """Raise :class:`TooManyRuns` when one more run would pass ``max_background_runs``."""
+        cap = self.settings.max_background_runs
+        if len(self._live) >= cap:
+            raise TooManyRuns(
+                f"the server is at its limit of {cap} concurrent runs",
+                hint="retry once a run finishes (GET /api/runs lists them),"
+                " or raise create_app(max_background_runs=...)",
+            )
+
     def lock(self, session_id: str) -> asyncio.Lock:
         """The per-chat lock that serialises start / resume / rewind decisions."""
         return self._locks.setdefault(session_id, asyncio.Lock())
@@ -177,34 +253,65 @@ class RunSupervisor:
         message: str | list[ContentPart],
         *,
         agent: str | None = None,
+        source: str = "user",
+        deps: Any = None,
+        client_context: dict[str, Any] | None = None,
+        await_approvals: bool = True,
+        title_message: str | None = None,
         runner: Agent[Any] | None = None,
         mailbox: Mailbox | None = None,
     ) -> LiveRun:
         """Start a new run of the chat on ``message`` (the caller checked nothing is live).
 
+        ``deps`` becomes the run's ``RunContext.deps``; with ``await_approvals=False`` (a
+        blocking turn: no client to ask) gated calls go to the agent's handler, else are denied.
         ``runner`` runs an agent that is not one of ``agents`` (a subagent's child), and
         ``mailbox`` is the steering queue to use (a parent's ``send_to_subagent`` writes to it).
+        Raises :class:`TooManyRuns` at the concurrent-run cap.
         """
         chosen = runner if runner is not None else self.agent_for(agent)
         run_id = new_run_id()
         entry = InputEntry(role="user", content=message)
-        live = LiveRun(session_id, run_id, chosen, mailbox or Mailbox(), [entry], 1)
+        live = LiveRun(
+            session_id,
+            run_id,
+            chosen,
+            mailbox or Mailbox(),
+            [entry],
+            1,
+            source=source,
+            deps=deps,
+            client_context=dict(client_context or {}),
+            await_approvals=await_approvals,
+            title_message=title_message,
+        )
         options = CheckpointOptions(self.store.checkpointer, run_id, delete_on_success=True)
         self._launch(live, message if isinstance(message, str) else [entry], options)  # parts go in as an entry
         return live
 
-    async def resume(self, session_id: str, run_id: str, *, agent: str | None = None) -> LiveRun | None:
+    def resume_agent(self, name: str | None) -> Agent[Any]:
+        """The agent a resume of a run started by ``name`` uses (the default when it is gone)."""
+        try:
+            return self.agent_for(name)
+        except UserError:
+            return self.agent_for(None)
+
+    async def takeover_deps(self, session_id: str, agent: str | None) -> Any:
+        """The deps of a resume nobody requested: ``run_deps`` with no request and no client context."""
+        trigger = RunTrigger(session_id=session_id, agent=self.resume_agent(agent), source="user", resumed=True)
+        return await build_run_deps(self.settings.run_deps, trigger)
+
+    async def resume(
+        self, session_id: str, run_id: str, *, agent: str | None = None, deps: Any = None
+    ) -> LiveRun | None:
         """Continue the chat's interrupted run from its checkpoint; ``None`` when nothing is stored."""
         snapshot = await self.store.checkpointer.load(run_id)
         if snapshot is None:
             await self.store.set_active_run(session_id, None)
             return None
-        try:
-            chosen = self.agent_for(agent)
-        except UserError:
-            chosen = self.agent_for(None)
+        chosen = self.resume_agent(agent)
         entries = list(snapshot.entries)
-        live = LiveRun(session_id, run_id, chosen, Mailbox(), entries, len(entries), resumed=True)
+        live = LiveRun(session_id, run_id, chosen, Mailbox(), entries, len(entries), resumed=True, deps=deps)
         options = CheckpointOptions(
             self.store.checkpointer, run_id, if_run_exists="resume_only", delete_on_success=True
         )
@@ -215,16 +322,24 @@ class RunSupervisor:
     def _launch(self, live: LiveRun, message: Any, options: CheckpointOptions) -> None:
         if self._closing:
             raise UserError("the server is shutting down", hint="retry after it restarts")
+        self.check_capacity()
+        settings = self.settings
         live.handle = Runner.stream(
             self.workspaces.bind_now(live.session_id, live.agent),
             message,
+            deps=live.deps,
             session=self.store.session,
             session_id=live.session_id,
             checkpoint=options,
             mailbox=live.mailbox,
             max_turns=self.max_turns,
+            budget=settings.fresh_budget(),
+            retry=settings.retry,
+            context_policy=settings.context_policy,
+            tracer=settings.tracer,
         )
-        _ = live.handle.approvals  # opt in: gated calls wait for /api/chat/approve
+        if live.await_approvals:
+            _ = live.handle.approvals  # opt in: gated calls wait for /api/chat/approve
         self._live[live.session_id] = live
         live.task = asyncio.ensure_future(self._drive(live))
 
@@ -277,7 +392,8 @@ class RunSupervisor:
             await self.store.set_active_run(live.session_id, live.run_id)
             await self.store.record_run(live.run_id, live.session_id, status="running")
             self.hub.publish(
-                "run_started", {"session_id": live.session_id, "run_id": live.run_id, "agent": live.agent.name}
+                "run_started",
+                {"session_id": live.session_id, "run_id": live.run_id, "agent": live.agent.name, "source": live.source},
             )
             async for event in live.handle:
                 if isinstance(event, ev.RunCompleted):
@@ -288,6 +404,8 @@ class RunSupervisor:
                     self._on_event(live, event)
         except Exception as exc:  # a store failure around the run: report it, never hang the streams
             logger.exception("chat run %s failed outside the run loop", live.run_id)
+            if live.status == "running":
+                live.status, live.error = "failed", error_payload(exc)
             live.broadcast(Frame("error", {"type": type(exc).__name__, "message": str(exc)}))
         finally:
             self._live.pop(live.session_id, None)
@@ -295,7 +413,8 @@ class RunSupervisor:
             for queue in live.subscribers:
                 queue.put_nowait(_CLOSE)
             self.hub.publish(
-                "run_finished", {"session_id": live.session_id, "run_id": live.run_id, "status": live.status}
+                "run_finished",
+                {"session_id": live.session_id, "run_id": live.run_id, "status": live.status, "source": live.source},
             )
 
     def _on_event(self, live: LiveRun, event: ev.Event) -> None:
@@ -312,19 +431,40 @@ class RunSupervisor:
             live.entries.append(InputEntry(role="user", content=event.content))
         elif isinstance(event, ev.ToolCallCompleted):
             live.entries.append(ToolResultEntry(event.call.id, event.output, raw=event.result, is_error=event.is_error))
+        elif isinstance(event, ev.ApprovalRequired):
+            self._deny_later(live, event.call.id)
         frame = event_to_frame(event)
         if frame is not None:
             live.broadcast(frame)
 
+    def _deny_later(self, live: LiveRun, call_id: str) -> None:
+        """Under ``approval_timeout``, deny the gated call if nobody decided it in time."""
+        timeout = self.settings.approval_timeout
+        if timeout is None or not live.await_approvals or live.handle is None:
+            return
+        channel = live.handle.approvals
+
+        def expire() -> None:
+            if channel.resolve(call_id, False):
+                logger.info("approval of call %s in chat %s timed out: denied", call_id, live.session_id)
+
+        asyncio.get_running_loop().call_later(timeout, expire)
+
     async def _completed(self, live: LiveRun, result: Any) -> None:
         usage = result.usage.to_dict()
         live.status = "completed"
+        live.output, live.usage = to_json_safe(result.output), usage
         live.result = result
         await self.store.set_active_run(live.session_id, None)
         await self.store.record_run(live.run_id, live.session_id, status="completed", usage=usage, finished=True)
         await self.store.update(live.session_id)
         await self._closing_frames(live)
-        live.broadcast(Frame("done", {"output": to_json_safe(result.output), "usage": usage, "run_id": live.run_id}))
+        live.broadcast(Frame("done", {"output": live.output, "usage": usage, "run_id": live.run_id}))
+        if self.on_completed is not None:
+            try:
+                self.on_completed(live)
+            except Exception:  # a hook never fails the run
+                logger.exception("the completion hook of run %s failed", live.run_id)
 
     async def _closing_frames(self, live: LiveRun) -> None:
         """``refs`` and ``timing`` of the segment the run just stored, sent just before ``done``, so
@@ -362,6 +502,7 @@ class RunSupervisor:
                 payload["type"],
                 payload["message"],
             )
+        live.error = payload
         usage = await self.finalize_partial(
             live.session_id,
             live.run_id,
@@ -370,9 +511,8 @@ class RunSupervisor:
             error=payload,
             agent_name=live.agent.name,
         )
-        await self.store.record_run(
-            live.run_id, live.session_id, status=live.status, usage=usage.to_dict(), finished=True
-        )
+        live.usage = usage.to_dict()
+        await self.store.record_run(live.run_id, live.session_id, status=live.status, usage=live.usage, finished=True)
         await self.store.update(live.session_id)
         if payload is None:
             await self._closing_frames(live)

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import HTTPException, Request
 
 from lovia.exceptions import UserError
 from lovia.web import create_app
@@ -343,12 +344,26 @@ def test_writes_from_a_non_local_host_need_a_token(home: Path, a: Endpoint) -> N
         assert httpx.get(f"{srv.url}/api/config", headers=headers).status_code == 200
         refused = httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=headers)
         assert refused.status_code == 403 and detail(refused)["code"] == "local_origin_required"
+        # Without a token configured, any Authorization header is just a header: still refused.
+        bare = {**headers, "Authorization": "Bearer anything"}
+        sneaky = httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=bare)
+        assert sneaky.status_code == 403 and detail(sneaky)["code"] == "local_origin_required"
         assert httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}).status_code == 200
     with config_server(home, runtime, allowed_hosts=["box.example"], token="tok-123") as srv:
         remote = {"Host": "box.example", "Authorization": "Bearer tok-123"}
         assert httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=remote).status_code == 200
         wrong = {"Host": "box.example", "Authorization": "Bearer nope"}
         assert httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=wrong).status_code == 401
+
+    async def staff_only(request: Request) -> None:
+        if request.headers.get("x-staff") != "yes":
+            raise HTTPException(403, "staff only")
+
+    with config_server(home, runtime, allowed_hosts=["box.example"], auth=staff_only) as srv:
+        staff = {"Host": "box.example", "X-Staff": "yes"}
+        assert httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=staff).status_code == 200
+        outsider = {"Host": "box.example", "Authorization": "Bearer x"}
+        assert httpx.put(f"{srv.url}/api/config/roles", json={"chat": "a"}, headers=outsider).status_code == 403
 
 
 # --------------------------------------------------------------------------- switching

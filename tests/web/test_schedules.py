@@ -167,11 +167,45 @@ def test_sqlite_schema_is_versioned_and_a_newer_one_refused(tmp_path: Path) -> N
     path = tmp_path / "v.db"
     asyncio.run(SQLiteScheduleStore(path).close())
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM lovia_schema WHERE component = 'schedule'").fetchone() == (1,)
+        assert conn.execute("SELECT version FROM lovia_schema WHERE component = 'schedule'").fetchone() == (2,)
         conn.execute("UPDATE lovia_schema SET version = 99 WHERE component = 'schedule'")
     with pytest.raises(SchemaTooNewError) as info:
         SQLiteScheduleStore(path)
     assert info.value.hint
+
+
+def test_a_version_1_schedule_store_gains_the_client_context_column(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    asyncio.run(SQLiteScheduleStore(path).close())
+    with sqlite3.connect(path) as conn:  # back to the first layout, with a schedule in it
+        conn.execute("ALTER TABLE web_schedules DROP COLUMN client_context")
+        conn.execute("UPDATE lovia_schema SET version = 1 WHERE component = 'schedule'")
+        conn.execute(
+            "INSERT INTO web_schedules (id, input, trigger_kind, trigger_expr, next_fire, created_at, updated_at)"
+            " VALUES ('old', 'ping', 'every', '60', 1, 1, 1)"
+        )
+
+    async def reopen() -> list[ScheduleRow]:
+        store = SQLiteScheduleStore(path)
+        try:
+            await store.add(
+                ScheduleRow(
+                    id="new",
+                    input="x",
+                    trigger_kind="every",
+                    trigger_expr="60",
+                    next_fire=1,
+                    client_context={"kb": "ops"},
+                )
+            )
+            return [r for r in await store.list() if r.id in ("old", "new")]
+        finally:
+            await store.close()
+
+    rows = {r.id: r.client_context for r in asyncio.run(reopen())}
+    assert rows == {"old": None, "new": {"kb": "ops"}}
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM lovia_schema WHERE component = 'schedule'").fetchone() == (2,)
 
 
 def test_factory_picks_the_store_by_url(tmp_path: Path) -> None:

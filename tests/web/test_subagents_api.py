@@ -107,6 +107,25 @@ def test_cancel_subagent_stops_the_task_chat_without_a_report(server: ThreadServ
     assert _texts(server.url, parent) == ["Cancelled it."]
 
 
+def test_at_the_run_cap_the_spawn_fails_and_leaves_no_chat(db: str, release: threading.Event) -> None:
+    with ThreadServer(create_app(delegating_agent(release), db_path=db, max_background_runs=1)) as srv:
+        first = sse(srv.url, "/api/chat/stream", {"message": "delegate too much"})
+        parent = first.of("session")[0]["session_id"]
+
+        def report() -> str | None:
+            inputs = [str(e["content"]) for e in _detail_transcript(srv.url, parent) if e["type"] == "input"]
+            return next((i for i in inputs if i.startswith("<subagent-report")), None)
+
+        failed = wait_for(report, timeout=30)  # delivered once the parent's run freed the slot
+        assert 'status="failed"' in failed and "TooManyRuns" in failed
+        assert _children(srv.url, parent) == []
+        assert [s["id"] for s in httpx.get(f"{srv.url}/api/sessions").json()["sessions"]] == [parent]
+
+
+def _detail_transcript(base: str, sid: str) -> list[dict[str, Any]]:
+    return list(httpx.get(f"{base}/api/sessions/{sid}").json()["transcript"])
+
+
 def test_wiring_can_be_turned_off(db: str, release: threading.Event) -> None:
     with ThreadServer(create_app(delegating_agent(release), db_path=db, wire_subagents=False)) as srv:
         release.set()  # bounded mode: the child runs inside the parent's run, in no chat of its own

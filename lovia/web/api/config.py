@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field, ValidationError
 
 from ...exceptions import UserError
-from ..auth import is_loopback, split_host
+from ..auth import is_authenticated, is_loopback, split_host
 from ..config import ConfigRuntime, Connection, ModelProfile, WebConfig, mask_key, scan_skills_status, slugify
 from ..config.probe import known_context_window, unlisted_model_note, validate_connection
 from ..config.schema import FlavorName, SearchBackend, VisionMode
@@ -145,8 +145,8 @@ def _not_found(profile_id: str, config: WebConfig) -> WebError:
 
 def _local_writes(request: Request) -> None:
     """Config writes without a token must come from this machine (keys are at stake)."""
-    if request.headers.get("authorization"):
-        return  # the app's token check has already let it in
+    if is_authenticated(request):
+        return  # the app's token (or auth=) check let it in; a bare Authorization header does not
     name, _port = split_host(request.headers.get("host") or "")
     if not (name and is_loopback(name)):
         raise WebError(

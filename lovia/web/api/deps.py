@@ -7,28 +7,44 @@ runs the scheduler and the run supervisor; an app mounting the router must enter
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...agent import Agent
 from ...exceptions import UserError
 from ...providers.base import Provider
+from ...reliability import RetryPolicy, RunBudget
 from ...session import Session
 from ..events_hub import EventHub
 from ..followups import FollowupFn, FollowupRequest, coerce_suggestions, generate_followups
 from ..questions import QuestionRegistry
 from ..routes_uploads import DEFAULT_MAX_UPLOAD_MB, DEFAULT_UPLOAD_EXTENSIONS
+from ..run_deps import RunDepsFn
 from ..schedule_store import PostgresScheduleStore, ScheduleStore, SQLiteScheduleStore
 from ..scheduler import Clock, Scheduler
 from ..store import ChatStore
 from ..store_pg import PostgresChatStore
-from ..supervisor import RunSupervisor
+from ..supervisor import LiveRun, RunSettings, RunSupervisor
 from ..workspaces import WorkspaceSessions
 
-__all__ = ["RouterDeps"]
+if TYPE_CHECKING:
+    from ...context.base import ContextPolicy
+    from ...tracing import Tracer
+
+__all__ = ["DEFAULT_FOLLOWUP_TIMEOUT", "TITLE_INSTRUCTIONS", "RouterDeps"]
+
+DEFAULT_FOLLOWUP_TIMEOUT = 20.0
+"""Seconds the follow-up suggester may take before the route answers ``[]``."""
+
+TITLE_INSTRUCTIONS = (
+    "Write a short title (three to six words) for the chat that starts with the exchange below. "
+    "Answer with the title only: no quotes, no trailing punctuation."
+)
+"""The system prompt of the title model."""
 
 logger = logging.getLogger("lovia.web")
 
@@ -41,12 +57,10 @@ class RouterDeps:
     ``create_app`` uses. The run supervisor, the event bus and the scheduler are built from the
     fields when the object is made, so set the fields in the constructor, not afterwards.
 
-    Not supported yet (other documented ``RouterDeps`` fields with no counterpart here):
-    ``approvals`` (approvals are answered through the live run itself), ``context_policy``,
-    ``title_model`` / ``titles`` (a chat is titled from its first message), ``budget``, ``retry``,
-    ``tracer``, ``max_background_runs``, ``approval_timeout`` and ``run_deps``.
-    ``workspaces`` is a read-only property (the supervisor's per-chat workspace sessions), not a
-    field.
+    Not supported yet: the ``approvals`` field (approvals are answered through the live run's own
+    channel, not a shared registry). ``workspaces`` is a read-only property (the supervisor's
+    per-chat workspace sessions), not a field. ``titles`` calls a model only when ``title_model`` is set (otherwise a
+    chat keeps the title made from its first message).
 
     Args:
         agents: ``{name: agent}``; the first entry is the default agent.
@@ -65,6 +79,23 @@ class RouterDeps:
             (off: the route answers ``[]``), ``True`` (the built-in suggester,
             :func:`~lovia.web.followups.generate_followups`), or your own ``async (request) -> [str]``.
         followup_model: the model the built-in suggester asks (``None``: the chat's agent's model).
+        followup_timeout: seconds a suggester may take; a slower one gives ``[]``.
+        context_policy: the view-shaping posture of every run (``None``: the agent's).
+        title_model: the model that titles a new chat after its first run (``None``: no model
+            call; the chat keeps the title made from its first message).
+        titles: ``False`` turns model titles off.
+        budget: limits every run gets a fresh copy of (:meth:`fresh_budget`).
+        retry: the retry posture of every run (``None``: the agent's).
+        tracer: where every run's spans go.
+        max_background_runs: concurrent runs; one more start answers 429 ``too_many_runs`` (and
+            a scheduled fire at the cap is recorded as failed and moves on).
+        approval_timeout: seconds a gated call waits for a decision before it is denied.
+        config_runtime: the model-settings runtime (``create_app(config_runtime=...)``), kept for
+            the routes that serve it.
+        run_deps: builds each run's ``RunContext.deps`` (see :mod:`lovia.web.run_deps`).
+        wire_subagents: whether ``create_app`` wired the agents' ``Subagents`` plugins (it calls
+            :func:`lovia.web.subagents.wire_subagents`); an app mounting the router itself calls
+            that function once.
     """
 
     agents: Mapping[str, Agent[Any]]
@@ -80,10 +111,22 @@ class RouterDeps:
     demo: bool = False
     followups: bool | FollowupFn = False
     followup_model: str | Provider | None = None
+    followup_timeout: float | None = DEFAULT_FOLLOWUP_TIMEOUT
+    context_policy: ContextPolicy | None = None
+    title_model: str | Provider | None = None
+    titles: bool = True
+    budget: RunBudget | None = None
+    retry: RetryPolicy | None = None
+    tracer: Tracer | None = None
+    max_background_runs: int = 8
+    approval_timeout: float | None = None
     config_runtime: Any = None  # a lovia.web.config.ConfigRuntime: serves /api/config*, swaps the default agent
+    run_deps: RunDepsFn | None = None
+    wire_subagents: bool = True
     _supervisor: RunSupervisor = field(init=False, repr=False)
     _scheduler: Scheduler = field(init=False, repr=False)
     _owns_schedules: bool = field(init=False, repr=False, default=False)
+    _titling: set[asyncio.Task[None]] = field(init=False, repr=False, default_factory=set)
 
     def __post_init__(self) -> None:
         if not self.agents or not all(isinstance(a, Agent) for a in self.agents.values()):
@@ -92,7 +135,26 @@ class RouterDeps:
                 hint="e.g. RouterDeps(agents={'bot': agent}, store=ChatStore.in_memory())",
             )
         self.agents = {str(name): agent for name, agent in self.agents.items()}
-        options: dict[str, Any] = {"default_agent": self.default_agent, "max_turns": self.max_turns, "hub": EventHub()}
+        if self.max_background_runs < 1:
+            raise UserError(
+                f"max_background_runs must be at least 1, got {self.max_background_runs}",
+                hint="pass the number of runs that may be live at once, e.g. 8",
+            )
+        settings = RunSettings(
+            max_background_runs=self.max_background_runs,
+            budget=self.budget,
+            retry=self.retry,
+            context_policy=self.context_policy,
+            tracer=self.tracer,
+            approval_timeout=self.approval_timeout,
+            run_deps=self.run_deps,
+        )
+        options: dict[str, Any] = {
+            "default_agent": self.default_agent,
+            "max_turns": self.max_turns,
+            "hub": EventHub(),
+            "settings": settings,
+        }
         if isinstance(self.store, PostgresChatStore):  # several processes serve one app: leased runs
             from ..replicas import ReplicaSupervisor
 
@@ -102,6 +164,7 @@ class RouterDeps:
         if self.schedules is None:
             self.schedules = _schedules_beside(self.store)
             self._owns_schedules = True
+        self._supervisor.on_completed = self._after_run
         from ..routes_schedules import fire_in_chat
 
         self._scheduler = Scheduler(
@@ -148,6 +211,10 @@ class RouterDeps:
         """Whether a real model is served (not only the offline demo)."""
         return not self.demo
 
+    def fresh_budget(self) -> RunBudget | None:
+        """A new copy of ``budget`` for one run (a budget counts, so runs never share one)."""
+        return self._supervisor.settings.fresh_budget()
+
     def emit(self, event: str, data: Mapping[str, object]) -> None:
         """Publish one lifecycle event to every ``GET /api/events`` subscriber."""
         self.bus.publish(event, dict(data))
@@ -172,17 +239,62 @@ class RouterDeps:
         if self.followups is False:
             return []
         try:
-            if self.followups is True:
-                model = self.followup_model
-                if model is None:
-                    model = self.agents[request.agent].model if request.agent in self.agents else None
-                if model is None:
-                    return []
-                return await generate_followups(request, model=model)
-            return coerce_suggestions(await self.followups(request))
+            return await asyncio.wait_for(self._suggest(request), self.followup_timeout)
+        except asyncio.TimeoutError:
+            logger.warning(
+                "follow-up suggestions for %s took over %ss (ignored)", request.session_id, self.followup_timeout
+            )
+            return []
         except Exception as exc:  # suggestions are never load-bearing
             logger.warning("follow-up suggestions failed for %s (ignored): %s", request.session_id, exc)
             return []
+
+    async def _suggest(self, request: FollowupRequest) -> list[str]:
+        if self.followups is True:
+            model = self.followup_model
+            if model is None:
+                model = self.agents[request.agent].model if request.agent in self.agents else None
+            if model is None:
+                return []
+            return await generate_followups(request, model=model)
+        assert self.followups is not False
+        return coerce_suggestions(await self.followups(request))
+
+    # ------------------------------------------------------------------ titles
+
+    def _after_run(self, live: LiveRun) -> None:
+        if live.title_message:
+            self.schedule_title(live.session_id, live.title_message, live.output, self.name_of(live.agent))
+
+    def schedule_title(self, session_id: str, user_msg: str, output: Any, agent_name: str) -> None:
+        """Title a new chat in the background from its first exchange (``titles`` with a ``title_model``).
+
+        A failing title model is logged and leaves the chat's first-message title in place.
+        """
+        if not self.titles or self.title_model is None:
+            return
+        task = asyncio.ensure_future(self._retitle(session_id, user_msg, output))
+        self._titling.add(task)
+        task.add_done_callback(self._titling.discard)
+
+    async def _retitle(self, session_id: str, user_msg: str, output: Any) -> None:
+        from ...runner import Runner
+
+        assert self.title_model is not None
+        helper: Agent[Any] = Agent(name="chat-titler", instructions=TITLE_INSTRUCTIONS, model=self.title_model)
+        prompt = f"USER: {user_msg[:2000]}\n\nASSISTANT: {str(output or '')[:2000]}"
+        try:
+            result = await Runner.run(helper, prompt, max_turns=1)
+        except Exception as exc:
+            logger.warning("titling chat %s failed (kept its first-message title): %s", session_id, exc)
+            return
+        title = " ".join(str(result.output or "").split()).strip("\"'` .")[:80]
+        if not title or await self.store.get(session_id) is None:
+            return
+        await self.store.update(session_id, title=title)
+        updated = await self.store.get(session_id)
+        if updated is not None:
+            self.emit("session_updated", {"session": updated.to_dict()})
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -208,6 +320,8 @@ class RouterDeps:
             if self._owns_schedules and self.schedules is not None:
                 await self.schedules.close()
             await self._supervisor.shutdown()
+            for task in list(self._titling):
+                task.cancel()
             if self.questions is not None:
                 await self.questions.aclose()
 

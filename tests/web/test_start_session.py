@@ -76,3 +76,12 @@ async def test_without_a_server_the_tool_says_so(tmp_path: Path) -> None:
     result = await Runner.run(agent, "spin-off anything")
     assert "needs the web server" in str(result.output)
     await lonely.close()
+
+
+def test_at_the_run_cap_the_call_fails_and_leaves_no_chat(tmp_path: Path) -> None:
+    store = ChatStore.sqlite(tmp_path / "capped.db")
+    agent = Agent(name="planner", model=ScriptedProvider(script), plugins=[Scheduling(store)])
+    with ThreadServer(create_app(agent, store=store, max_background_runs=1)) as srv:
+        reply = sse(srv.url, "/api/chat/stream", {"message": "spin-off more"}).text()
+        assert "limit of 1 concurrent runs" in reply  # the calling run holds the only slot
+        assert len(httpx.get(f"{srv.url}/api/sessions").json()["sessions"]) == 1

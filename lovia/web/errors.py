@@ -51,6 +51,7 @@ ErrorCode = Literal[
     "schedule_not_found",
     "image_not_found",
     "file_not_found",
+    "process_not_found",
     "turn_not_found",
     "approval_not_found",
     "question_not_found",

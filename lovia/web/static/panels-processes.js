@@ -39,7 +39,8 @@ export function createProcessesSection(page) {
   let shownFor = null; // the chat the list was drawn for
   let generation = 0;
 
-  const base = () => `/api/sessions/${encodeURIComponent(page.sessionId())}/processes`;
+  // Kill and output act on the chat the list was drawn for, even if the page moved on since.
+  const base = (sid = shownFor) => `/api/sessions/${encodeURIComponent(sid)}/processes`;
 
   function say(text, kind) {
     status.textContent = text || "";
@@ -76,7 +77,7 @@ export function createProcessesSection(page) {
       draw([], sid);
       return;
     }
-    const data = await api("GET", base());
+    const data = await api("GET", base(sid));
     if (mine !== generation || sid !== page.sessionId()) return;
     draw(data.processes, sid);
   }

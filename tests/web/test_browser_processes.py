@@ -126,10 +126,43 @@ def test_edit_and_write_calls_show_a_diff(srv: ThreadServer, page: Any, root: Pa
     assert written.locator('[data-kind="add"]').all_text_contents() == ["+alpha", "+beta"]
     assert written.locator('[data-kind="del"]').count() == 0
     assert "replaces" in written.locator(".diff-note").inner_text()
-    card.scroll_into_view_if_needed()
     page.screenshot(path=str(IMG / "web-diff.png"))
 
     page.reload()  # drawn again from the stored transcript
     again = page.get_by_test_id("tool-call").filter(has_text="edit_file").get_by_test_id("diff-view")
     again.wait_for()
     assert again.locator('[data-kind="del"]').count() == 2
+
+
+def test_the_line_diff_keeps_context_and_folds_long_unchanged_runs(srv: ThreadServer, page: Any) -> None:
+    page.goto(srv.url)
+    ops = page.evaluate(
+        """async () => {
+          const { lineDiff } = await import('./static/diffview.js');
+          const a = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'];
+          const b = ['a', 'B', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k'];
+          return lineDiff(a, b).map((op) => op.kind + op.text).join(' ');
+        }"""
+    )
+    assert ops == "ctxa delb addB ctxc ctxd ctxe ctxf ctxg ctxh ctxi ctxj addk"
+    card = page.evaluate(
+        """async () => {
+          const { renderCallView } = await import('./static/diffview.js');
+          const d = document.createElement('details');
+          d.append(document.createElement('summary'));
+          const old = Array.from({ length: 20 }, (_, i) => `line ${i}`).join('\\n');
+          const neu = old.replace('line 10', 'LINE 10');
+          renderCallView(d, 'edit_file', JSON.stringify({ path: 'x.txt', old, new: neu }));
+          renderCallView(d, 'shell', JSON.stringify({ command: 'ls' }));  // not a file change: no view
+          renderCallView(d, 'edit_file', '{"path": "x.txt", "old": "unfinis');  // not JSON yet: no view
+          return [...d.querySelectorAll('.diff-line')].map((n) => n.dataset.kind + ':' + n.textContent);
+        }"""
+    )
+    assert card == [
+        "fold:⋯ 7 unchanged lines",
+        *[f"ctx: line {i}" for i in range(7, 10)],
+        "del:-line 10",
+        "add:+LINE 10",
+        *[f"ctx: line {i}" for i in range(11, 14)],
+        "fold:⋯ 6 unchanged lines",
+    ]

@@ -131,5 +131,7 @@ export function renderCallView(details, name, args) {
   }
   details.querySelector(".diff-view")?.remove();
   details.querySelector("summary").after(box);
+  const raw = details.querySelector(".tool-input");
+  if (raw) raw.hidden = true; // the diff shows every argument; the raw JSON would repeat it
   details.open = true;
 }

@@ -152,3 +152,20 @@ def test_deleting_the_chat_reaps_its_processes(srv: ThreadServer) -> None:
     assert httpx.delete(srv.url + f"/api/sessions/{sid}", timeout=30).status_code == 200
     wait_for(lambda: not _alive(sleeper), timeout=30)
     _refused(_get(srv, f"/api/sessions/{sid}/processes"), 404, "session_not_found")
+
+
+def test_the_token_and_the_origin_check_guard_the_kill(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    app = create_app({"procs": process_agent(root)}, db_path=str(tmp_path / "t.db"), token="pr0c-token")
+    auth = {"Authorization": "Bearer pr0c-token"}
+    with ThreadServer(app) as s:
+        r = httpx.post(s.url + "/api/chat", json={"message": "start sleep 120"}, headers=auth, timeout=60)
+        sid = r.json()["session_id"]
+        kill = f"{s.url}/api/sessions/{sid}/processes/p1/kill"
+        _refused(httpx.get(f"{s.url}/api/sessions/{sid}/processes"), 401, "server_token")
+        _refused(httpx.post(kill), 401, "server_token")
+        _refused(httpx.post(kill, headers={**auth, "Origin": "http://evil.example"}), 403, "cross_origin")
+        listed = httpx.get(f"{s.url}/api/sessions/{sid}/processes", headers=auth).json()["processes"]
+        assert listed[0]["status"] == "running"  # the refused kills did nothing
+        assert httpx.post(kill, headers={**auth, "Origin": s.url}, timeout=30).json()["status"] == "killed"

@@ -140,6 +140,10 @@ export function createProcessesSection(page) {
   function tick() {
     clearTimeout(timer);
     if (!running) return;
+    if (document.hidden) {
+      timer = setTimeout(tick, LIST_EVERY); // a background tab asks nothing until it is looked at
+      return;
+    }
     load()
       .catch((error) => say(String(error.message || error), "error"))
       .finally(() => {

@@ -2,6 +2,7 @@
 // All model- or user-provided text goes through textContent or the safe Markdown renderer.
 
 import { renderToolView } from "./charts.js";
+import { renderCallView } from "./diffview.js";
 import { copyButton, enhance, renderMarkdown } from "./markdown.js";
 
 const HANDOFF_PREFIX = "transfer_to_"; // lovia.handoff.HANDOFF_TOOL_PREFIX
@@ -208,6 +209,7 @@ export class Transcript {
     const summary = el("summary");
     summary.append(el("span", "tool-name", name), el("span", "tool-args", args && args !== "{}" ? args : ""), el("span", "status"));
     details.append(summary, el("pre", "tool-input", `arguments: ${pretty(args || "{}")}`));
+    renderCallView(details, name, args);
     return details;
   }
 

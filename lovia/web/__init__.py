@@ -15,6 +15,7 @@ from .followups import FollowupFn, FollowupRequest, generate_followups
 from .store import ChatMeta, ChatStore
 from .supervisor import RunSupervisor
 from .tables import show_table
+from .ui import SURFACE_NOTE, ChatUI
 
 if TYPE_CHECKING:
     from fastapi import APIRouter, FastAPI
@@ -24,10 +25,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ChatMeta",
     "ChatStore",
+    "ChatUI",
     "FollowupFn",
     "FollowupRequest",
     "RouterDeps",
     "RunSupervisor",
+    "SURFACE_NOTE",
     "build_api_router",
     "create_app",
     "generate_followups",

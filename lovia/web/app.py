@@ -14,7 +14,7 @@ from typing import Any  # noqa: E402
 
 from fastapi import Depends, FastAPI, Request  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
-from fastapi.responses import FileResponse, JSONResponse  # noqa: E402
+from fastapi.responses import JSONResponse  # noqa: E402
 from fastapi.staticfiles import StaticFiles  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 
@@ -34,6 +34,7 @@ from .schedule_store import ScheduleStore, open_schedule_store  # noqa: E402
 from .scheduler import Clock  # noqa: E402
 from .state import WebState  # noqa: E402
 from .store import ChatStore  # noqa: E402
+from .ui import ChatUI, build_ui_router  # noqa: E402
 
 __all__ = ["DEFAULT_DB", "WebState", "create_app"]
 
@@ -49,7 +50,7 @@ def create_app(
     token: str | None = None,
     title: str = "lovia",
     max_turns: int = 50,
-    ui: bool = True,
+    ui: bool | ChatUI = True,
     allowed_hosts: Sequence[str] = (),
     max_upload_mb: float | None = None,
     upload_allowed_ext: str | Sequence[str] | None = None,
@@ -74,7 +75,7 @@ def create_app(
             401 ``server_token``).
         title: shown in the page header.
         max_turns: per-run turn limit.
-        ui: serve the page at ``/`` (``False``: API only).
+        ui: serve the page at ``/`` (``False``: API only; a :class:`~lovia.web.ui.ChatUI` customizes it).
         allowed_hosts: ``Host`` names to answer besides loopback and the bound address
             (``.example.com`` for every subdomain, ``*`` for any); see :class:`~lovia.web.auth.HostPolicy`.
         max_upload_mb: per-file upload limit in MiB (default ``LOVIA_MAX_UPLOAD_MB``, else 25).
@@ -145,7 +146,7 @@ def create_app(
 
     app.include_router(build_api_router(deps), dependencies=auth)
     if ui:
-        _mount_ui(app)
+        _mount_ui(app, ui if isinstance(ui, ChatUI) else ChatUI(), title)
     return app
 
 
@@ -227,9 +228,6 @@ def _mount_docs(app: FastAPI, auth: list[Any]) -> None:
         return get_swagger_ui_html(openapi_url=f"{root}/api/openapi.json", title=f"{app.title} API")
 
 
-def _mount_ui(app: FastAPI) -> None:
+def _mount_ui(app: FastAPI, ui: ChatUI, title: str) -> None:
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-
-    @app.get("/", include_in_schema=False)
-    async def index() -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-store"})
+    app.include_router(build_ui_router(ui, title=title))

@@ -3,6 +3,7 @@
 
 import { renderToolView } from "./charts.js";
 import { copyButton, enhance, renderMarkdown } from "./markdown.js";
+import { t } from "./i18n.js";
 
 const HANDOFF_PREFIX = "transfer_to_"; // lovia.handoff.HANDOFF_TOOL_PREFIX
 const FOLLOW_SLACK = 48; // px from the bottom that still counts as "at the bottom"
@@ -33,7 +34,7 @@ function pretty(value) {
 
 function usageText(usage) {
   if (!usage || (!usage.input_tokens && !usage.output_tokens)) return "";
-  return `${usage.input_tokens || 0} in · ${usage.output_tokens || 0} out tokens`;
+  return t("chat.usage", { input: usage.input_tokens || 0, output: usage.output_tokens || 0 });
 }
 
 function errorCard(data) {
@@ -42,9 +43,9 @@ function errorCard(data) {
   card.dataset.testid = "error-card";
   if (data.run_id) card.dataset.runId = data.run_id;
   const head = el("div", "error-title");
-  head.append(el("strong", "error-type", data.type || "Error"), el("span", "error-message", data.message || ""));
+  head.append(el("strong", "error-type", data.type || t("error.type")), el("span", "error-message", data.message || ""));
   card.append(head);
-  if (data.hint) card.append(el("div", "error-hint", `Hint: ${data.hint}`));
+  if (data.hint) card.append(el("div", "error-hint", t("error.hint", { hint: data.hint })));
   return card;
 }
 
@@ -152,7 +153,7 @@ export class Transcript {
     const known = this.findTool(entry.call_id);
     if (known) return; // already shown live (its handoff note too)
     msg.body.append(this.toolBlock(entry.call_id, entry.name, entry.arguments));
-    if (entry.name.startsWith(HANDOFF_PREFIX)) this.note(`handed over to ${entry.name.slice(HANDOFF_PREFIX.length)}`, "handoff");
+    if (entry.name.startsWith(HANDOFF_PREFIX)) this.note(t("chat.handedOver", { name: entry.name.slice(HANDOFF_PREFIX.length) }), "handoff");
   }
 
   addUser(text) {
@@ -190,7 +191,7 @@ export class Transcript {
 
   reasoningBlock(text) {
     const details = el("details", "reasoning");
-    details.append(el("summary", "", "Reasoning"), el("div", "", text));
+    details.append(el("summary", "", t("chat.reasoning")), el("div", "", text));
     return details;
   }
 
@@ -203,7 +204,7 @@ export class Transcript {
     details.dataset.args = args || "{}";
     const summary = el("summary");
     summary.append(el("span", "tool-name", name), el("span", "tool-args", args && args !== "{}" ? args : ""), el("span", "status"));
-    details.append(summary, el("pre", "tool-input", `arguments: ${pretty(args || "{}")}`));
+    details.append(summary, el("pre", "tool-input", `${t("tool.arguments")} ${pretty(args || "{}")}`));
     return details;
   }
 
@@ -220,9 +221,9 @@ export class Transcript {
     msg.node.querySelector(".usage")?.remove();
     const footer = el("div", "usage");
     if (stopped) {
-      const mark = el("span", "stopped-mark", "stopped");
+      const mark = el("span", "stopped-mark", t("chat.stopped"));
       mark.dataset.testid = "stopped-mark";
-      mark.title = "You stopped this answer; the text above is what had arrived.";
+      mark.title = t("chat.stoppedTitle");
       footer.append(mark);
     }
     const text = usageText(usage);
@@ -306,7 +307,7 @@ export class Transcript {
     node.querySelector(".tool-output")?.remove();
     node.querySelector(".approval")?.remove();
     const shown = frame.output !== undefined && frame.output !== null ? frame.output : pretty(frame.result);
-    node.append(el("pre", "tool-output", `result: ${shown}`));
+    node.append(el("pre", "tool-output", `${t("tool.result")} ${shown}`));
     this.setToolState(node, frame.is_error ? "failed" : "done");
     renderToolView(node, frame);
   }
@@ -320,14 +321,14 @@ export class Transcript {
     node.open = true;
     node.querySelector(".approval")?.remove();
     const bar = el("div", "approval");
-    const yes = el("button", "primary", "Approve");
-    const no = el("button", "", "Deny");
+    const yes = el("button", "primary", t("approval.approve"));
+    const no = el("button", "", t("approval.deny"));
     yes.type = no.type = "button";
     yes.dataset.testid = "approve";
     no.dataset.testid = "deny";
     yes.onclick = () => decide(frame.id, "approve");
     no.onclick = () => decide(frame.id, "deny");
-    bar.append(el("span", "", "Needs approval:"), yes, no);
+    bar.append(el("span", "", t("approval.needed")), yes, no);
     node.append(bar);
   }
 
@@ -341,7 +342,7 @@ export class Transcript {
   error(data) {
     this.clearRetry();
     const msg = this.assistant();
-    if (data.scope === "tool") msg.node.append(el("div", "error", `${data.type || "Error"}: ${data.message || ""}`));
+    if (data.scope === "tool") msg.node.append(el("div", "error", `${data.type || t("error.type")}: ${data.message || ""}`));
     else {
       this.keepPartial();
       msg.node.append(errorCard(data));
@@ -365,8 +366,9 @@ export class Transcript {
     const until = Date.now() + (data.delay || 0) * 1000;
     const tick = () => {
       const left = Math.max(0, Math.ceil((until - Date.now()) / 1000));
-      const attempt = `attempt ${data.attempt + 1} of ${data.max_attempts}`;
-      line.textContent = left > 0 ? `retrying in ${left} s (${data.reason}) · ${attempt}` : `retrying now (${data.reason}) · ${attempt}`;
+      const attempt = t("chat.attempt", { n: data.attempt + 1, max: data.max_attempts });
+      const vars = { seconds: left, reason: data.reason, attempt };
+      line.textContent = left > 0 ? t("chat.retryIn", vars) : t("chat.retryNow", vars);
       line.title = data.message || "";
     };
     tick();
@@ -388,7 +390,7 @@ export class Transcript {
   }
 
   handoff(data) {
-    const line = `handed over to ${data.to}`;
+    const line = t("chat.handedOver", { name: data.to });
     const notes = this.assistant().body.querySelectorAll('[data-testid="handoff"]');
     if (notes.length && notes[notes.length - 1].textContent === line) return; // drawn from its transfer call
     this.note(line, "handoff");
@@ -396,7 +398,7 @@ export class Transcript {
 
   compacted(data) {
     const what = data.reason ? ` (${data.reason})` : "";
-    this.note(`context compacted${what}: ${data.entries_before} → ${data.entries_after} entries`, "context-compacted");
+    this.note(t("chat.compacted", { reason: what, before: data.entries_before, after: data.entries_after }), "context-compacted");
   }
 
   done(data) {
@@ -416,14 +418,14 @@ export class Transcript {
       const answer = () => [...msg.querySelectorAll(".body > .md")].map((b) => b.textContent.trim()).join("\n\n");
       if (!answer().trim()) continue;
       const bar = el("div", "toolbar");
-      bar.append(copyButton(answer, "Copy answer", "copy-answer"));
+      bar.append(copyButton(answer, t("actions.copyAnswer"), "copy-answer"));
       msg.append(bar);
     }
     this.hooks.controls?.(this.root);
     if (!this.canRewind) return;
     for (const msg of this.root.querySelectorAll(".msg.user")) {
       const bar = el("div", "toolbar");
-      const edit = el("button", "link", "Edit");
+      const edit = el("button", "link", t("actions.edit"));
       edit.type = "button";
       edit.dataset.testid = "edit";
       edit.onclick = () => this.openEditor(msg);
@@ -434,7 +436,7 @@ export class Transcript {
     const last = assistants[assistants.length - 1];
     if (last && this.userCount > 0 && last === this.root.lastElementChild) {
       const bar = last.querySelector(".toolbar") || last.appendChild(el("div", "toolbar"));
-      const regen = el("button", "link", "Regenerate");
+      const regen = el("button", "link", t("actions.regenerate"));
       regen.type = "button";
       regen.dataset.testid = "regenerate";
       regen.onclick = () => this.onRegenerate();
@@ -449,10 +451,10 @@ export class Transcript {
     const box = el("textarea", "edit-box");
     box.dataset.testid = "edit-box";
     box.value = msg.dataset.text || "";
-    const save = el("button", "primary", "Save & send");
+    const save = el("button", "primary", t("edit.save"));
     save.type = "button";
     save.dataset.testid = "save-edit";
-    const cancel = el("button", "", "Cancel");
+    const cancel = el("button", "", t("edit.cancel"));
     cancel.type = "button";
     const bar = el("div", "toolbar");
     bar.append(cancel, save);

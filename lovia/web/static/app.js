@@ -5,6 +5,8 @@ import { FRAMES } from "./frames.js";
 import { Transcript } from "./render.js";
 import { initUploads } from "./uploads.js";
 import { clearQuestion, loadTodos, showQuestion, showTodos } from "./agentviews.js";
+import { CONFIG, LANG, applyI18n, chosenLang, languageName, languages, setLang, t } from "./i18n.js";
+import * as ext from "./extensions.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -113,15 +115,15 @@ function showNotice() {
   }
   notice.replaceChildren();
   const h = document.createElement("h2");
-  h.textContent = "No model configured";
+  h.textContent = t("notice.noModel");
   const p = document.createElement("p");
-  p.textContent = "Set LOVIA_MODEL (and the vendor's key or base URL) and restart the server, for example:";
+  p.textContent = t("notice.setModel");
   const pre = document.createElement("pre");
   pre.textContent = "export LOVIA_MODEL=openai:gpt-4.1-mini\nexport OPENAI_API_KEY=sk-...\nlovia web\n\n# any OpenAI-compatible server:\nexport LOVIA_MODEL=openai:llama3.1 OPENAI_BASE_URL=http://localhost:11434/v1\n\n# Anthropic:\nexport LOVIA_MODEL=anthropic:claude-sonnet-4-5 ANTHROPIC_API_KEY=...";
   const button = document.createElement("button");
   button.className = "primary";
   button.dataset.testid = "use-demo";
-  button.textContent = "Try the offline demo model (canned replies, not an LLM)";
+  button.textContent = t("notice.useDemo");
   button.onclick = () => {
     localStorage.setItem(DEMO_KEY, "1");
     showNotice();
@@ -152,10 +154,10 @@ function sessionItem(meta) {
   li.dataset.sessionId = meta.id;
   const name = document.createElement("span");
   name.className = "name";
-  name.textContent = meta.title || "Untitled chat";
+  name.textContent = meta.title || t("session.untitled");
   if (meta.damaged) {
     li.classList.add("damaged"); // listed, not hidden: its id and what to do
-    name.textContent = `⚠ damaged chat ${meta.id}`;
+    name.textContent = t("session.damaged", { id: meta.id });
     li.title = meta.damaged;
   }
   const actions = document.createElement("span");
@@ -163,22 +165,22 @@ function sessionItem(meta) {
   const pin = document.createElement("button");
   pin.className = "link pin";
   pin.textContent = meta.pinned ? "★" : "☆";
-  pin.title = meta.pinned ? "Unpin" : "Pin to the top";
+  pin.title = meta.pinned ? t("session.unpin") : t("session.pin");
   pin.dataset.testid = "pin";
   pin.setAttribute("aria-pressed", String(Boolean(meta.pinned)));
   const rename = document.createElement("button");
   rename.className = "link";
   rename.textContent = "✎";
-  rename.title = "Rename";
+  rename.title = t("session.rename");
   rename.dataset.testid = "rename";
   const del = document.createElement("button");
   del.className = "link";
   del.textContent = "×";
-  del.title = "Delete";
+  del.title = t("session.delete");
   del.dataset.testid = "delete";
   actions.append(pin, rename, del);
   if (meta.pinned) li.classList.add("pinned");
-  if (meta.live) li.append(Object.assign(document.createElement("span"), { className: "live-dot", title: "running" }));
+  if (meta.live) li.append(Object.assign(document.createElement("span"), { className: "live-dot", title: t("session.running") }));
   li.append(name, actions);
   li.onclick = () => openSession(meta.id).catch(fail);
   rename.onclick = (event) => {
@@ -191,12 +193,12 @@ function sessionItem(meta) {
       .then(() => refreshSessions())
       .catch(fail);
   };
-  if (state.armedDelete === meta.id) del.textContent = "Delete?";
+  if (state.armedDelete === meta.id) del.textContent = t("session.confirmDelete");
   del.onclick = (event) => {
     event.stopPropagation();
     if (state.armedDelete !== meta.id) {
       state.armedDelete = meta.id; // a second click confirms (kept across list refreshes)
-      del.textContent = "Delete?";
+      del.textContent = t("session.confirmDelete");
       return;
     }
     state.armedDelete = null;

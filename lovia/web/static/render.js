@@ -3,7 +3,8 @@
 
 import { renderToolView } from "./charts.js";
 import { copyButton, enhance, renderMarkdown } from "./markdown.js";
-import { t } from "./i18n.js";
+import { applyI18n, t } from "./i18n.js";
+import { messageActions, onMessageActionsChange, onToolViewsChange, toast, toolSummary, toolViewField } from "./extensions.js";
 
 const HANDOFF_PREFIX = "transfer_to_"; // lovia.handoff.HANDOFF_TOOL_PREFIX
 const FOLLOW_SLACK = 48; // px from the bottom that still counts as "at the bottom"
@@ -37,6 +38,31 @@ function usageText(usage) {
   return t("chat.usage", { input: usage.input_tokens || 0, output: usage.output_tokens || 0 });
 }
 
+const MAX_ARGS_CHARS = 256 * 1024;
+const TOOL_STATUS = { pending: "running", running: "running", awaiting: "awaiting", done: "done", failed: "error", dropped: "error" };
+const ICONS = { copy: "⧉", "thumbs-up": "👍", "thumbs-down": "👎", flag: "⚑", quote: "❝", bookmark: "🔖", star: "★" };
+
+// The blank chat's content: the page's `welcome` block (its template), in the page's language.
+function welcome() {
+  const tpl = document.getElementById("welcome-template");
+  if (!tpl || !tpl.content.firstElementChild) return el("div", "empty", t("welcome.title"));
+  const node = tpl.content.firstElementChild.cloneNode(true);
+  applyI18n(node);
+  return node;
+}
+
+function iconNode(icon, label) {
+  const span = el("span", "action-icon");
+  if (!icon) span.textContent = label;
+  else if (ICONS[icon]) span.textContent = ICONS[icon];
+  else if (/^\s*<svg[\s>]/i.test(icon)) {
+    const svg = new DOMParser().parseFromString(icon, "image/svg+xml").documentElement;
+    if (svg && svg.nodeName.toLowerCase() === "svg") span.append(document.importNode(svg, true));
+    else span.textContent = label;
+  } else span.textContent = icon;
+  return span;
+}
+
 function errorCard(data) {
   const card = el("div", "error-card");
   card.setAttribute("role", "alert");
@@ -61,6 +87,8 @@ export class Transcript {
     this.jump = jump || null;
     this.retryTimer = null;
     root.addEventListener("scroll", () => this.onScroll(), { passive: true });
+    onToolViewsChange(() => this.refreshToolViews());
+    onMessageActionsChange(() => this.drawActions());
     if (this.jump) this.jump.onclick = () => this.jumpToLatest();
     this.reset();
   }
@@ -97,6 +125,8 @@ export class Transcript {
     this.root.replaceChildren();
     this.current = null;
     this.userCount = 0;
+    this.nextRef = null;
+    this.lastRef = null;
     this.live = null; // { text, textEl, reasoning, reasoningEl }
     this.pendingPaint = false;
   }
@@ -110,13 +140,21 @@ export class Transcript {
     const follow = this.follow;
     this.reset();
     const ends = new Map((runs || []).map((r) => [r.start + r.count, r]));
+    const runOf = (index) => (runs || []).find((r) => index >= r.start && index < r.start + r.count);
+    const usersIn = new Map();
     entries.forEach((entry, index) => {
+      if (entry.type === "input" && entry.role === "user") {
+        const run = runOf(index);
+        const n = run ? usersIn.get(run.run_id) || 0 : 0;
+        if (run) usersIn.set(run.run_id, n + 1);
+        this.nextRef = run && run.run_id ? `${run.run_id}:${n}` : null;
+      }
       this.addEntry(entry);
       const run = ends.get(index + 1);
       if (run) this.endRun(run);
     });
     if (!running) this.root.querySelectorAll(".tool.pending").forEach((t) => this.setToolState(t, "dropped"));
-    if (!entries.length) this.root.append(el("div", "empty", "Start a conversation."));
+    if (!entries.length) this.root.append(welcome());
     this.setControls(running);
     this.follow = follow;
     if (follow) this.root.scrollTop = this.root.scrollHeight;
@@ -144,7 +182,10 @@ export class Transcript {
     }
     const msg = this.assistant();
     if (entry.type === "reasoning") msg.body.append(this.reasoningBlock(entry.content));
-    else if (entry.type === "assistant_text") msg.body.append(this.textBlock(entry.content));
+    else if (entry.type === "assistant_text") {
+      msg.body.append(this.textBlock(entry.content));
+      msg.node._texts = [...(msg.node._texts || []), entry.content];
+    }
     else if (entry.type === "tool_call") this.storedCall(msg, entry);
     else if (entry.type === "tool_result") this.toolResult({ id: entry.call_id, output: entry.output, is_error: entry.is_error, parts: entry.parts });
   }
@@ -164,6 +205,11 @@ export class Transcript {
     const body = el("div", "body", text);
     msg.append(body);
     msg.dataset.text = text;
+    msg.dataset.part = "turn";
+    msg.dataset.role = "user";
+    if (this.nextRef) msg.dataset.ref = this.nextRef;
+    this.lastRef = this.nextRef || null;
+    this.nextRef = null;
     this.root.append(msg);
     this.current = null;
     this.scroll();
@@ -175,6 +221,9 @@ export class Transcript {
     this.root.querySelector(".empty")?.remove();
     const node = el("div", "msg assistant");
     node.dataset.testid = "message-assistant";
+    node.dataset.part = "turn";
+    node.dataset.role = "assistant";
+    if (this.lastRef) node.dataset.ref = this.lastRef;
     const body = el("div", "body");
     node.append(body);
     this.root.append(node);
@@ -202,9 +251,13 @@ export class Transcript {
     details.dataset.testid = "tool-call";
     details.dataset.callId = id;
     details.dataset.args = args || "{}";
+    details.dataset.part = "tool";
+    details.dataset.tool = name;
+    details.dataset.status = "running";
     const summary = el("summary");
-    summary.append(el("span", "tool-name", name), el("span", "tool-args", args && args !== "{}" ? args : ""), el("span", "status"));
+    summary.append(el("span", "tool-name", name), el("span", "tool-args", args && args !== "{}" ? args : ""), el("span", "tool-summary"), el("span", "status"));
     details.append(summary, el("pre", "tool-input", `${t("tool.arguments")} ${pretty(args || "{}")}`));
+    this.applyToolView(details);
     return details;
   }
 
@@ -215,6 +268,77 @@ export class Transcript {
   setToolState(node, state) {
     node.classList.remove("pending", "running", "done", "failed", "dropped");
     node.classList.add(state);
+    node.dataset.status = TOOL_STATUS[state] || "running";
+    this.applyToolView(node);
+  }
+
+  // A frozen snapshot of a tool card's call, for the registered tool views.
+  toolSnapshot(node) {
+    let args;
+    const raw = node.dataset.args || "{}";
+    if (raw.length <= MAX_ARGS_CHARS) {
+      try {
+        args = JSON.parse(raw);
+      } catch (_e) {
+        args = undefined;
+      }
+    }
+    const frame = node._result || null;
+    const result = frame ? (frame.output !== undefined && frame.output !== null ? frame.output : pretty(frame.result)) : undefined;
+    return Object.freeze({
+      id: node.dataset.callId,
+      name: node.dataset.tool,
+      args,
+      status: node.dataset.status,
+      result,
+      isError: Boolean(frame && frame.is_error),
+      images: frame && Array.isArray(frame.parts) ? frame.parts.filter((p) => p && p.type === "image") : [],
+    });
+  }
+
+  // Apply the registered tool views to one card: its summary line and, with a render, its body.
+  applyToolView(node) {
+    if (!node.dataset.tool) return;
+    const tool = this.toolSnapshot(node);
+    const line = toolSummary(tool);
+    const summary = node.querySelector(":scope > summary");
+    if (summary) {
+      summary.classList.toggle("summarized", line !== null);
+      summary.querySelector(".tool-summary").textContent = line ?? "";
+      summary.title = line !== null ? `${tool.name}(${node.dataset.args || ""})` : "";
+    }
+    const render = toolViewField(tool.name, "render");
+    let body = node.querySelector(":scope > .tool-body");
+    if (typeof node._cleanup === "function") {
+      try { node._cleanup(); } catch (error) { console.error(error); }
+    }
+    node._cleanup = null;
+    if (!render) {
+      body?.remove();
+      node.classList.remove("has-view");
+      return;
+    }
+    if (!body) {
+      body = el("div", "tool-body");
+      body.dataset.testid = "tool-body";
+      const source = el("button", "link tool-source-toggle", t("tool.source"));
+      source.type = "button";
+      source.onclick = () => node.classList.toggle("show-source");
+      summary.after(body, source);
+    }
+    node.classList.add("has-view");
+    try {
+      const out = render(body, tool, { callId: tool.id });
+      Promise.resolve(out).then((cleanup) => { if (typeof cleanup === "function") node._cleanup = cleanup; }, (error) => {
+        body.replaceChildren(el("div", "view-note error", t("render.failed", { message: error?.message || String(error) })));
+      });
+    } catch (error) {
+      body.replaceChildren(el("div", "view-note error", t("render.failed", { message: error?.message || String(error) })));
+    }
+  }
+
+  refreshToolViews() {
+    this.root.querySelectorAll('[data-part="tool"]').forEach((node) => this.applyToolView(node));
   }
 
   setFooter(msg, usage, stopped) {
@@ -308,6 +432,7 @@ export class Transcript {
     node.querySelector(".approval")?.remove();
     const shown = frame.output !== undefined && frame.output !== null ? frame.output : pretty(frame.result);
     node.append(el("pre", "tool-output", `${t("tool.result")} ${shown}`));
+    node._result = frame;
     this.setToolState(node, frame.is_error ? "failed" : "done");
     renderToolView(node, frame);
   }
@@ -320,6 +445,7 @@ export class Transcript {
     }
     node.open = true;
     node.querySelector(".approval")?.remove();
+    node.dataset.status = "awaiting";
     const bar = el("div", "approval");
     const yes = el("button", "primary", t("approval.approve"));
     const no = el("button", "", t("approval.deny"));
@@ -412,6 +538,7 @@ export class Transcript {
   // ---------------------------------------------------------------- controls
 
   setControls(running) {
+    this.running = running;
     this.root.querySelectorAll(".msg .toolbar").forEach((t) => t.remove());
     if (running) return;
     for (const msg of this.root.querySelectorAll(".msg.assistant")) {
@@ -422,6 +549,7 @@ export class Transcript {
       msg.append(bar);
     }
     this.hooks.controls?.(this.root);
+    this.drawActions();
     if (!this.canRewind) return;
     for (const msg of this.root.querySelectorAll(".msg.user")) {
       const bar = el("div", "toolbar");
@@ -441,6 +569,59 @@ export class Transcript {
       regen.dataset.testid = "regenerate";
       regen.onclick = () => this.onRegenerate();
       bar.append(regen);
+    }
+  }
+
+  // The message snapshot the actions get: sessionId, role, text (Markdown) and ref.
+  messageSnapshot(msg) {
+    const role = msg.classList.contains("user") ? "user" : "assistant";
+    const text = role === "user" ? msg.dataset.text || "" : (msg._texts || []).join("\n\n");
+    return Object.freeze({ sessionId: this.hooks.sessionId?.() ?? null, role, text, ref: msg.dataset.ref || null });
+  }
+
+  // The registered message actions, in each settled message's footer (not while a run streams).
+  drawActions() {
+    this.root.querySelectorAll('[data-part="message-actions"]').forEach((n) => n.remove());
+    if (this.running) return;
+    const ids = messageActions.keys();
+    if (!ids.length) return;
+    for (const node of this.root.querySelectorAll(".msg.user, .msg.assistant")) {
+      const msg = this.messageSnapshot(node);
+      if (msg.role === "assistant" && !msg.text.trim()) continue;
+      const bar = el("div", "message-actions");
+      bar.dataset.part = "message-actions";
+      for (const id of ids) {
+        const action = messageActions.get(id);
+        try {
+          if (typeof action.when === "function" && !action.when(msg)) continue;
+        } catch (error) {
+          console.error(`lovia: message action ${id}: when() failed`, error);
+          continue;
+        }
+        const label = String(action.label || id);
+        const button = el("button", "link message-action");
+        button.type = "button";
+        button.dataset.action = id;
+        button.title = label;
+        button.setAttribute("aria-label", label);
+        let pressed = false;
+        try { pressed = typeof action.pressed === "function" && Boolean(action.pressed(msg)); } catch (error) { console.error(error); }
+        if (typeof action.pressed === "function") button.setAttribute("aria-pressed", String(pressed));
+        button.append(iconNode(action.icon, label));
+        button.onclick = async (event) => {
+          event.stopPropagation();
+          button.disabled = true;
+          try {
+            await action.run(msg);
+          } catch (error) {
+            toast(error?.message || String(error), { type: "error" });
+          } finally {
+            button.disabled = false;
+          }
+        };
+        bar.append(button);
+      }
+      if (bar.childElementCount) node.append(bar);
     }
   }
 

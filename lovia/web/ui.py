@@ -310,7 +310,11 @@ def build_ui_router(ui: ChatUI, *, title: str) -> Any:
         if target is None:
             hint = "files live in the ChatUI(assets=...) folder; templates and dotfiles are private"
             raise WebError(404, "not_found", f"no UI asset {path!r}", hint=hint)
-        response = FileResponse(target, headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+        response = FileResponse(
+            target,
+            stat_result=target.stat(),
+            headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"},
+        )
         if target.suffix in (".js", ".mjs"):
             response.media_type = "text/javascript"
             response.headers["content-type"] = "text/javascript; charset=utf-8"

@@ -75,7 +75,8 @@ TEMPLATE = """{% extends "lovia/index.html" %}
 
 LOGO = (
     '<svg xmlns="http://www.w3.org/2000/svg" width="96" height="24">'
-    '<rect width="96" height="24" rx="6" fill="#6d28d9"/></svg>'
+    '<rect width="24" height="24" rx="6" fill="#6d28d9"/>'
+    '<text x="32" y="18" font-family="sans-serif" font-size="16" font-weight="600" fill="#6d28d9">Acme</text></svg>'
 )
 
 
@@ -103,7 +104,7 @@ def _assets(tmp_path: Path) -> Path:
 
 
 def _serve(tmp_path: Path, ui: ChatUI, gate: Gate | None = None) -> ThreadServer:
-    app = create_app(scripted_agent(gate), db_path=str(tmp_path / "web.db"), ui=ui)
+    app = create_app(scripted_agent(gate), db_path=str(tmp_path / "web.db"), ui=ui, title="Acme")
     ratings: list[dict[str, Any]] = []
     app.state.ratings = ratings
 
@@ -204,6 +205,7 @@ def test_extension_script_tool_view_actions_events_and_view(page: Any, tmp_path:
         page.wait_for_function(
             "document.querySelector('[data-action=\"rate-up\"]')?.getAttribute('aria-pressed') === 'true'"
         )
+        page.screenshot(path=str(IMG / "web-custom.png"))  # logo, theme, tool view, actions
         rating = srv.app.state.ratings[0]
         session_id = page.evaluate("window.lovia.state.sessionId")
         assert rating["session_id"] == session_id and rating["ref"].endswith(":0")
@@ -224,7 +226,6 @@ def test_extension_script_tool_view_actions_events_and_view(page: Any, tmp_path:
         assert page.get_by_test_id("dash-link").get_attribute("aria-current") == "page"
         assert not page.get_by_test_id("composer").is_visible()
         assert "view=dashboard%2Ftoday" in page.url or "view=dashboard/today" in page.url
-        page.screenshot(path=str(IMG / "web-custom.png"))
         page.get_by_test_id("new-chat").click()
         page.get_by_test_id("view").wait_for(state="hidden")
         assert page.evaluate("window.__cleanups") == 1

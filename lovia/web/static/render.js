@@ -33,6 +33,17 @@ function pretty(value) {
   return JSON.stringify(value, null, 2);
 }
 
+// The call's arguments on one line, as the model wrote them but readable: JSON re-serialized so
+// escapes such as \u4e2d show as the characters they stand for.
+function compactArgs(args) {
+  if (!args || args === "{}") return "";
+  try {
+    return JSON.stringify(JSON.parse(args));
+  } catch (_e) {
+    return args;
+  }
+}
+
 function usageText(usage) {
   if (!usage || (!usage.input_tokens && !usage.output_tokens)) return "";
   return t("chat.usage", { input: usage.input_tokens || 0, output: usage.output_tokens || 0 });
@@ -40,7 +51,32 @@ function usageText(usage) {
 
 const MAX_ARGS_CHARS = 256 * 1024;
 const TOOL_STATUS = { pending: "running", running: "running", awaiting: "awaiting", done: "done", failed: "error", dropped: "error" };
-const ICONS = { copy: "⧉", "thumbs-up": "👍", "thumbs-down": "👎", flag: "⚑", quote: "❝", bookmark: "🔖", star: "★" };
+// Built-in icons for message actions: stroke paths on a 24×24 grid.
+const ICONS = {
+  "thumbs-up": "M14 9V5a3 3 0 0 0-3-3l-4 9v11h11.28a2 2 0 0 0 2-1.7l1.38-9a2 2 0 0 0-2-2.3zM7 22H4a2 2 0 0 1-2-2v-7a2 2 0 0 1 2-2h3",
+  "thumbs-down": "M10 15v4a3 3 0 0 0 3 3l4-9V2H5.72a2 2 0 0 0-2 1.7l-1.38 9a2 2 0 0 0 2 2.3zm7-13h2.67A2.31 2.31 0 0 1 22 4v7a2.31 2.31 0 0 1-2.33 2H17",
+  flag: "M4 15s1-1 4-1 5 2 8 2 4-1 4-1V3s-1 1-4 1-5-2-8-2-4 1-4 1zM4 22v-7",
+  bookmark: "M19 21l-7-5-7 5V5a2 2 0 0 1 2-2h10a2 2 0 0 1 2 2z",
+  copy: "M9 9h11v11H9zM5 15H4a2 2 0 0 1-2-2V4a2 2 0 0 1 2-2h9a2 2 0 0 1 2 2v1",
+  quote: "M5 7h5v6l-2 4H6l2-4H5zM14 7h5v6l-2 4h-2l2-4h-3z",
+  star: "M12 2l3.09 6.26L22 9.27l-5 4.87 1.18 6.88L12 17.77l-6.18 3.25L7 14.14 2 9.27l6.91-1.01z",
+};
+
+function builtinIcon(name) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("fill", "none");
+  svg.setAttribute("stroke", "currentColor");
+  svg.setAttribute("stroke-width", "2");
+  svg.setAttribute("stroke-linecap", "round");
+  svg.setAttribute("stroke-linejoin", "round");
+  svg.setAttribute("aria-hidden", "true");
+  const path = document.createElementNS(ns, "path");
+  path.setAttribute("d", ICONS[name]);
+  svg.append(path);
+  return svg;
+}
 
 // The blank chat's content: the page's `welcome` block (its template), in the page's language.
 function welcome() {
@@ -54,7 +90,7 @@ function welcome() {
 function iconNode(icon, label) {
   const span = el("span", "action-icon");
   if (!icon) span.textContent = label;
-  else if (ICONS[icon]) span.textContent = ICONS[icon];
+  else if (Object.hasOwn(ICONS, icon)) span.append(builtinIcon(icon));
   else if (/^\s*<svg[\s>]/i.test(icon)) {
     const svg = new DOMParser().parseFromString(icon, "image/svg+xml").documentElement;
     if (svg && svg.nodeName.toLowerCase() === "svg") span.append(document.importNode(svg, true));
@@ -255,7 +291,7 @@ export class Transcript {
     details.dataset.tool = name;
     details.dataset.status = "running";
     const summary = el("summary");
-    summary.append(el("span", "tool-name", name), el("span", "tool-args", args && args !== "{}" ? args : ""), el("span", "tool-summary"), el("span", "status"));
+    summary.append(el("span", "tool-name", name), el("span", "tool-args", compactArgs(args)), el("span", "tool-summary"), el("span", "status"));
     details.append(summary, el("pre", "tool-input", `${t("tool.arguments")} ${pretty(args || "{}")}`));
     this.applyToolView(details);
     return details;
@@ -581,7 +617,11 @@ export class Transcript {
 
   // The registered message actions, in each settled message's footer (not while a run streams).
   drawActions() {
-    this.root.querySelectorAll('[data-part="message-actions"]').forEach((n) => n.remove());
+    this.root.querySelectorAll('[data-part="message-actions"]').forEach((n) => {
+      const parent = n.parentNode;
+      n.remove();
+      if (parent?.classList.contains("toolbar") && !parent.childElementCount) parent.remove();
+    });
     if (this.running) return;
     const ids = messageActions.keys();
     if (!ids.length) return;
@@ -621,7 +661,17 @@ export class Transcript {
         };
         bar.append(button);
       }
-      if (bar.childElementCount) node.append(bar);
+      if (!bar.childElementCount) continue;
+      // Beside copy in the message's footer; a footer of their own where there is none.
+      const toolbar = node.querySelector(":scope > .toolbar");
+      const copy = toolbar?.querySelector(":scope > .copy");
+      if (copy) copy.after(bar);
+      else if (toolbar) toolbar.prepend(bar);
+      else {
+        const own = el("div", "toolbar");
+        own.append(bar);
+        node.append(own);
+      }
     }
   }
 

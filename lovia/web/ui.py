@@ -8,6 +8,7 @@ directory: no ``..``, no dotfiles, no templates, no symlinks leading out.
 """
 
 import json
+import logging
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -17,6 +18,8 @@ from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
 from ..exceptions import UserError
+
+logger = logging.getLogger("lovia.web")
 
 __all__ = ["ASSETS_PATH", "BUILTIN_LANGS", "SURFACE_NOTE", "ChatUI", "build_ui_router"]
 
@@ -133,14 +136,18 @@ class ChatUI:
             value = getattr(self, option)
             if isinstance(value, str):
                 raise UserError(f"ChatUI({option}=...) must be a list, not one string", hint=f"{option}=[{value!r}]")
-        has_assets = self.assets is not None
-        for option in ("scripts", "styles"):
-            for name in getattr(self, option):
-                _ref(name, option=option, has_assets=has_assets)
-        for option in ("logo", "favicon"):
-            if getattr(self, option) is not None:
-                _ref(getattr(self, option), option=option, has_assets=has_assets)
+        self._check_refs()
         self._check_text()
+
+    def _check_refs(self) -> None:
+        has_assets = self.assets is not None
+        named = [(o, n) for o in ("scripts", "styles") for n in getattr(self, o)]
+        named += [(o, getattr(self, o)) for o in ("logo", "favicon") if getattr(self, o) is not None]
+        for option, name in named:
+            kind, _ = _ref(name, option=option, has_assets=has_assets)
+            if kind == "asset" and self.assets is not None and not Path(self.assets, name).is_file():
+                # Not an error: the file may be built later. The page shows a failed script as a toast.
+                logger.warning("ChatUI(%s=...) names %r, which is not (yet) a file in %s", option, name, self.assets)
 
     def _check_text(self) -> None:
         if self.default_lang is not None and not _LANG.match(self.default_lang):
@@ -280,7 +287,7 @@ def build_ui_router(ui: ChatUI, *, title: str) -> Any:
             "scripts": scripts,
         }
         script_src = " ".join(["'self'", f"'nonce-{nonce}'", *_origins(scripts)])
-        style_src = " ".join(["'self'", *_origins(styles)])
+        style_src = " ".join(["'self'", f"'nonce-{nonce}'", *_origins(styles)])
         img_src = " ".join(["'self'", "data:", *_origins([logo, favicon])])
         csp = (
             f"default-src 'self'; script-src {script_src}; style-src {style_src}; img-src {img_src}; "

@@ -272,3 +272,45 @@ def test_login_url_sends_a_signed_out_user_to_sign_in(page: Any, tmp_path: Path)
         page.goto(srv.url + "/?x=1#/chat/abc")
         page.wait_for_url("**/login?next=*")
         assert json.loads(page.locator("body").inner_text()) == {"login_for": "/?x=1#/chat/abc"}
+
+
+def test_registrations_undo_in_any_order_and_send_keeps_the_draft(page: Any, tmp_path: Path) -> None:
+    with _serve(tmp_path, ChatUI(assets=_assets(tmp_path), scripts=["acme.js"])) as srv:
+        page.goto(srv.url)
+        page.evaluate("window.lovia.ready")
+        checks = page.evaluate(
+            """() => {
+              const out = {};
+              const undoA = lovia.registerToolView("lookup", { summary: () => "A" });
+              const undoB = lovia.registerToolView("lookup", { summary: () => "B" });
+              undoA();  // the older one goes first: B stays on top
+              out.afterA = lovia.state.sessionId === null;
+              window.__undoB = undoB;
+              const bad = (fn) => { try { fn(); return "accepted"; } catch (e) { return "threw"; } };
+              out.unknownEvent = bad(() => lovia.on("nope", () => {}));
+              out.badViewId = bad(() => lovia.registerView("Bad Id", { render() {} }));
+              out.reservedView = bad(() => lovia.registerView("lovia-x", { render() {} }));
+              out.reservedKind = bad(() => lovia.registerRenderer("lovia.table", { render() {} }));
+              window.__calls = [];
+              lovia.on("session", () => { throw new Error("listener failure"); });
+              lovia.on("session", (p) => window.__calls.push(p.sessionId));
+              return out;
+            }"""
+        )
+        assert checks == {
+            "afterA": True,
+            "unknownEvent": "threw",
+            "badViewId": "threw",
+            "reservedView": "threw",
+            "reservedKind": "threw",
+        }
+        page.get_by_test_id("composer").fill("my unsent draft")
+        page.evaluate("lovia.send('tool from a script')")
+        tool = page.get_by_test_id("tool-call")
+        tool.wait_for()
+        idle(page)
+        assert tool.locator("summary").inner_text().startswith("B")
+        page.evaluate("window.__undoB()")  # back to acme.js's view
+        assert tool.locator("summary").inner_text().startswith("Looked up")
+        assert page.get_by_test_id("composer").input_value() == "my unsent draft"
+        assert page.evaluate("window.__calls.length") >= 1  # the throwing listener did not stop it

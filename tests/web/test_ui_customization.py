@@ -252,3 +252,10 @@ def test_init_ui_refuses_a_file_path(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert lovia_main(["web", "init-ui", str(blocker)]) == 2
     err = capsys.readouterr().err
     assert "not a directory" in err and "hint:" in err
+
+
+def test_a_named_file_missing_from_assets_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="lovia.web"):
+        ChatUI(assets=_assets(tmp_path), scripts=["acme.js", "typo.js"])
+    assert [r.getMessage() for r in caplog.records if "typo.js" in r.getMessage()]
+    assert not [r for r in caplog.records if "acme.js" in r.getMessage()]

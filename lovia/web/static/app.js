@@ -431,11 +431,13 @@ async function runStream(path, body) {
   refreshSessions().catch(fail);
 }
 
-async function send(text) {
+// `fromComposer`: the composer's own text (cleared, with its attachments); otherwise a script's
+// lovia.send, which leaves the user's draft and attachments where they are.
+async function send(text, { fromComposer = true } = {}) {
   const message = text.trim();
-  const attachments = busy() ? [] : uploads.take();
+  const attachments = busy() || !fromComposer ? [] : uploads.take();
   if ((!message && !attachments.length) || !composerEnabled()) return;
-  $("composer").value = "";
+  if (fromComposer) $("composer").value = "";
   transcript.jumpToLatest();
   if (!busy()) setPhase("starting");
   await runStream("/api/chat/stream", { message, session_id: state.sessionId, attachments });
@@ -620,7 +622,9 @@ window.lovia = Object.assign(window.lovia || {}, {
   version: CONFIG.version || null,
   ready,
   on: ext.on,
-  send: (text) => send(String(text)).catch(fail),
+  send: (text) => {
+    send(String(text), { fromComposer: false }).catch(fail);
+  },
   setDraft,
   newChat: () => {
     views.close();

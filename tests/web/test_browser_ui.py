@@ -314,3 +314,52 @@ def test_registrations_undo_in_any_order_and_send_keeps_the_draft(page: Any, tmp
         assert tool.locator("summary").inner_text().startswith("Looked up")
         assert page.get_by_test_id("composer").input_value() == "my unsent draft"
         assert page.evaluate("window.__calls.length") >= 1  # the throwing listener did not stop it
+
+
+def _search_agent() -> Any:
+    from lovia import Agent, tool
+    from lovia.testing import ScriptedProvider, call, text
+    from lovia.transcript import ToolResultEntry
+
+    @tool
+    def web_search(query: str) -> str:
+        """Search the web (canned)."""
+        return f"3 results for {query}"
+
+    @tool
+    def order_status(order_id: int) -> str:
+        """Look up an order (canned)."""
+        return "shipped"
+
+    def script(entries: list[Any], _tools: list[Any]) -> Any:
+        done = sum(isinstance(e, ToolResultEntry) for e in entries)
+        if done == 0:
+            return call("web_search", {"query": "lovia docs"}, call_id="c1")
+        if done == 1:
+            return call("order_status", {"order_id": 7}, call_id="c2")
+        return text("Found it.")
+
+    return Agent(name="searcher", model=ScriptedProvider(script), tools=[web_search, order_status])
+
+
+def test_own_tools_read_as_a_line_and_a_star_view_comes_first(page: Any, tmp_path: Path) -> None:
+    ui_dir = tmp_path / "ui"
+    ui_dir.mkdir()
+    (ui_dir / "labels.js").write_text(
+        "const labels = { order_status: 'Looking up an order' };\n"
+        "window.lovia.registerToolView('*', { summary: (tool) => labels[tool.name] ?? null });\n",
+        encoding="utf-8",
+    )
+    app = create_app(_search_agent(), db_path=str(tmp_path / "web.db"), ui=ChatUI(assets=ui_dir, scripts=["labels.js"]))
+    with ThreadServer(app) as srv:
+        page.goto(srv.url)
+        send(page, "find the docs")
+        page.get_by_text("Found it.").wait_for()
+        idle(page)
+        cards = page.get_by_test_id("tool-call")
+        assert cards.count() == 2
+        first = cards.nth(0).locator("summary")
+        assert first.inner_text().startswith("Web search “lovia docs”")  # '*' said null: lovia's own line
+        assert first.get_attribute("title") == 'web_search({"query": "lovia docs"})'
+        assert cards.nth(1).locator("summary").inner_text().startswith("Looking up an order")
+        assert cards.nth(1).get_attribute("data-tool") == "order_status"

@@ -106,7 +106,30 @@ export function toolViewField(name, field) {
   return null;
 }
 
-/** The one-line summary the registered views give `tool`, or null. */
+// lovia's own tools read as a line rather than name(args): [message key, argument shown].
+const OWN_LINES = {
+  read_file: ["tool.readFile", "path"],
+  write_file: ["tool.writeFile", "path"],
+  edit_file: ["tool.editFile", "path"],
+  view_image: ["tool.viewImage", "path"],
+  list_files: ["tool.listFiles", "path"],
+  grep_files: ["tool.grepFiles", "pattern"],
+  shell: ["tool.shell", "command"],
+  web_search: ["tool.webSearch", "query"],
+  web_fetch: ["tool.webFetch", "url"],
+};
+
+function ownLine(tool) {
+  const spec = OWN_LINES[tool.name];
+  const value = spec && tool.args && typeof tool.args === "object" ? tool.args[spec[1]] : undefined;
+  if (typeof value !== "string" || !value) return null;
+  return t(spec[0], { value: value.length > 120 ? `${value.slice(0, 119)}…` : value });
+}
+
+/**
+ * The one-line summary for `tool`: the view registered for its name, else the '*' view, else
+ * lovia's own line for its built-in tools; null keeps name(args).
+ */
 export function toolSummary(tool) {
   for (const view of [toolViews.get(tool.name), toolViews.get("*")]) {
     if (!view || typeof view.summary !== "function") continue;
@@ -117,7 +140,7 @@ export function toolSummary(tool) {
       console.error(`lovia: the tool view summary for ${tool.name} failed`, error);
     }
   }
-  return null;
+  return ownLine(tool);
 }
 
 // ------------------------------------------------------------------ message actions

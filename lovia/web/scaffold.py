@@ -9,6 +9,7 @@ editor supports ``// @ts-check``). Existing files are never overwritten.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,19 +29,22 @@ _BLOCKS = (
     ("body_end", "after the page's script"),
 )
 
-_TOKENS = (
-    ("--bg", "#f7f7f5", "#17181b", "the canvas"),
-    ("--panel", "#ffffff", "#202226", "sidebar, cards, inputs"),
-    ("--text", "#1d1d1f", "#e6e6e3", "body text"),
-    ("--muted", "#6b6b70", "#9b9ca3", "secondary text"),
-    ("--line", "#e3e3e0", "#33353b", "borders"),
-    ("--accent", "#3a5bd9", "#7d95ff", "the brand color"),
-    ("--accent-soft", "#e9eefc", "#2a3150", "selected items"),
-    ("--danger", "#c0392b", "#ff7b6b", "errors, the stop button"),
-    ("--danger-soft", "#fdf1ef", "#3a2320", "error cards"),
-    ("--user", "#eef2ff", "#262c45", "the user's message bubble"),
-    ("--code", "#f2f2ef", "#2a2c31", "code blocks"),
-)
+_STYLE = Path(__file__).parent / "static" / "style.css"
+_TOKEN = re.compile(r"^\s*(--[\w-]+)\s*:\s*([^;]+);", re.M)
+
+
+def _tokens() -> tuple[dict[str, str], dict[str, str]]:
+    """The design tokens of the bundled ``style.css``: ``(light, dark)``, name -> default value.
+
+    Read from the stylesheet itself (its first ``:root`` block, and the one inside its
+    ``prefers-color-scheme: dark`` query), so the scaffold never drifts from the page.
+    """
+    css = _STYLE.read_text(encoding="utf-8")
+    light_block = re.search(r"^:root\s*\{(.*?)^\}", css, re.S | re.M)
+    dark_block = re.search(r"prefers-color-scheme:\s*dark\)\s*\{\s*:root\s*\{(.*?)\}", css, re.S)
+    light = dict(_TOKEN.findall(light_block.group(1))) if light_block else {}
+    dark = dict(_TOKEN.findall(dark_block.group(1))) if dark_block else {}
+    return light, dark
 
 
 def page() -> str:
@@ -60,13 +64,14 @@ def page() -> str:
 
 def theme() -> str:
     """The scaffold ``theme.css``: each design token with its light and dark default, commented out."""
-    light = "\n".join(f"  /* {name}: {value}; */  /* {what} */" for name, value, _dark, what in _TOKENS)
-    dark = "\n".join(f"  /* {name}: {value}; */" for name, _light, value, _what in _TOKENS)
+    light, dark = _tokens()
+    light_lines = "\n".join(f"  /* {name}: {value.strip()}; */" for name, value in light.items())
+    dark_lines = "\n".join(f"    /* {name}: {value.strip()}; */" for name, value in dark.items())
     return (
         "/* Your stylesheet: list it in ChatUI(styles=['theme.css']). The bundled styles sit in the\n"
         "   cascade layer `lovia`, so a rule here wins over them without !important.\n"
-        '   Target a region with its data-part: [data-part="export"] { display: none; } */\n\n'
-        f":root {{\n{light}\n}}\n\n@media (prefers-color-scheme: dark) {{\n  :root {{\n{dark}\n  }}\n}}\n"
+        '   Target a region with its data-part: [data-part="language"] { display: none; } */\n\n'
+        f":root {{\n{light_lines}\n}}\n\n@media (prefers-color-scheme: dark) {{\n  :root {{\n{dark_lines}\n  }}\n}}\n"
     )
 
 

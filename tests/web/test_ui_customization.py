@@ -259,3 +259,15 @@ def test_a_named_file_missing_from_assets_is_logged(tmp_path: Path, caplog: pyte
         ChatUI(assets=_assets(tmp_path), scripts=["acme.js", "typo.js"])
     assert [r.getMessage() for r in caplog.records if "typo.js" in r.getMessage()]
     assert not [r for r in caplog.records if "acme.js" in r.getMessage()]
+
+
+def test_the_scaffold_names_every_block_and_token_of_the_page() -> None:
+    web = Path(__file__).resolve().parents[2] / "lovia" / "web"
+    template = (web / "templates" / "index.html").read_text("utf-8")
+    blocks = re.findall(r"{%-?\s*block (\w+)", template)
+    assert blocks and sorted(set(re.findall(r"{%-?\s*block (\w+)", FILES["index.html"]()))) == sorted(set(blocks))
+    root = re.search(r"^:root\s*\{(.*?)^\}", (web / "static" / "style.css").read_text("utf-8"), re.S | re.M)
+    assert root
+    tokens = re.findall(r"(--[\w-]+)\s*:", root.group(1))
+    scaffold = FILES["theme.css"]()
+    assert tokens and all(f"/* {name}:" in scaffold for name in tokens)

@@ -271,3 +271,26 @@ def test_the_scaffold_names_every_block_and_token_of_the_page() -> None:
     tokens = re.findall(r"(--[\w-]+)\s*:", root.group(1))
     scaffold = FILES["theme.css"]()
     assert tokens and all(f"/* {name}:" in scaffold for name in tokens)
+
+
+def _table(source: str, lang: str) -> set[str]:
+    start = source.index(f"\n  {lang}: {{")
+    end = source.index("\n  },", start)
+    return set(re.findall(r'^\s+"([\w.-]+)":', source[start:end], re.M))
+
+
+def test_every_string_the_page_asks_for_exists_in_every_builtin_language() -> None:
+    web = Path(__file__).resolve().parents[2] / "lovia" / "web"
+    i18n = (web / "static" / "i18n.js").read_text("utf-8")
+    tables = {lang: _table(i18n, lang) for lang in BUILTIN_LANGS}
+    assert tables["en"], "no English table found"
+    for lang, keys in tables.items():
+        assert keys == tables["en"], f"{lang} differs from en: {sorted(keys ^ tables['en'])}"
+    used: set[str] = set()
+    sources = [p for p in (web / "static").glob("*.js") if p.name != "i18n.js"] + [web / "templates" / "index.html"]
+    for path in sources:
+        text = path.read_text("utf-8")
+        used |= set(re.findall(r'\bt\("([\w.-]+)"', text))
+        used |= set(re.findall(r'data-i18n(?:-\w+)?="([\w.-]+)"', text))
+    assert used, "no t() calls found"
+    assert not used - tables["en"], f"keys the page uses but i18n.js lacks: {sorted(used - tables['en'])}"

@@ -363,3 +363,28 @@ def test_own_tools_read_as_a_line_and_a_star_view_comes_first(page: Any, tmp_pat
         assert first.get_attribute("title") == 'web_search({"query": "lovia docs"})'
         assert cards.nth(1).locator("summary").inner_text().startswith("Looking up an order")
         assert cards.nth(1).get_attribute("data-tool") == "order_status"
+
+
+def test_the_branding_example_works_in_the_page(page: Any, tmp_path: Path) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "web_branding.py"
+    spec = importlib.util.spec_from_file_location("web_branding_example", path)
+    assert spec and spec.loader
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    with ThreadServer(example.build_app(str(tmp_path / "acme.db"))) as srv:
+        page.goto(srv.url)
+        page.evaluate("window.lovia.ready")
+        assert page.get_by_test_id("composer").get_attribute("placeholder") == "Ask Acme anything…"
+        page.get_by_test_id("example").click()
+        page.get_by_test_id("send").click()
+        page.get_by_text("Order 7 shipped yesterday").wait_for()
+        idle(page)
+        summary = page.get_by_test_id("tool-call").locator("summary")
+        assert summary.inner_text().startswith("Looked up order 7")
+        page.locator('[data-action="quote"]').click()
+        assert page.get_by_test_id("composer").input_value().startswith("> Order 7 shipped")
+        page.get_by_role("link", name="Orders").click()
+        page.get_by_text("#7 Espresso machine — shipped").wait_for()
+        assert page.locator("#title").inner_text() == "Orders"

@@ -294,3 +294,15 @@ def test_every_string_the_page_asks_for_exists_in_every_builtin_language() -> No
         used |= set(re.findall(r'data-i18n(?:-\w+)?="([\w.-]+)"', text))
     assert used, "no t() calls found"
     assert not used - tables["en"], f"keys the page uses but i18n.js lacks: {sorted(used - tables['en'])}"
+
+
+def test_python_m_lovia_web_init_ui_is_the_same_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from lovia.web.command import main as web_main
+
+    assert web_main(["init-ui", str(tmp_path / "ui")]) == 0
+    assert (tmp_path / "ui" / "extension.js").is_file()
+    assert web_main(["init-ui", str(tmp_path / "ui")]) == 0
+    assert capsys.readouterr().out.count("kept") == len(FILES)
+    with pytest.raises(SystemExit):
+        web_main(["init-ui"])  # DIR is required
+    assert "the following arguments are required: directory" in capsys.readouterr().err

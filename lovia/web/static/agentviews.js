@@ -82,6 +82,7 @@ function todoPanel() {
     panel = node("aside", "todo-panel");
     panel.id = "todo-panel";
     panel.dataset.testid = "todo-panel";
+    panel.dataset.part = "todo-panel";
     panel.setAttribute("aria-label", t("todo.label"));
     panel.hidden = true;
     const wrap = document.querySelector(".messages-wrap");

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from .auth import generate_token, is_loopback, token_dependency
 from .charts import show_chart, validate_chart_option
-from .components import ui_result
+from .components import put_ui_data, ui_result
 from .followups import FollowupFn, FollowupRequest, generate_followups
+from .html import show_html
+from .scheduling import Scheduling
 from .store import ChatMeta, ChatStore
 from .supervisor import RunSupervisor
 from .tables import show_table
@@ -31,13 +33,16 @@ __all__ = [
     "RouterDeps",
     "RunSupervisor",
     "SURFACE_NOTE",
+    "Scheduling",
     "build_api_router",
     "create_app",
     "generate_followups",
     "generate_token",
     "is_loopback",
+    "put_ui_data",
     "serve",
     "show_chart",
+    "show_html",
     "show_table",
     "token_dependency",
     "ui_result",

@@ -13,6 +13,7 @@ from ..agent import Agent
 from ..exceptions import UserError
 from ..providers import model_from_env
 from .demo_model import DEMO_AGENT_NAME, clock, demo_agent
+from .html import show_html
 
 __all__ = ["AgentSet", "default_agents", "load_app", "resolve_agents"]
 
@@ -73,6 +74,6 @@ def default_agents() -> AgentSet:
     """An assistant on ``LOVIA_MODEL``, or the offline demo model when no model is configured."""
     model = model_from_env(required=False)
     if model:
-        agent: Agent[Any] = Agent(name="assistant", instructions=_INSTRUCTIONS, model=model, tools=[clock])
+        agent: Agent[Any] = Agent(name="assistant", instructions=_INSTRUCTIONS, model=model, tools=[clock, show_html])
         return AgentSet({agent.name: agent}, agent.name, True)
     return AgentSet({DEMO_AGENT_NAME: demo_agent()}, DEMO_AGENT_NAME, False)

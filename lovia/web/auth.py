@@ -163,6 +163,23 @@ def same_origin(origin: str, host_header: str | None) -> bool:
     return o_name == h_name and (o_port or default) == (h_port or default)
 
 
+def addressed_in_process(scope: Any, host_header: str | None) -> bool:
+    """Whether the request names the server exactly as the ASGI server reported itself.
+
+    A network server (uvicorn, hypercorn) puts the socket's own address in ``scope["server"]``:
+    an IP literal, which a rebinding page never uses as its ``Host``. An in-process client
+    (Starlette's ``TestClient``, httpx's ``ASGITransport``) puts the name from its base URL there
+    and sends the same name as ``Host``, with no socket a browser could reach. So a ``Host`` equal
+    to the server's own name is answered: it lets tests and embedding code call the app as
+    ``TestClient(create_app(...))`` without opening the guard to any domain name.
+    """
+    server = scope.get("server")
+    if not host_header or not server or not isinstance(server[0], str):
+        return False
+    name, _port = split_host(host_header)
+    return bool(name) and name == server[0].strip().lower().strip("[]")
+
+
 class HostOriginGuard:
     """ASGI middleware: refuse a foreign ``Host`` (421) and a cross-site state change (403).
 
@@ -182,7 +199,7 @@ class HostOriginGuard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         host = headers.get("host")
-        if not self.policy.allows(host):
+        if not (self.policy.allows(host) or addressed_in_process(scope, host)):
             shown = (host or "").strip()[:100] or "(none)"
             await _refuse(
                 scope,

@@ -35,9 +35,9 @@ from ..transcript import (
     ToolResultEntry,
     TranscriptEntry,
     drop_dangling_tool_calls,
-    entry_to_dict,
 )
 from .events_hub import EventHub
+from .serialization import snapshot_views
 from .sse import Frame
 from .supervisor import LiveRun, RunSupervisor, Subscription
 
@@ -292,7 +292,7 @@ class ReplicaSupervisor(RunSupervisor):
             return await super().subscribe(session_id)
         run_id = meta.active_run_id
         self._remote[session_id] = run_id
-        history = await self.store.session.load(session_id)
+        history = await self.store.session.segments(session_id)
         snapshot = await self.store.checkpointer.load(run_id)
         done = list(snapshot.entries) if snapshot is not None else []
         rows = await self.pg.fetch(
@@ -303,12 +303,14 @@ class ReplicaSupervisor(RunSupervisor):
         starts = [i for i, (_, f) in enumerate(frames) if f.event == "turn_started"]
         in_flight = [f for _, f in frames[starts[-1] if starts else 0 :]]
         done = _settled(done, in_flight)
+        messages, transcript = snapshot_views(history, done)
         head = Frame(
             "snapshot",
             {
                 "session_id": session_id,
                 "status": "running",
-                "entries": [entry_to_dict(e) for e in (*history, *done)],
+                "entries": messages,
+                "transcript": transcript,
                 "run_id": run_id,
                 "resumed": False,
             },

@@ -31,16 +31,19 @@ def model_name(agent: Agent[Any]) -> str | None:
 def agent_info(agent: Agent[Any], *, detail: bool = False) -> dict[str, Any]:
     """What the page and API clients may know about an agent (never its provider's keys)."""
     from ..plugins.memory import Memory
+    from ..providers.base import context_window
 
     info: dict[str, Any] = {
         "name": agent.name,
         "model": model_name(agent),
         "tools": [t.name for t in agent.tools],
         "memory": any(isinstance(p, Memory) for p in agent.plugins or []),  # the /api/memory routes work
+        "workspace": agent.workspace is not None,
+        "instructions": agent.instructions if isinstance(agent.instructions, str) else None,
+        "context_window": context_window(agent.model) if agent.model is not None else None,
     }
     if detail:
         info.update(
-            instructions=agent.instructions if isinstance(agent.instructions, str) else None,
             dynamic_instructions=not isinstance(agent.instructions, str) or bool(agent._fragments),
             tool_details=[
                 {

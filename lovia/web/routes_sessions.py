@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
-from fastapi.responses import PlainTextResponse
-from pydantic import BaseModel, Field
+from fastapi.responses import PlainTextResponse, Response
+from pydantic import BaseModel, Field, model_validator
 
+from ..parts import ImagePart
 from ..session import Segment
 from ..transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from .errors import ApiRoute, WebError
 from .params import Limit, Offset, Since
+from .serialization import parse_ref, segments_runs, segments_to_out
 from .store import ChatMeta
 
 if TYPE_CHECKING:
@@ -29,9 +33,18 @@ class RenameRequest(BaseModel):
 
 
 class RewindRequest(BaseModel):
-    """Body of ``POST /api/sessions/{id}/rewind``: drop user message ``user_turn`` and all after it."""
+    """Body of ``POST /api/sessions/{id}/rewind``: drop a user message and all after it, named by
+    its ``ref`` (``"<run_id>:<n>"``, from the chat's detail) or by ``user_turn``, its zero-based
+    index among the chat's user messages."""
 
-    user_turn: int = Field(ge=0)
+    ref: str | None = Field(default=None, max_length=200)
+    user_turn: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> RewindRequest:
+        if (self.ref is None) == (self.user_turn is None):
+            raise ValueError("name the user message by exactly one of 'ref' or 'user_turn'")
+        return self
 
 
 class CreateRequest(BaseModel):
@@ -63,6 +76,28 @@ def _runs(segments: list[Segment], records: dict[str, Any]) -> list[dict[str, An
         )
         start += len(seg.entries)
     return out
+
+
+_SERVABLE_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+def _tool_image(segments: list[Segment], call_id: str, index: int) -> tuple[str, bytes] | None:
+    """The bytes of image ``index`` (a position in the result's parts) of ``call_id``'s result.
+
+    Only inline raster images are served: a URL-only image is not fetched on the client's
+    behalf, and an SVG (script-capable) or undecodable payload is not servable.
+    """
+    for seg in reversed(segments):
+        for e in seg.entries:
+            if isinstance(e, ToolResultEntry) and e.call_id == call_id and e.parts and 0 <= index < len(e.parts):
+                part = e.parts[index]
+                if not isinstance(part, ImagePart) or part.data is None or part.mime_type not in _SERVABLE_IMAGES:
+                    return None
+                try:
+                    return part.mime_type, base64.b64decode(part.data, validate=True)
+                except (ValueError, binascii.Error):
+                    return None
+    return None
 
 
 # One template per kind of entry ({0}, {1}: its parts); blocks are joined with newlines.
@@ -110,6 +145,7 @@ def sessions_router(state: WebState) -> APIRouter:
     """The ``/api/sessions`` and ``/api/runs`` routes bound to one app state."""
     router = APIRouter(prefix="/api", route_class=ApiRoute)
     _read_routes(router, state)
+    _ui_data_route(router, state)
     _write_routes(router, state)
     return router
 
@@ -144,11 +180,27 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
         entries = [e for s in segments for e in s.entries]
         return {
             **meta.to_dict(),
-            "entries": [entry_to_dict(e) for e in entries],
+            "entries": segments_to_out(segments, created_at=meta.created_at, updated_at=meta.updated_at),
+            "transcript": [entry_to_dict(e) for e in entries],
             "runs": _runs(segments, await store.runs(session_id)),
             "live": sup.live(session_id) is not None,
             "origin": await store.origin(session_id),
         }
+
+    @router.get("/sessions/{session_id}/tool-images/{call_id}/{index}")
+    async def tool_image(session_id: str, call_id: str, index: int) -> Response:
+        await _require(state, session_id)
+        part = _tool_image(await store.session.segments(session_id), call_id, index)
+        if part is None:
+            raise WebError(
+                404,
+                "image_not_found",
+                f"no image {index} in the result of call {call_id!r}",
+                hint="the chat's detail lists each tool result's images",
+            )
+        mime, data = part
+        headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=3600"}
+        return Response(data, media_type=mime, headers=headers)
 
     @router.get("/sessions/{session_id}/export")
     async def export(session_id: str, format: str = "md") -> Any:
@@ -178,6 +230,24 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
     ) -> dict[str, Any]:
         records = await store.run_history(session_id=session_id, since=since, limit=limit, offset=offset)
         return {"runs": [r.to_dict() for r in records]}
+
+
+def _ui_data_route(router: APIRouter, state: WebState) -> None:
+    """``GET /api/sessions/{id}/ui-data/{ref}``: what a tool kept with ``put_ui_data`` (the JSON as stored)."""
+    store = state.store
+
+    @router.get("/sessions/{session_id}/ui-data/{ref}")
+    async def ui_data(session_id: str, ref: str) -> Response:
+        await _require(state, session_id)
+        payload = await store.get_ui_data(session_id, ref)
+        if payload is None:
+            raise WebError(
+                404,
+                "ui_data_not_found",
+                f"chat {session_id!r} has no UI data {ref!r}",
+                hint="it was never stored in this chat, or was deleted with the chat; the card shows its preview",
+            )
+        return Response(payload, media_type="application/json", headers={"Cache-Control": "no-store"})
 
 
 def _write_routes(router: APIRouter, state: WebState) -> None:
@@ -232,14 +302,16 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
             segments = await store.session.segments(session_id)
             flat = [e for s in segments for e in s.entries]
             users = _user_positions(flat)
-            if body.user_turn >= len(users):
+            turn = body.user_turn if body.ref is None else parse_ref(body.ref, segments_runs(segments))
+            if turn is None or turn >= len(users):
+                named = f"user message {body.ref!r}" if body.ref is not None else f"user_turn {body.user_turn}"
                 raise WebError(
                     404,
                     "turn_not_found",
-                    f"the chat has {len(users)} user messages; there is no user_turn {body.user_turn}",
+                    f"the chat has {len(users)} user messages; there is no {named}",
                     hint="reload the chat and pick a message it still has",
                 )
-            keep = users[body.user_turn]
+            keep = users[turn]
             removed = await store.session.rewind(session_id, keep_entries=keep)  # type: ignore[attr-defined]
             await _drop_rewound_checkpoints(state, segments, keep)
             if meta.active_run_id:

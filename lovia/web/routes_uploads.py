@@ -33,6 +33,7 @@ from ..parts import IMAGE_MIME_BY_SUFFIX, ContentPart, FilePart, ImagePart, Text
 from ..providers.base import supports_vision
 from ..transcript import InputEntry, TranscriptEntry
 from .errors import ApiRoute, ErrorCode, WebError
+from .serialization import parse_ref, segments_runs
 from .store import ChatMeta, ChatStore, UploadRecord
 from .supervisor import RunSupervisor
 
@@ -212,8 +213,10 @@ async def attachment_content(
 
 
 class ForkRequest(BaseModel):
-    """Body of ``POST /api/sessions/{id}/fork``: branch before user message ``user_turn`` (zero-based), or whole."""
+    """Body of ``POST /api/sessions/{id}/fork``: branch before the user message ``ref`` names (or
+    ``user_turn``, its zero-based index among the user messages), or copy the chat whole."""
 
+    ref: str | None = Field(default=None, max_length=200)
     user_turn: int | None = Field(default=None, ge=0)
 
 
@@ -286,8 +289,15 @@ def _fork_routes(router: APIRouter, state: WebState) -> None:
     @router.post("/{session_id}/fork")
     async def fork(session_id: str, body: ForkRequest | None = None) -> dict[str, Any]:
         user_turn = body.user_turn if body is not None else None
+        ref = body.ref if body is not None else None
         meta = await _require(state, session_id)
         async with sup.lock(session_id):
+            if ref is not None:
+                user_turn = parse_ref(ref, segments_runs(await store.session.segments(session_id)))
+                if user_turn is None:
+                    raise _error(
+                        404, "turn_not_found", f"no user message {ref!r} in this chat", "reload the chat and pick again"
+                    )
             if user_turn is None and sup.live(session_id) is not None:
                 raise _error(409, "run_active", "a run is live in this chat", "wait for it to finish, then branch")
             if user_turn is None and meta.active_run_id:
@@ -312,5 +322,6 @@ def _fork_routes(router: APIRouter, state: WebState) -> None:
             await store.set_origin(
                 new.id, kind="fork", origin_session_id=session_id, user_turn=user_turn, title=meta.title
             )
+            await store.copy_ui_data(session_id, new.id)  # the copied envelopes name the same refs
         sup.hub.publish("session_created", {"session": new.to_dict()})
         return {"session_id": new.id, "title": title}

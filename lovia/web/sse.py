@@ -3,7 +3,7 @@
 Frames (see ``docs/web.md``): ``session``, ``snapshot``, ``turn_started``, ``text_delta``,
 ``reasoning_delta``, ``output_discarded``, ``message_completed``, ``user_injected``, ``tool_call``,
 ``tool_result``, ``todo``, ``approval_required``, ``question``, ``handoff``, ``context_compacted``,
-``retrying``, ``error``, ``done`` (:data:`FRAME_NAMES`).
+``retrying``, ``error``, ``refs``, ``timing``, ``done`` (:data:`FRAME_NAMES`).
 Lines starting with ``:`` are keep-alives.
 """
 
@@ -41,6 +41,8 @@ FRAME_NAMES = (
     "context_compacted",
     "retrying",
     "error",
+    "refs",
+    "timing",
     "done",
 )
 """Every frame the chat stream sends (``static/frames.js`` lists the same names; a test checks)."""

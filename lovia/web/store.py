@@ -7,6 +7,8 @@ The chat index lives in two tables next to the stores' own tables (same SQLite f
   resume it; pinned chats list first.
 * ``chat_runs(run_id, session_id, status, usage_json, started_at, finished_at, owner)``: per-run
   usage and outcome, shown under each answer; ``owner`` is the serving process (``host:pid``).
+* ``chat_ui_data(session_id, ref, payload, created_at)``: the full props of UI components kept
+  out of the model's context by ``put_ui_data`` (JSON bytes), deleted with their chat.
 """
 
 from __future__ import annotations
@@ -84,7 +86,26 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        2,
+        (
+            """CREATE TABLE IF NOT EXISTS chat_ui_data (
+                session_id TEXT NOT NULL,
+                ref TEXT NOT NULL,
+                payload BLOB NOT NULL,
+                created_at REAL NOT NULL,
+                PRIMARY KEY (session_id, ref)
+            )""",
+        ),
+    ),
 )
+
+
+def new_ui_data_ref() -> str:
+    """A fresh ref for a stored UI value (unguessable, URL-safe)."""
+    return f"ud_{uuid.uuid4().hex}"
+
+
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 """This server process (``host:pid``), recorded on the runs it starts so ``lovia runs ls`` can tell
 a run whose server is gone (SIGKILL) from a live one."""
@@ -380,6 +401,7 @@ class ChatStore:
             conn.execute("DELETE FROM chat_runs WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM chat_uploads WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM chat_origins WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM chat_ui_data WHERE session_id = ?", (session_id,))
 
         await self._db.run(drop)
         for upload in uploads:  # after the rows: a crash in between leaves orphan files, never dangling rows
@@ -442,6 +464,30 @@ class ChatStore:
         sql = f"SELECT {_UPLOAD_COLUMNS} FROM chat_uploads WHERE session_id = ? ORDER BY created_at, id"
         rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
         return [UploadRecord(r[0], r[1], r[2], r[3], int(r[4]), r[5], float(r[6])) for r in rows]
+
+    # ------------------------------------------------------------------ UI data
+
+    async def put_ui_data(self, session_id: str, payload: bytes) -> str:
+        """Keep one UI component's full props (JSON bytes) with the chat; the ref to fetch them by."""
+        ref = new_ui_data_ref()
+        values = (session_id, ref, payload, time.time())
+        sql = "INSERT INTO chat_ui_data (session_id, ref, payload, created_at) VALUES (?, ?, ?, ?)"
+        await self._db.run(lambda c: c.execute(sql, values))
+        return ref
+
+    async def get_ui_data(self, session_id: str, ref: str) -> bytes | None:
+        """The JSON bytes stored under ``ref`` in this chat, or ``None`` (never stored, or the chat is gone)."""
+        sql = "SELECT payload FROM chat_ui_data WHERE session_id = ? AND ref = ?"
+        row = await self._db.run(lambda c: c.execute(sql, (session_id, ref)).fetchone())
+        return bytes(row[0]) if row is not None else None
+
+    async def copy_ui_data(self, from_session_id: str, to_session_id: str) -> None:
+        """Give a branched chat the UI data of the chat it came from (its envelopes name the same refs)."""
+        sql = (
+            "INSERT OR IGNORE INTO chat_ui_data (session_id, ref, payload, created_at) "
+            "SELECT ?, ref, payload, created_at FROM chat_ui_data WHERE session_id = ?"
+        )
+        await self._db.run(lambda c: c.execute(sql, (to_session_id, from_session_id)))
 
     # ------------------------------------------------------------------ runs
 

@@ -7,7 +7,8 @@ of the PostgreSQL stores' migration scheme:
 * ``web_chats``: one row per chat (as ``chat_sessions`` in SQLite);
 * ``web_runs``: per-run status, usage, the ``owner`` replica and a takeover claim;
 * ``web_frames``: every frame a live run streamed, so a client on another replica can follow it;
-* ``web_commands``: stop / steer requests for a run owned by another replica.
+* ``web_commands``: stop / steer requests for a run owned by another replica;
+* ``web_ui_data``: the full props ``put_ui_data`` kept out of the model's context.
 
 The replica machinery that uses the last two lives in :mod:`lovia.web.replicas`.
 """
@@ -23,7 +24,7 @@ from typing import Any
 
 from ..exceptions import UserError
 from ..stores.postgres._db import Database
-from .store import OWNER, ChatMeta, ChatStore, RunRecord, UploadRecord, _meta, _record
+from .store import OWNER, ChatMeta, ChatStore, RunRecord, UploadRecord, _meta, _record, new_ui_data_ref
 
 __all__ = ["DEFAULT_LEASE_TTL", "PostgresChatStore", "is_postgres_url"]
 
@@ -66,7 +67,7 @@ class PostgresChatStore(ChatStore):
             dsn, pool=None, schema=schema, table_prefix="", min_size=1, max_size=max_size, component="web"
         )
         n = self.db.names
-        tables = ("web_chats", "web_runs", "web_frames", "web_commands", "run_leases")
+        tables = ("web_chats", "web_runs", "web_frames", "web_commands", "web_ui_data", "run_leases")
         self.tables = {t: n.regclass(t) for t in tables}  # validated identifiers, quoted
         self.channel = f"lovia_web_{schema or 'public'}"
         """The ``LISTEN/NOTIFY`` channel the replicas of this namespace share."""
@@ -146,7 +147,7 @@ class PostgresChatStore(ChatStore):
         for run_id in await self.runs(session_id):
             await self.checkpointer.delete(run_id)
         await self.session.clear(session_id)
-        for table in ("web_frames", "web_commands", "web_runs"):
+        for table in ("web_frames", "web_commands", "web_ui_data", "web_runs"):
             await self.execute(f"DELETE FROM {{{table}}} WHERE session_id = %s", (session_id,))
         await self.execute("DELETE FROM {web_chats} WHERE id = %s", (session_id,))
 
@@ -179,6 +180,32 @@ class PostgresChatStore(ChatStore):
     async def uploads(self, session_id: str) -> builtins.list[UploadRecord]:
         """No chat on PostgreSQL has uploads (uploads are refused)."""
         return []
+
+    # ------------------------------------------------------------------ UI data
+
+    async def put_ui_data(self, session_id: str, payload: bytes) -> str:
+        """Keep one UI component's full props (JSON bytes) with the chat; the ref to fetch them by."""
+        ref = new_ui_data_ref()
+        await self.execute(
+            "INSERT INTO {web_ui_data} (session_id, ref, payload, created_at) VALUES (%s, %s, %s, %s)",
+            (session_id, ref, payload, time.time()),
+        )
+        return ref
+
+    async def get_ui_data(self, session_id: str, ref: str) -> bytes | None:
+        """The JSON bytes stored under ``ref`` in this chat, or ``None``."""
+        rows = await self.fetch(
+            "SELECT payload FROM {web_ui_data} WHERE session_id = %s AND ref = %s", (session_id, ref)
+        )
+        return bytes(rows[0][0]) if rows else None
+
+    async def copy_ui_data(self, from_session_id: str, to_session_id: str) -> None:
+        """Give a branched chat the UI data of the chat it came from."""
+        await self.execute(
+            "INSERT INTO {web_ui_data} (session_id, ref, payload, created_at) "
+            "SELECT %s, ref, payload, created_at FROM {web_ui_data} WHERE session_id = %s ON CONFLICT DO NOTHING",
+            (to_session_id, from_session_id),
+        )
 
     # ------------------------------------------------------------------ runs
 

@@ -28,17 +28,18 @@ from ..messages import Usage
 from ..parts import ContentPart
 from ..reliability import Mailbox
 from ..runner import Runner
-from ..session import new_run_id
+from ..session import Segment, new_run_id
 from ..transcript import (
     AssistantTextEntry,
     InputEntry,
     ToolResultEntry,
     TranscriptEntry,
     drop_dangling_tool_calls,
-    entry_to_dict,
     to_json_safe,
 )
+from .components import bind_ui_data
 from .events_hub import EventHub
+from .serialization import segment_timing, snapshot_views
 from .sse import Frame, event_to_frame
 from .store import ChatStore
 from .workspaces import WorkspaceSessions
@@ -218,28 +219,35 @@ class RunSupervisor:
     async def subscribe(self, session_id: str) -> Subscription:
         """The prologue (``snapshot`` + in-flight frames) and a queue for the live tail."""
         for _ in range(3):
-            history = await self.store.session.load(session_id)
+            history = await self.store.session.segments(session_id)
             live = self._live.get(session_id)
             if live is None:
-                return Subscription([self._snapshot(session_id, history, "idle")], None, None)
+                return Subscription([self._snapshot(session_id, history, [], "idle")], None, None)
             if live.finished.is_set():
                 await live.finished.wait()
                 continue
-            prologue = [self._snapshot(session_id, [*history, *live.entries[: live.turn_mark]], "running", live)]
+            prologue = [self._snapshot(session_id, history, live.entries[: live.turn_mark], "running", live)]
             prologue.extend(live.buffer)
             queue: asyncio.Queue[Frame | None] = asyncio.Queue()
             live.subscribers.add(queue)
             return Subscription(prologue, queue, live)
-        history = await self.store.session.load(session_id)
-        return Subscription([self._snapshot(session_id, history, "idle")], None, None)
+        history = await self.store.session.segments(session_id)
+        return Subscription([self._snapshot(session_id, history, [], "idle")], None, None)
 
     def _snapshot(
-        self, session_id: str, entries: list[TranscriptEntry], status: str, live: LiveRun | None = None
+        self,
+        session_id: str,
+        history: list[Segment],
+        pending: list[TranscriptEntry],
+        status: str,
+        live: LiveRun | None = None,
     ) -> Frame:
+        messages, transcript = snapshot_views(history, pending)
         data: dict[str, Any] = {
             "session_id": session_id,
             "status": status,
-            "entries": [entry_to_dict(e) for e in entries],
+            "entries": messages,
+            "transcript": transcript,
         }
         if live is not None:
             data["run_id"] = live.run_id
@@ -250,6 +258,7 @@ class RunSupervisor:
 
     async def _drive(self, live: LiveRun) -> None:
         assert live.handle is not None
+        bind_ui_data(self.store, live.session_id)  # this task's context: the run's tools inherit it
         try:
             await self.store.set_active_run(live.session_id, live.run_id)
             await self.store.record_run(live.run_id, live.session_id, status="running")
@@ -299,7 +308,26 @@ class RunSupervisor:
         await self.store.set_active_run(live.session_id, None)
         await self.store.record_run(live.run_id, live.session_id, status="completed", usage=usage, finished=True)
         await self.store.update(live.session_id)
+        await self._closing_frames(live)
         live.broadcast(Frame("done", {"output": to_json_safe(result.output), "usage": usage, "run_id": live.run_id}))
+
+    async def _closing_frames(self, live: LiveRun) -> None:
+        """``refs`` and ``timing`` of the segment the run just stored, sent just before ``done``, so
+        a live chat can rewind or fork at its new messages and show the answer's duration without
+        a reload. Nothing is sent when the segment cannot be read (the reload names them)."""
+        try:
+            segments = await self.store.session.segments(live.session_id)
+        except Exception:
+            logger.debug("could not read chat %s for its refs", live.session_id, exc_info=True)
+            return
+        segment = next((s for s in reversed(segments) if s.run_id == live.run_id), None)
+        if segment is None:
+            return
+        users = sum(1 for e in segment.entries if isinstance(e, InputEntry) and e.role == "user")
+        live.broadcast(Frame("refs", {"refs": [f"{live.run_id}:{n}" for n in range(users)]}))
+        timing = segment_timing(segment.meta)
+        if timing is not None:
+            live.broadcast(Frame("timing", {"finished_at": timing[1], "duration": round(timing[1] - timing[0], 3)}))
 
     async def _failed(self, live: LiveRun, error: BaseException) -> None:
         if live.shutting_down:
@@ -332,6 +360,7 @@ class RunSupervisor:
         )
         await self.store.update(live.session_id)
         if payload is None:
+            await self._closing_frames(live)
             live.broadcast(
                 Frame("done", {"output": None, "usage": usage.to_dict(), "run_id": live.run_id, "stopped": True})
             )

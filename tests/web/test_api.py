@@ -33,20 +33,20 @@ def test_stream_frames_and_stored_transcript(server: ThreadServer) -> None:
     assert "text_delta" in names and "message_completed" in names
     assert s.text() == "You said: hello there"
     snap = s.of("snapshot")[0]
-    assert snap["status"] == "running" and kinds(snap["entries"]) == ["user"]
+    assert snap["status"] == "running" and kinds(snap["transcript"]) == ["user"]
     sid = s.of("session")[0]["session_id"]
     done = s.of("done")[0]
     assert done["output"] == "You said: hello there" and done["usage"]["input_tokens"] > 0
 
     data = session(server, sid)
-    assert kinds(data["entries"]) == ["user", "assistant_text"]
+    assert kinds(data["transcript"]) == ["user", "assistant_text"]
     assert data["title"] == "hello there" and data["active_run_id"] is None and data["live"] is False
     assert data["runs"][0]["usage"] == done["usage"] and data["runs"][0]["count"] == 2
 
     # a second message continues the same chat with history
     s2 = sse(server.url, "/api/chat/stream", {"message": "again", "session_id": sid})
-    assert kinds(s2.of("snapshot")[0]["entries"]) == ["user", "assistant_text", "user"]
-    assert kinds(session(server, sid)["entries"]) == ["user", "assistant_text"] * 2
+    assert kinds(s2.of("snapshot")[0]["transcript"]) == ["user", "assistant_text", "user"]
+    assert kinds(session(server, sid)["transcript"]) == ["user", "assistant_text"] * 2
 
 
 def test_tool_call_and_result_frames(server: ThreadServer, gate: Gate) -> None:
@@ -57,7 +57,7 @@ def test_tool_call_and_result_frames(server: ThreadServer, gate: Gate) -> None:
     assert result["result"] == {"q": "tool please", "answer": 42} and result["is_error"] is False
     assert s.names().index("tool_call") < s.names().index("tool_result") < s.names().index("done")
     sid = s.of("session")[0]["session_id"]
-    assert kinds(session(server, sid)["entries"]) == ["user", "tool_call", "tool_result", "assistant_text"]
+    assert kinds(session(server, sid)["transcript"]) == ["user", "tool_call", "tool_result", "assistant_text"]
     assert gate.runs == {"lookup": 1}
 
 
@@ -86,10 +86,10 @@ def test_disconnect_is_not_cancel_and_streams_attach(server: ThreadServer, gate:
         snap = s.of("snapshot")[0]
         assert snap["status"] == "running"
         # prologue: completed turns in the snapshot, then the in-flight turn's frames, then the tail
-        assert kinds(snap["entries"]) == ["user", "tool_call", "tool_result"]
+        assert kinds(snap["transcript"]) == ["user", "tool_call", "tool_result"]
         assert s.names()[2] == "turn_started" and s.of("tool_call")[0]["name"] == "slow"
         assert s.names()[-1] == "done" and s.text().startswith("Done:")
-    entries = session(server, sid)["entries"]
+    entries = session(server, sid)["transcript"]
     assert kinds(entries) == ["user", "tool_call", "tool_result", "tool_call", "tool_result", "assistant_text"]
     assert gate.runs == {"lookup": 1, "slow": 1}
 
@@ -116,7 +116,7 @@ def test_message_to_a_live_run_is_injected(server: ThreadServer, gate: Gate) -> 
     t.join(10)
     s = box["s"]
     assert s.of("user_injected")[0]["content"] == "also this"
-    entries = session(server, sid)["entries"]
+    entries = session(server, sid)["transcript"]
     assert [e.get("content") for e in entries if e["type"] == "input"] == ["slow run", "also this"]
 
 
@@ -130,8 +130,8 @@ def test_stop_keeps_completed_turns_and_clears_checkpoint(server: ThreadServer, 
     assert r.json() == {"stopped": True}
     data = session(server, sid)
     # the finished lookup turn is kept; the interrupted slow call (no result) is dropped
-    assert kinds(data["entries"]) == ["user", "tool_call", "tool_result"]
-    assert data["entries"][1]["name"] == "lookup"
+    assert kinds(data["transcript"]) == ["user", "tool_call", "tool_result"]
+    assert data["transcript"][1]["name"] == "lookup"
     assert data["active_run_id"] is None and data["live"] is False and data["runs"][0]["stopped"] is True
     assert inspect_store(db, lambda st: st.checkpointer.load(run_id)) is None
     # the chat goes on from there
@@ -142,7 +142,7 @@ def test_stop_keeps_completed_turns_and_clears_checkpoint(server: ThreadServer, 
 def test_rewind_edit_and_regenerate(server: ThreadServer) -> None:
     sid = sse(server.url, "/api/chat/stream", {"message": "count one"}).of("session")[0]["session_id"]
     sse(server.url, "/api/chat/stream", {"message": "count two", "session_id": sid})
-    assert [e.get("content") for e in session(server, sid)["entries"]] == [
+    assert [e.get("content") for e in session(server, sid)["transcript"]] == [
         "count one",
         "Answer number 1.",
         "count two",
@@ -152,11 +152,11 @@ def test_rewind_edit_and_regenerate(server: ThreadServer) -> None:
     r = httpx.post(f"{server.url}/api/sessions/{sid}/rewind", json={"user_turn": 1})
     assert r.json() == {"removed": 2, "keep_entries": 2}
     sse(server.url, "/api/chat/stream", {"message": "count two", "session_id": sid})
-    assert session(server, sid)["entries"][-1]["content"] == "Answer number 3."
+    assert session(server, sid)["transcript"][-1]["content"] == "Answer number 3."
     # edit the first message: everything from it on is replaced
     httpx.post(f"{server.url}/api/sessions/{sid}/rewind", json={"user_turn": 0})
     sse(server.url, "/api/chat/stream", {"message": "count edited", "session_id": sid})
-    assert [e.get("content") for e in session(server, sid)["entries"]] == ["count edited", "Answer number 4."]
+    assert [e.get("content") for e in session(server, sid)["transcript"]] == ["count edited", "Answer number 4."]
     assert httpx.post(f"{server.url}/api/sessions/{sid}/rewind", json={"user_turn": 5}).status_code == 404
 
 
@@ -257,6 +257,6 @@ def test_approve_endpoint_decides_a_gated_call(server: ThreadServer, gate: Gate)
     r = httpx.post(url, json={"session_id": sid, "call_id": asked["id"], "decision": "deny"})
     assert r.status_code == 200 and r.json() == {"ok": True}
     wait_for(lambda: not session(server, sid)["live"])
-    entries = session(server, sid)["entries"]
+    entries = session(server, sid)["transcript"]
     result = next(e for e in entries if e["type"] == "tool_result")
     assert result["is_error"] and gate.runs.get("remove") is None

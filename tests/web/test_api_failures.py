@@ -24,7 +24,7 @@ def test_a_failed_run_is_stored_with_its_error_and_deleting_the_chat_drops_its_c
         error = stream.of("error")[-1]
         sid = stream.of("session")[0]["session_id"]
         chat = httpx.get(f"{srv.url}/api/sessions/{sid}").json()
-        assert [e["type"] for e in chat["entries"]] == ["input"]
+        assert [e["type"] for e in chat["transcript"]] == ["input"]
         (run,) = chat["runs"]
         assert run["run_id"] == error["run_id"] and run["stopped"] is False
         assert run["error"]["type"] == "ProviderError" and "connection failed" in run["error"]["message"]

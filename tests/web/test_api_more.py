@@ -104,7 +104,15 @@ def test_agents_introspection(server: ThreadServer) -> None:
     listed = httpx.get(f"{server.url}/api/agents").json()
     assert listed["default_agent"] == "scripted"
     assert listed["agents"] == [
-        {"name": "scripted", "model": "scripted:scripted", "tools": ["lookup", "slow", "remove"], "memory": False}
+        {
+            "name": "scripted",
+            "model": "scripted:scripted",
+            "tools": ["lookup", "slow", "remove"],
+            "memory": False,
+            "workspace": False,
+            "instructions": "",
+            "context_window": None,
+        }
     ]
     one = httpx.get(f"{server.url}/api/agents/scripted").json()
     tools = {t["name"]: t for t in one["tool_details"]}
@@ -132,7 +140,7 @@ def test_steering_queue_inject_and_take_back(server: ThreadServer, gate: Gate) -
     gate.release.set()
     t.join(15)
     assert [f["content"] for f in box["s"].of("user_injected")] == ["keep this"]
-    entries = httpx.get(f"{url}/api/sessions/{sid}").json()["entries"]
+    entries = httpx.get(f"{url}/api/sessions/{sid}").json()["transcript"]
     assert [e["content"] for e in entries if e["type"] == "input"] == ["slow run", "keep this"]
     r = httpx.post(f"{url}/api/chat/uninject", json={"session_id": sid, "id": kept})
     assert r.status_code == 404  # the run is over

@@ -286,6 +286,7 @@ def test_page_on_env_configured_openai_endpoint(page: Any, tmp_path: Path) -> No
             openai_text_stream(f"Echo #{len(fake.posts())}: hi from the endpoint")
         )
         env = {"LOVIA_MODEL": "openai:fake-model", "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-test"}
+        env["LOVIA_FOLLOWUPS"] = "0"  # the page asks for suggestions after a run: one more call would skew the count
         with ProcessServer("--db", str(tmp_path / "w.db"), env=env) as srv:
             page.goto(srv.url)
             assert page.get_by_test_id("model").inner_text() == "openai:fake-model"

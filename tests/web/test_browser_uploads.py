@@ -103,4 +103,4 @@ def test_branch_in_new_chat_copies_up_to_that_reply(page: Any, srv: ThreadServer
     assert texts(page, "message-user") == ["first", "another way"]
     sid = original.split("/")[-1]
     kept = httpx.get(f"{srv.url}/api/sessions/{sid}").json()
-    assert [e["content"] for e in kept["entries"] if e["type"] == "input"] == ["first", "second"]
+    assert [e["content"] for e in kept["transcript"] if e["type"] == "input"] == ["first", "second"]

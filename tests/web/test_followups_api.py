@@ -40,7 +40,7 @@ def _chat(url: str, message: str) -> str:
 
 
 def _entries(url: str, sid: str) -> list[dict[str, Any]]:
-    return list(httpx.get(f"{url}/api/sessions/{sid}").json()["entries"])
+    return list(httpx.get(f"{url}/api/sessions/{sid}").json()["transcript"])
 
 
 def test_suggestions_from_the_finished_chat(tmp_path: Path) -> None:

@@ -66,7 +66,7 @@ def test_follow_and_stop_a_run_owned_by_another_replica(tmp_path: Path, schema: 
         wait_for(lambda: "tool_call" in follower.stream.names())
         snap = follower.stream.of("snapshot")[0]
         assert snap["status"] == "running" and snap["run_id"] == run_id
-        assert [e["type"] for e in snap["entries"]] == ["input", "tool_call", "tool_result"]  # quick finished
+        assert [e["type"] for e in snap["transcript"]] == ["input", "tool_call", "tool_result"]  # quick finished
         # the sidebar is the same on every replica, and shows the run in flight
         lists = [httpx.get(f"{s.url}/api/sessions").json() for s in servers]
         ids = [[row["id"] for row in (li["sessions"] if isinstance(li, dict) else li)] for li in lists]
@@ -102,7 +102,9 @@ def test_sigkill_the_owner_mid_tool_and_the_run_completes_through_another(tmp_pa
         assert lines.count("slow:done") == 1 and lines.count("slow:start") == 2
         meta = httpx.get(f"{c.url}/api/sessions/{sid}").json()
         assert meta["active_run_id"] is None
-        assert [e["type"] for e in meta["entries"]][-1] == "assistant_text" or "All done" in str(meta["entries"][-1])
+        assert [e["type"] for e in meta["transcript"]][-1] == "assistant_text" or "All done" in str(
+            meta["transcript"][-1]
+        )
     finally:
         stop_all(servers)
 

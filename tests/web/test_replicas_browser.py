@@ -176,7 +176,7 @@ def test_a_page_on_b_follows_and_stops_a_run_owned_by_a(tmp_path: Path, schema: 
             meta = httpx.get(f"{server.url}/api/sessions/{sid}", timeout=10).json()
             assert meta["active_run_id"] is None and meta["live"] is False
             assert [r["stopped"] for r in meta["runs"]] == [True]
-            texts = [e["content"].strip() for e in meta["entries"] if e["type"] == "assistant_text"]
+            texts = [e["content"].strip() for e in meta["transcript"] if e["type"] == "assistant_text"]
             assert texts == shown  # (the page shows it without the trailing space it may end in)
         assert log_lines(log) == ["quick", "slow:start", "slow:done"]
         # the answer does not go on growing anywhere after the stop
@@ -226,8 +226,8 @@ def test_sigkill_the_owner_and_the_page_on_b_follows_the_run_to_its_end(
             meta = httpx.get(f"{server.url}/api/sessions/{sid}", timeout=10).json()
             assert meta["active_run_id"] is None and meta["live"] is False
             assert [r["stopped"] for r in meta["runs"]] == [False]
-            assert [e["content"] for e in meta["entries"] if e["type"] == "assistant_text"] == [ANSWER]
-            assert [e["type"] for e in meta["entries"]] == [
+            assert [e["content"] for e in meta["transcript"] if e["type"] == "assistant_text"] == [ANSWER]
+            assert [e["type"] for e in meta["transcript"]] == [
                 "input",
                 "tool_call",
                 "tool_result",

@@ -54,17 +54,24 @@ def test_interrupted_run_resumes_after_restart(tmp_path: Path, how: str) -> None
     with ProcessServer(*args, env=env, port=first.port) as second:
         meta = httpx.get(f"{second.url}/api/sessions/{sid}").json()
         assert meta["active_run_id"] == run_id and meta["live"] is False
-        assert kinds(meta["entries"]) == []  # the interrupted run lives in its checkpoint only
+        assert kinds(meta["transcript"]) == []  # the interrupted run lives in its checkpoint only
         r = sse(second.url, f"/api/chat/reconnect?session_id={sid}")
         snap = r.of("snapshot")[0]
         assert snap["resumed"] is True and snap["run_id"] == run_id
-        assert kinds(snap["entries"]) == ["user", "tool_call", "tool_result", "tool_call"]
+        assert kinds(snap["transcript"]) == ["user", "tool_call", "tool_result", "tool_call"]
         assert r.names()[-1] == "done" and r.of("done")[0]["output"] == "All done: quick and slow both finished."
         after = httpx.get(f"{second.url}/api/sessions/{sid}").json()
 
-    assert kinds(after["entries"]) == ["user", "tool_call", "tool_result", "tool_call", "tool_result", "assistant_text"]
-    assert [e["content"] for e in after["entries"] if e["type"] == "input"] == ["make the report"]
-    assert [e["call_id"] for e in after["entries"] if e["type"] == "tool_result"] == ["call_quick", "call_slow"]
+    assert kinds(after["transcript"]) == [
+        "user",
+        "tool_call",
+        "tool_result",
+        "tool_call",
+        "tool_result",
+        "assistant_text",
+    ]
+    assert [e["content"] for e in after["transcript"] if e["type"] == "input"] == ["make the report"]
+    assert [e["call_id"] for e in after["transcript"] if e["type"] == "tool_result"] == ["call_quick", "call_slow"]
     assert after["active_run_id"] is None
     # the completed quick result was not re-run; the interrupted slow call ran again, once
     assert log_lines(log) == ["quick", "slow:start", "slow:start", "slow:done"]

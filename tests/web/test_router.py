@@ -50,7 +50,7 @@ def test_chat_and_sessions_under_a_prefix(mounted: tuple[ThreadServer, RouterDep
         listed = http.get("/api/sessions").json()["sessions"]
         assert [s["id"] for s in listed] == [sid]
         detail = http.get(f"/api/sessions/{sid}").json()
-        assert [e["type"] for e in detail["entries"]] == ["input", "tool_call", "tool_result", "assistant_text"]
+        assert [e["type"] for e in detail["transcript"]] == ["input", "tool_call", "tool_result", "assistant_text"]
         assert http.patch(f"/api/sessions/{sid}", json={"title": "renamed"}).json()["title"] == "renamed"
         blocking = http.post("/api/chat", json={"message": "hello there", "session_id": sid})
         assert blocking.status_code == 200 and blocking.json()["output"] == "You said: hello there"

@@ -38,12 +38,12 @@ def _chat(base: str, message: str = "hello") -> str:
 
 
 def _answers(base: str, sid: str) -> list[str]:
-    entries = httpx.get(f"{base}/api/sessions/{sid}").json()["entries"]
+    entries = httpx.get(f"{base}/api/sessions/{sid}").json()["transcript"]
     return [json.dumps(e) for e in entries if e.get("role") == "assistant" or e.get("kind") == "assistant_text"]
 
 
 def _inputs(base: str, sid: str) -> list[str]:
-    entries = httpx.get(f"{base}/api/sessions/{sid}").json()["entries"]
+    entries = httpx.get(f"{base}/api/sessions/{sid}").json()["transcript"]
     return [str(e.get("content")) for e in entries if e.get("role") == "user"]
 
 

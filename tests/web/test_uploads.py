@@ -173,7 +173,7 @@ def test_uploads_survive_a_restart_and_go_with_the_chat(tmp_path: Path) -> None:
 
 def _messages(base: str, sid: str) -> list[str]:
     detail = httpx.get(f"{base}/api/sessions/{sid}").json()
-    return [e.get("content") if isinstance(e.get("content"), str) else "" for e in detail["entries"]]
+    return [e.get("content") if isinstance(e.get("content"), str) else "" for e in detail["transcript"]]
 
 
 def test_fork_copies_history_and_leaves_the_original_untouched(srv: ThreadServer) -> None:
@@ -185,16 +185,16 @@ def test_fork_copies_history_and_leaves_the_original_untouched(srv: ThreadServer
     assert r.status_code == 200, r.text
     branch = r.json()["session_id"]
     copied = httpx.get(f"{srv.url}/api/sessions/{branch}").json()
-    assert len(copied["entries"]) == 4 and copied["entries"] == before["entries"][:4]
+    assert len(copied["transcript"]) == 4 and copied["transcript"] == before["transcript"][:4]
     assert copied["origin"] == {"kind": "fork", "session_id": sid, "user_turn": 2, "title": "files", "exists": True}
     sse(srv.url, "/api/chat/stream", {"session_id": branch, "message": "elsewhere"})
     after = httpx.get(f"{srv.url}/api/sessions/{sid}").json()
-    assert after["entries"] == before["entries"] and after["runs"] == before["runs"]
+    assert after["transcript"] == before["transcript"] and after["runs"] == before["runs"]
     whole = httpx.post(f"{srv.url}/api/sessions/{sid}/fork").json()["session_id"]
-    assert httpx.get(f"{srv.url}/api/sessions/{whole}").json()["entries"] == before["entries"]
+    assert httpx.get(f"{srv.url}/api/sessions/{whole}").json()["transcript"] == before["transcript"]
     assert httpx.delete(f"{srv.url}/api/sessions/{sid}").status_code == 200
     assert httpx.get(f"{srv.url}/api/sessions/{branch}").json()["origin"]["exists"] is False
-    assert len(httpx.get(f"{srv.url}/api/sessions/{branch}").json()["entries"]) == 6
+    assert len(httpx.get(f"{srv.url}/api/sessions/{branch}").json()["transcript"]) == 6
 
 
 def test_fork_errors(srv: ThreadServer) -> None:

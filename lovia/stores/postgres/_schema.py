@@ -199,6 +199,20 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
                 )""",
             ),
         ),
+        # Bulk UI data (lovia.web.components.put_ui_data): JSON bytes per chat, deleted with it.
+        Migration(
+            2,
+            "create_web_ui_data",
+            (
+                """CREATE TABLE IF NOT EXISTS {web_ui_data} (
+                    session_id TEXT NOT NULL,
+                    ref TEXT NOT NULL,
+                    payload BYTEA NOT NULL,
+                    created_at DOUBLE PRECISION NOT NULL,
+                    PRIMARY KEY (session_id, ref)
+                )""",
+            ),
+        ),
     ),
 }
 
@@ -213,6 +227,7 @@ _TABLES = (
     "web_runs",
     "web_frames",
     "web_commands",
+    "web_ui_data",
 )
 
 

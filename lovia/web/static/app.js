@@ -3,10 +3,12 @@
 import { AuthError, api, authHeaders, captureToken, check, setToken, streamFrames, url } from "./api.js";
 import { FRAMES } from "./frames.js";
 import { Transcript } from "./render.js";
+import "./pages.js";
 import { initUploads } from "./uploads.js";
 import { clearQuestion, loadTodos, showQuestion, showTodos } from "./agentviews.js";
 import { CONFIG, LANG, applyI18n, chosenLang, languageName, languages, setLang, t } from "./i18n.js";
 import * as ext from "./extensions.js";
+import { initPanels } from "./panels.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -39,6 +41,8 @@ const transcript = new Transcript($("messages"), {
   },
 });
 
+transcript.hooks.viewContext = () => ({ sessionId: state.sessionId, send: (text) => send(text).catch(fail) });
+
 let creatingSession = null; // the POST /api/sessions in flight, if any
 const uploads = initUploads(transcript, {
   sessionId: () => state.sessionId,
@@ -63,6 +67,7 @@ const uploads = initUploads(transcript, {
   busy: () => busy(),
   fail: (error) => fail(error),
 });
+const panels = initPanels({ sessionId: () => state.sessionId, send: (text) => send(text).catch(fail) });
 
 // ------------------------------------------------------------------ helpers
 
@@ -154,6 +159,7 @@ async function loadInfo() {
   transcript.canRewind = Boolean(state.info.features.rewind);
   showNotice();
   $("composer").disabled = !composerEnabled();
+  panels.setInfo(state.info);
 }
 
 // ------------------------------------------------------------------ sidebar
@@ -316,9 +322,10 @@ async function openSession(id) {
   setSession(id);
   history.replaceState(null, "", `${window.location.pathname}${window.location.search}#/chat/${encodeURIComponent(id)}`);
   $("app").classList.remove("sidebar-open");
+  transcript.liveCalls.clear(); // a reopened chat's pages wait for a click on Run
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
   if (generation !== state.generation) return;
-  transcript.render(data.entries, data.runs, false);
+  transcript.render(data.transcript, data.runs, false);
   loadTodos(api, id).catch(fail);
   setPhase("idle");
   refreshSessions().catch(fail);
@@ -338,7 +345,7 @@ const HANDLERS = {
     if (stopNow) sendCancel().catch(fail);
   },
   snapshot: (data) => {
-    transcript.render(data.entries, [], data.status === "running");
+    transcript.render(data.transcript, [], data.status === "running");
     if (data.status === "running" && state.phase !== "stopping") setPhase("streaming");
     else if (data.status !== "running") setPhase("idle");
   },
@@ -372,6 +379,8 @@ const HANDLERS = {
     if (data.scope !== "tool") state.streamError = data;
     transcript.error(data);
   },
+  refs: () => {}, // the reload after the run reads the refs from the chat's detail
+  timing: () => {},
   done: (data) => transcript.done(data),
 };
 
@@ -423,12 +432,13 @@ async function runStream(path, body) {
   const shown = state.streamError;
   if (state.sessionId) {
     const data = await api("GET", `/api/sessions/${encodeURIComponent(state.sessionId)}`).catch(fail);
-    if (data && generation === state.generation) transcript.render(data.entries, data.runs, false);
+    if (data && generation === state.generation) transcript.render(data.transcript, data.runs, false);
   }
   if (generation !== state.generation) return;
   if (shown && !transcript.hasErrorFor(shown.run_id)) transcript.error(shown);
   setPhase("idle");
   refreshSessions().catch(fail);
+  panels.runFinished(state.sessionId, !shown);
 }
 
 // `fromComposer`: the composer's own text (cleared, with its attachments); otherwise a script's

@@ -1,6 +1,7 @@
 // Rich tool views: a tool's `lovia_ui` envelope drawn as a chart or a table, and the images a
 // tool returned. Every string from the model or a tool is written with textContent, never as HTML.
 
+import { api } from "./api.js";
 import { t } from "./i18n.js";
 
 const ENVELOPE_KEY = "lovia_ui";
@@ -235,8 +236,38 @@ function failed(view, message) {
   view.replaceChildren(el("div", "view-note error", t("render.failed", { message })));
 }
 
+// Bulk data: an envelope with `data` (a put_ui_data ref) is drawn from the full props stored with
+// the chat. One fetch per ref per page load (views are drawn again when a run ends). When the
+// data is gone the card says so and draws the preview, if there is one.
+const fullData = new Map();
+function withData(view, envelope, preview, sessionId) {
+  if (typeof envelope.data !== "string" || !envelope.data || !sessionId) return Promise.resolve(preview);
+  const key = `${sessionId}/${envelope.data}`;
+  if (!fullData.has(key)) {
+    const path = `/api/sessions/${encodeURIComponent(sessionId)}/ui-data/${encodeURIComponent(envelope.data)}`;
+    fullData.set(key, api("GET", path).catch((err) => { fullData.delete(key); throw err; }));
+  }
+  return fullData.get(key).catch((err) => {
+    const gone = err && err.status === 404;
+    const note = el("div", "view-note", gone ? t("render.dataGone") : t("render.dataFailed", { message: err.message || err }));
+    note.dataset.testid = "ui-data-missing";
+    view.append(note);
+    return preview === null || preview === undefined ? undefined : preview;
+  });
+}
+
+// A send(text) that works only during a real click or key press (user activation), else false.
+function gatedSend(send) {
+  return (text) => {
+    if (typeof send !== "function" || !(navigator.userActivation && navigator.userActivation.isActive)) return false;
+    send(String(text));
+    return true;
+  };
+}
+
 // Draw the rich view of a finished tool call below its card (`node`); returns nothing.
-export function renderToolView(node, frame) {
+// `ctx` (from the transcript): sessionId, live, send — handed on to the renderer.
+export function renderToolView(node, frame, ctx = {}) {
   const id = node.dataset.callId;
   node.parentNode?.querySelectorAll(".tool-view").forEach((v) => { if (v.dataset.viewFor === id) v.remove(); });
   if (frame.is_error) return;
@@ -255,7 +286,8 @@ export function renderToolView(node, frame) {
     return;
   }
   const props = envelopeProps(envelope, node.dataset.args);
-  Promise.resolve()
-    .then(() => renderer.render(view, props, { callId: id }))
+  const context = { ...ctx, callId: id, live: Boolean(ctx.live), send: gatedSend(ctx.send) };
+  withData(view, envelope, props, ctx.sessionId)
+    .then((full) => (full === undefined && envelope.data ? undefined : renderer.render(view, full, context)))
     .catch((err) => failed(view, err && err.message ? err.message : String(err)));
 }

@@ -17,5 +17,7 @@ export const FRAMES = [
   "context_compacted",
   "retrying",
   "error",
+  "refs",
+  "timing",
   "done",
 ];

@@ -117,7 +117,9 @@ export class Transcript {
     this.onEdit = onEdit;
     this.onRegenerate = onRegenerate;
     this.canRewind = false;
-    this.hooks = {}; // optional page extensions: userContent(msgEl, content), controls(root)
+    this.hooks = {}; // optional page extensions: userContent(msgEl, content), controls(root), viewContext()
+    this.liveCalls = new Set(); // tool calls whose result arrived live in this page: their views run at once
+    this.replaying = false;
     this.follow = true; // the reader is at the bottom: keep them there as the answer grows
     this.lastTop = 0; // scrollTop at the last scroll event, to tell "scrolled up" from "content grew"
     this.jump = jump || null;
@@ -176,8 +178,11 @@ export class Transcript {
     const follow = this.follow;
     this.reset();
     const ends = new Map((runs || []).map((r) => [r.start + r.count, r]));
+    // Refs as the server names them (lovia.web.serialization.user_turn_refs): "<run_id>:<n>",
+    // the n-th user message of that run.
     const runOf = (index) => (runs || []).find((r) => index >= r.start && index < r.start + r.count);
     const usersIn = new Map();
+    this.replaying = true;
     entries.forEach((entry, index) => {
       if (entry.type === "input" && entry.role === "user") {
         const run = runOf(index);
@@ -189,6 +194,7 @@ export class Transcript {
       const run = ends.get(index + 1);
       if (run) this.endRun(run);
     });
+    this.replaying = false;
     if (!running) this.root.querySelectorAll(".tool.pending").forEach((t) => this.setToolState(t, "dropped"));
     if (!entries.length) this.root.append(welcome());
     this.setControls(running);
@@ -470,7 +476,8 @@ export class Transcript {
     node.append(el("pre", "tool-output", `${t("tool.result")} ${shown}`));
     node._result = frame;
     this.setToolState(node, frame.is_error ? "failed" : "done");
-    renderToolView(node, frame);
+    if (!this.replaying) this.liveCalls.add(frame.id);
+    renderToolView(node, frame, { ...this.hooks.viewContext?.(), live: this.liveCalls.has(frame.id) });
   }
 
   approval(frame, decide) {

@@ -1,0 +1,130 @@
+// The page's side views over the server's own APIs: the Files panel (panels-files.js), the
+// Memory dialog (panels-memory.js), follow-up suggestion chips under the last answer, and a
+// refresh of the todo list after each run. app.js creates it once and tells it two things:
+// the server's /api/info (`setInfo`) and that a run ended (`runFinished`).
+
+import { api } from "./api.js";
+import { loadTodos } from "./agentviews.js";
+import { createFilesPanel } from "./panels-files.js";
+import { createMemoryDialog } from "./panels-memory.js";
+import { button, el, t } from "./panels-strings.js";
+
+/**
+ * `page.sessionId()` is the open chat (or null), `page.send(text)` sends a message as the user.
+ * Returns `{ setInfo(info), runFinished(sessionId, ok) }`.
+ */
+export function initPanels(page) {
+  const topbar = document.querySelector(".topbar");
+  const tools = el("span", "panel-buttons");
+  const filesToggle = button("", t("files.toggle"), "files-toggle");
+  filesToggle.title = t("files.toggleTitle");
+  filesToggle.setAttribute("aria-controls", "files-panel");
+  filesToggle.setAttribute("aria-pressed", "false");
+  filesToggle.hidden = true;
+  const memoryOpen = button("", t("memory.open"), "memory-open");
+  memoryOpen.title = t("memory.openTitle");
+  memoryOpen.hidden = true;
+  tools.append(memoryOpen, filesToggle);
+  topbar.append(tools);
+
+  let agentName = null;
+  const files = createFilesPanel(page);
+  document.getElementById("app").append(files.element);
+  const memory = createMemoryDialog(() => agentName);
+
+  function setFilesOpen(open) {
+    filesToggle.setAttribute("aria-pressed", String(open));
+    document.getElementById("app").classList.toggle("files-open", open);
+    if (open) files.open().catch(() => {});
+    else files.close();
+  }
+  filesToggle.onclick = () => setFilesOpen(!files.isOpen());
+  files.onClose(() => setFilesOpen(false));
+  memoryOpen.onclick = () => memory.open();
+
+  const followups = initFollowups(page);
+
+  return {
+    setInfo(info) {
+      agentName = info.default_agent;
+      const agent = info.agents.find((a) => a.name === agentName) || {};
+      memoryOpen.hidden = !agent.memory;
+      // The agent's own flag when the server sends one; else ask the workspace route itself,
+      // which answers 404 for an agent without a local folder.
+      const maybe = "workspace" in agent ? agent.workspace : Boolean(info.features?.workspace);
+      if (!maybe) return;
+      api("GET", `/api/workspace?agent=${encodeURIComponent(agentName)}`)
+        .then(() => {
+          filesToggle.hidden = false;
+        })
+        .catch(() => {});
+    },
+    runFinished(sessionId, ok) {
+      if (!sessionId) return;
+      loadTodos(api, sessionId).catch(() => {});
+      files.refresh();
+      if (ok) followups.ask(sessionId);
+    },
+  };
+}
+
+// ------------------------------------------------------------------ follow-up suggestions
+
+// The chips sit under the last answer until the user types, sends, or the transcript is redrawn
+// (which drops them with everything else in #messages). A failed or empty request shows nothing.
+function initFollowups(page) {
+  const messages = document.getElementById("messages");
+  const composer = document.getElementById("composer");
+  let asked = 0; // the newest request; an older answer arriving late is dropped
+
+  const idle = () => (document.body.dataset.phase || "idle") === "idle";
+
+  function clear() {
+    asked += 1;
+    messages.dataset.followups = "none";
+    for (const n of messages.querySelectorAll(".followups")) n.remove();
+  }
+
+  composer.addEventListener("input", clear);
+  new MutationObserver(() => {
+    if (!idle()) clear();
+  }).observe(document.body, { attributes: true, attributeFilter: ["data-phase"] });
+
+  function show(items) {
+    const row = el("div", "followups");
+    row.dataset.testid = "followups";
+    row.setAttribute("role", "group");
+    row.setAttribute("aria-label", t("followups.label"));
+    for (const text of items) {
+      const chip = button("followup", text, "followup");
+      chip.onclick = () => {
+        clear();
+        page.send(text);
+      };
+      row.append(chip);
+    }
+    messages.append(row);
+    row.scrollIntoView({ block: "nearest" });
+  }
+
+  return {
+    // `data-followups` on #messages says how the last ask ended: "asking", "shown" or "none".
+    async ask(sessionId) {
+      clear();
+      const mine = asked;
+      messages.dataset.followups = "asking";
+      let items = [];
+      try {
+        const data = await api("POST", `/api/sessions/${encodeURIComponent(sessionId)}/followups`);
+        items = Array.isArray(data?.followups) ? data.followups.filter((s) => typeof s === "string" && s.trim()) : [];
+      } catch (_error) {
+        items = []; // suggestions are never load-bearing: a failed ask shows nothing
+      }
+      if (mine !== asked) return; // the user moved on, or a newer ask is under way
+      const last = messages.lastElementChild;
+      const fits = idle() && !composer.value.trim() && page.sessionId() === sessionId && last?.matches(".msg.assistant");
+      if (items.length && fits) show(items);
+      messages.dataset.followups = items.length && fits ? "shown" : "none";
+    },
+  };
+}

@@ -307,8 +307,10 @@ def build_ui_router(ui: ChatUI, *, title: str) -> Any:
             empty_examples=list(ui.empty_examples),
             config_json=_script_json(config),
             csp_nonce=nonce,
+            csp=csp,
         )
-        headers = {"Cache-Control": "no-store", "Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff"}
+        # The policy rides in a <meta> tag, first in <head>, as the page always sent it.
+        headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
         return HTMLResponse(html, headers=headers)
 
     @router.get(ASSETS_PATH + "/{path:path}", name="ui-assets", include_in_schema=False)

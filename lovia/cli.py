@@ -501,7 +501,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lovia`` console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:2] == ["web", "init-ui"]:  # its own small command: a positional DIR, none of web's flags
+        from .web.scaffold import main as init_ui
+
+        return init_ui(words[2:], prog="lovia web init-ui")
+    args = build_parser().parse_args(words)
     try:
         return _dispatch(args)
     except LoviaError as exc:

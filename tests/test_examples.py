@@ -235,3 +235,19 @@ def test_web_api_router_example():
     assert "chats: ['hi']" in out
     assert "unknown chat: 404 session_not_found" in out and "no token: 401 server_token" in out
     assert "host route: {'app': 'mine'}" in out
+
+
+def test_web_branding_example():
+    pytest.importorskip("fastapi")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "web_branding.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    lines = proc.stdout.splitlines()
+    assert lines[:4] == ["logo: True", "theme: True", "own nav link: True", "script listed: True"]
+    assert "GET /ui/acme.js: 200" in lines
+    assert "GET /ui/index.html: 404 (templates stay private)" in lines
+    assert "GET /ui/../web_branding.py: 404" in lines

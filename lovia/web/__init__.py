@@ -18,6 +18,7 @@ from .scheduling import Scheduling
 from .store import ChatMeta, ChatStore
 from .supervisor import RunSupervisor
 from .tables import show_table
+from .ui import SURFACE_NOTE, ChatUI
 
 if TYPE_CHECKING:
     from fastapi import APIRouter, FastAPI
@@ -27,12 +28,14 @@ if TYPE_CHECKING:
 __all__ = [
     "ChatMeta",
     "ChatStore",
+    "ChatUI",
     "FollowupFn",
     "FollowupRequest",
     "RouterDeps",
     "RunDepsFn",
     "RunSupervisor",
     "RunTrigger",
+    "SURFACE_NOTE",
     "Scheduling",
     "build_api_router",
     "create_app",

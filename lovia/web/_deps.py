@@ -11,7 +11,7 @@ __all__ = ["require_web"]
 
 def require_web() -> None:
     """Raise a helpful ``UserError`` when FastAPI or uvicorn is missing."""
-    missing = [name for name in ("fastapi", "uvicorn") if importlib.util.find_spec(name) is None]
+    missing = [name for name in ("fastapi", "uvicorn", "jinja2") if importlib.util.find_spec(name) is None]
     if missing:
         raise UserError(
             f"the web app needs {' and '.join(missing)}, which is not installed",

@@ -7,7 +7,6 @@ from ._deps import require_web
 require_web()
 
 import contextlib  # noqa: E402
-import importlib  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence  # noqa: E402
@@ -17,7 +16,7 @@ from typing import Any  # noqa: E402
 from fastapi import Depends, FastAPI, Request  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.middleware.cors import CORSMiddleware  # noqa: E402
-from fastapi.responses import FileResponse, JSONResponse  # noqa: E402
+from fastapi.responses import JSONResponse  # noqa: E402
 from fastapi.staticfiles import StaticFiles  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 
@@ -51,6 +50,7 @@ from .scheduler import Clock  # noqa: E402
 from .serving import log_run_failures, normalize_root_path, server_class  # noqa: E402
 from .state import WebState  # noqa: E402
 from .store import ChatStore  # noqa: E402
+from .ui import ChatUI, build_ui_router  # noqa: E402
 
 __all__ = ["DEFAULT_DB", "WebState", "create_app", "serve"]
 
@@ -81,7 +81,7 @@ def create_app(
     question_timeout: float | None = 600.0,
     scheduler_poll: float = 1.0,
     wire_subagents: bool = True,
-    ui: bool | Any = True,
+    ui: bool | ChatUI = True,
     cors_origins: Sequence[str] | None = None,
     token: str | None = None,
     auth: Callable[..., Any] | None = None,
@@ -130,8 +130,7 @@ def create_app(
         wire_subagents: run the children of the agents' default-mode ``Subagents`` plugins as
             chats of their own, linked to the parent chat (see :mod:`lovia.web.subagents`);
             ``False`` leaves them inside the parent run.
-        ui: serve the page at ``/``; ``False``: the API only. A ``ChatUI`` (``lovia.web.ui``)
-            customizes the page when that module is installed.
+        ui: serve the page at ``/`` (``False``: API only; a :class:`~lovia.web.ui.ChatUI` customizes it).
         cors_origins: browser origins allowed to call the API from another site (CORS without
             credentials); the cross-origin guard lets exactly these through. ``None``: no CORS.
         token: every business API route requires ``Authorization: Bearer <token>`` (otherwise
@@ -238,7 +237,8 @@ def create_app(
         return {"status": "ok"}
 
     app.include_router(build_api_router(deps), dependencies=guard)
-    _mount_page(app, ui, title)
+    if ui:
+        _mount_ui(app, ui if isinstance(ui, ChatUI) else ChatUI(), title)
     return app
 
 
@@ -255,23 +255,6 @@ def _open_store(db_file: str | None, session: Session | None) -> ChatStore:
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return ChatStore(session=session, checkpointer=SQLiteCheckpointer(path, wal=True), meta_path=path)
-
-
-def _mount_page(app: FastAPI, ui: bool | Any, title: str) -> None:
-    """The page: the bundled one, or a ``ChatUI``'s when :mod:`lovia.web.ui` provides the router."""
-    if ui is None or ui is False:
-        return
-    if ui is not True:
-        try:  # imported by name: the module is optional
-            module: Any = importlib.import_module(".ui", __package__)
-        except ImportError:
-            module = None
-        build_ui_router = getattr(module, "build_ui_router", None)
-        if build_ui_router is not None:
-            app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-            app.include_router(build_ui_router(ui, title=title))
-            return
-    _mount_ui(app)
 
 
 def serve(
@@ -463,9 +446,6 @@ def _mount_docs(app: FastAPI, guard: list[Any]) -> None:
         return get_swagger_ui_html(openapi_url=f"{root}/api/openapi.json", title=f"{app.title} API")
 
 
-def _mount_ui(app: FastAPI) -> None:
+def _mount_ui(app: FastAPI, ui: ChatUI, title: str) -> None:
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-
-    @app.get("/", include_in_schema=False)
-    async def index() -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-store"})
+    app.include_router(build_ui_router(ui, title=title))

@@ -48,7 +48,10 @@ def add_db_argument(parser: argparse.ArgumentParser) -> None:
 def add_web_parser(sub: Any) -> argparse.ArgumentParser:
     """Register the ``web`` subcommand on an ``add_subparsers()`` object."""
     web: argparse.ArgumentParser = sub.add_parser(
-        "web", help="serve the chat web app", description="Serve the chat web app (needs lovia[web])."
+        "web",
+        help="serve the chat web app",
+        description="Serve the chat web app (needs lovia[web]).",
+        epilog="`lovia web init-ui DIR` starts a folder for ChatUI(assets=DIR): a template, a theme, a script.",
     )
     web.add_argument(
         "--host", default=os.environ.get("LOVIA_HOST", "127.0.0.1"), help="bind address (default %(default)s)"
@@ -235,10 +238,15 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m lovia.web [flags]``: the same as ``lovia web [flags]``."""
+    """``python -m lovia.web [flags]``: the same as ``lovia web [flags]`` (and ``init-ui DIR``)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["init-ui"]:
+        from .scaffold import main as init_ui
+
+        return init_ui(words[1:], prog="lovia web init-ui")
     parser = argparse.ArgumentParser(prog="lovia", description="lovia: an agent runtime whose spine is durable state.")
     add_web_parser(parser.add_subparsers(dest="command", required=True, metavar="{web}"))
-    args = parser.parse_args(["web", *(sys.argv[1:] if argv is None else argv)])
+    args = parser.parse_args(["web", *words])
     try:
         return run_web(args)
     except LoviaError as exc:

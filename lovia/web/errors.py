@@ -56,6 +56,7 @@ ErrorCode = Literal[
     "model_exists",
     "model_in_use",
     "local_origin_required",
+    "process_not_found",
     "turn_not_found",
     "approval_not_found",
     "question_not_found",

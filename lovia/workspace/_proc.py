@@ -21,6 +21,8 @@ _MINIMAL_ENV_WINDOWS = (
     "HOMEDRIVE", "HOMEPATH", "APPDATA", "LOCALAPPDATA", "PROGRAMDATA", "PROGRAMFILES", "PROGRAMFILES(X86)",
 )  # fmt: skip
 LINGER_SECONDS = 2.0
+PEEK_TAIL_BYTES = 64 * 1024
+"""How much recent output a background process keeps for passive viewers (never consumed by a read)."""
 
 
 def find_venv(root: Path) -> Path | None:
@@ -203,6 +205,8 @@ class BackgroundProcess:
     cap: int
     buffer: bytearray = field(default_factory=bytearray)
     dropped: int = 0
+    recent: bytearray = field(default_factory=bytearray)
+    total: int = 0
     killed: bool = False
     exit_seen: bool = False
     reader: asyncio.Task[None] | None = None
@@ -218,6 +222,10 @@ class BackgroundProcess:
             chunk = await stream.read(65536)
             if not chunk:
                 return
+            self.total += len(chunk)
+            self.recent += chunk
+            if len(self.recent) > PEEK_TAIL_BYTES:
+                del self.recent[: len(self.recent) - PEEK_TAIL_BYTES]
             self.buffer += chunk
             if len(self.buffer) > self.cap:
                 over = len(self.buffer) - self.cap
@@ -246,6 +254,27 @@ class BackgroundProcess:
             status=status,
             exit_code=self.proc.returncode if status != "running" else None,
             output=text,
+            truncated=truncated,
+        )
+
+    def peek(self) -> ProcessOutput:
+        """The last :data:`PEEK_TAIL_BYTES` of output and the status, consuming nothing.
+
+        ``truncated`` says older output exists that the tail no longer holds.
+        """
+        status = self.status
+        data = bytes(self.recent)
+        truncated = self.total > len(data)
+        if truncated:  # the cut may have split a UTF-8 sequence: start at the next whole character
+            skip = 0
+            while skip < min(len(data), 3) and data[skip] & 0xC0 == 0x80:
+                skip += 1
+            data = data[skip:]
+        return ProcessOutput(
+            process_id=self.process_id,
+            status=status,
+            exit_code=self.proc.returncode if status != "running" else None,
+            output=data.decode("utf-8", errors="replace"),
             truncated=truncated,
         )
 

@@ -551,6 +551,26 @@ class LocalWorkspaceSession:
         await bg.kill()
         return bg.drain()
 
+    async def stop_process(self, process_id: str) -> ProcessStatus:
+        """Kill a background process's whole group without consuming its output.
+
+        For a viewer (the web page's Kill button): what the process printed, and its end, stay
+        unread for the model's next ``read_process_output``, and the status reminder announces it.
+        """
+        bg = self._proc(process_id)
+        await bg.kill()
+        return bg.snapshot()
+
+    async def peek_process_output(self, process_id: str) -> ProcessOutput:
+        """The recent output tail (the last 64 KiB) and status of a background process, consuming nothing.
+
+        Unlike :meth:`read_process_output` this never takes output from the model: the tail is
+        kept beside the model's unread buffer and ``truncated`` means older output fell off it.
+        """
+        bg = self._proc(process_id)
+        await bg.settle()
+        return bg.peek()
+
     def background_processes(self) -> list[ProcessStatus]:
         """A passive status list (reading it consumes nothing)."""
         return [bg.snapshot() for bg in self._procs.values()]

@@ -495,7 +495,13 @@ def test_ui_false_serves_the_api_only(tmp_path: Path) -> None:
 
 
 def test_accepted_options_land_on_router_deps(tmp_path: Path) -> None:
-    runtime = object()
+    class Runtime:  # the part of ConfigRuntime create_app uses: it is bound to the app's deps
+        bound: Any = None
+
+        def bind(self, deps: Any) -> None:
+            self.bound = deps
+
+    runtime = Runtime()
     app = create_app(
         scripted_agent(name="bot"),
         db_path=tmp_path / "a.db",
@@ -504,7 +510,8 @@ def test_accepted_options_land_on_router_deps(tmp_path: Path) -> None:
         approval_timeout=5.0,
     )
     deps = app.state.deps
-    assert deps.config_runtime is runtime and deps.wire_subagents is False and deps.approval_timeout == 5.0
+    assert deps.config_runtime is runtime and runtime.bound is deps
+    assert deps.wire_subagents is False and deps.approval_timeout == 5.0
     assert (
         deps.default_agent == "bot"
         and deps.pick(None) is deps.agents["bot"]

@@ -115,7 +115,8 @@ def test_due_slot_runs_in_its_chat_and_history_lists_it(api: ThreadServer, clock
     row = httpx.post(base, json={"input": "count me", "trigger_kind": "every", "trigger_expr": "60", "session_id": sid})
     sched = row.json()
     clock.advance(61)
-    runs = wait_for(lambda: httpx.get(f"{base}/{sched['id']}/runs").json())
+    # A claim is listed as soon as it is made; its run id and chat follow once the run started.
+    runs = wait_for(lambda: [r for r in httpx.get(f"{base}/{sched['id']}/runs").json() if r["run_id"]])
     assert runs[0]["session_id"] == sid and runs[0]["run_id"] and runs[0]["error"] is None
     wait_for(
         lambda: "count me" in _inputs(api.url, sid) and not httpx.get(f"{api.url}/api/sessions/{sid}").json()["live"]

@@ -22,6 +22,7 @@ from ..errors import ApiRoute  # noqa: E402
 from ..routes_agentviews import agentviews_router  # noqa: E402
 from ..routes_chat import chat_router  # noqa: E402
 from ..routes_info import info_router  # noqa: E402
+from ..routes_processes import processes_router  # noqa: E402
 from ..routes_schedules import schedules_router  # noqa: E402
 from ..routes_sessions import sessions_router  # noqa: E402
 from ..routes_uploads import uploads_router  # noqa: E402
@@ -51,6 +52,7 @@ def build_api_router(deps: RouterDeps) -> APIRouter:
         uploads_router(deps),
         agentviews_router(deps),
         workspace_router(deps),
+        processes_router(deps),
         build_followups_router(deps),
         build_memory_router(deps),
     ):

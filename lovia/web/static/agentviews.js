@@ -1,6 +1,8 @@
 // The agent's own views in the page. First: ask_human questions, shown as a prompt in the chat;
 // the answer goes to POST /api/chat/answer and the run carries on from the tool call.
 
+import { t } from "./i18n.js";
+
 function node(tag, cls, text) {
   const n = document.createElement(tag);
   if (cls) n.className = cls;
@@ -47,10 +49,10 @@ export function showQuestion(transcript, data, send) {
   }
   const input = node("textarea", "question-input");
   input.rows = 1;
-  input.placeholder = data.options?.length ? "Or type your own answer" : "Your answer";
+  input.placeholder = data.options?.length ? t("question.ownAnswer") : t("question.placeholder");
   input.dataset.testid = "question-input";
-  input.setAttribute("aria-label", "Answer");
-  const go = node("button", "primary", "Answer");
+  input.setAttribute("aria-label", t("question.label"));
+  const go = node("button", "primary", t("question.submit"));
   go.type = "submit";
   go.dataset.testid = "question-submit";
   box.append(input, go);
@@ -80,7 +82,8 @@ function todoPanel() {
     panel = node("aside", "todo-panel");
     panel.id = "todo-panel";
     panel.dataset.testid = "todo-panel";
-    panel.setAttribute("aria-label", "Todo list");
+    panel.dataset.part = "todo-panel";
+    panel.setAttribute("aria-label", t("todo.label"));
     panel.hidden = true;
     const wrap = document.querySelector(".messages-wrap");
     wrap.parentNode.insertBefore(panel, wrap);
@@ -95,7 +98,7 @@ export function showTodos(items) {
   panel.hidden = !items?.length;
   if (!items?.length) return;
   const done = items.filter((i) => i.status === "completed").length;
-  panel.append(node("h2", "todo-title", `Todo ${done}/${items.length}`));
+  panel.append(node("h2", "todo-title", t("todo.title", { done, total: items.length })));
   const list = node("ol", "todo-items");
   for (const item of items) {
     const label = item.status === "in_progress" && item.active_form ? item.active_form : item.content;

@@ -12,7 +12,27 @@ export function url(path) {
   return new URL(String(path).replace(/^\/+/, ""), BASE).href;
 }
 
-export class AuthError extends Error {}
+import { CONFIG } from "./i18n.js";
+
+// A 401. `code` is the body's code: "server_token" for the app's own token check, else the
+// code of the app's auth dependency (the user is signed out).
+export class AuthError extends Error {
+  constructor(message, code = null) {
+    super(message);
+    this.code = code;
+  }
+}
+
+let redirecting = false;
+
+// With ChatUI(login_url=...), a signed-out 401 (not the token check's) sends the browser to the
+// sign-in page once, `{next}` replaced by the current page's path, query and fragment.
+function signInRedirect(code) {
+  if (code === "server_token" || !CONFIG.loginUrl || redirecting) return;
+  redirecting = true;
+  const next = encodeURIComponent(window.location.pathname + window.location.search + window.location.hash);
+  window.location.assign(CONFIG.loginUrl.replaceAll("{next}", next));
+}
 
 // An Error for a failed response, carrying status, code and hint. The body is the API's
 // {detail: {code, message, hint}}, or a validation error's {detail: [{loc, msg, type}]}.
@@ -59,8 +79,12 @@ export function authHeaders(extra = {}) {
   return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
 }
 
-async function check(response) {
-  if (response.status === 401) throw new AuthError("unauthorized");
+export async function check(response) {
+  if (response.status === 401) {
+    const error = await apiError(response);
+    signInRedirect(error.code);
+    throw new AuthError(error.message, error.code);
+  }
   if (!response.ok) throw await apiError(response);
   return response;
 }

@@ -1,6 +1,6 @@
 // The lovia chat page: sessions sidebar, streamed answers, stop, edit-and-resend, regenerate.
 
-import { AuthError, api, captureToken, setToken, streamFrames } from "./api.js";
+import { AuthError, api, authHeaders, captureToken, check, setToken, streamFrames, url } from "./api.js";
 import { FRAMES } from "./frames.js";
 import { Transcript } from "./render.js";
 import "./pages.js";
@@ -9,6 +9,8 @@ import { clearQuestion, loadTodos, showQuestion, showTodos } from "./agentviews.
 import { initSchedules } from "./schedules.js";
 import { initVariants } from "./variants.js";
 import { initLineage } from "./subagents.js";
+import { CONFIG, LANG, applyI18n, chosenLang, languageName, languages, setLang, t } from "./i18n.js";
+import * as ext from "./extensions.js";
 import { initPanels } from "./panels.js";
 
 const $ = (id) => document.getElementById(id);
@@ -54,7 +56,7 @@ const uploads = initUploads(transcript, {
     if (!creatingSession) {
       creatingSession = api("POST", "/api/sessions", {})
         .then((meta) => {
-          state.sessionId = meta.id;
+          setSession(meta.id);
           history.replaceState(null, "", `#/chat/${encodeURIComponent(meta.id)}`);
           refreshSessions().catch(fail);
           return meta.id;
@@ -76,7 +78,7 @@ const panels = initPanels({ sessionId: () => state.sessionId, send: (text) => se
 // ------------------------------------------------------------------ helpers
 
 function fail(error) {
-  if (error instanceof AuthError) return showTokenForm();
+  if (error instanceof AuthError) return error.code && error.code !== "server_token" ? showSignedOut() : showTokenForm();
   if (error && error.name === "AbortError") return undefined;
   console.error(error);
   state.streamError = { type: "Error", message: String(error.message || error) };
@@ -102,8 +104,19 @@ function composerEnabled() {
   return state.info && (state.info.configured || localStorage.getItem(DEMO_KEY) === "1");
 }
 
+function showSignedOut() {
+  state.signedOut = true;
+  const p = document.createElement("p");
+  p.className = "signed-out";
+  p.dataset.testid = "signed-out";
+  p.textContent = t("auth.signedOut");
+  $("messages").replaceChildren(p);
+}
+
 function showTokenForm() {
+  state.signedOut = true;
   const form = $("token-form").content.firstElementChild.cloneNode(true);
+  applyI18n(form);
   form.onsubmit = (event) => {
     event.preventDefault();
     setToken(form.elements.token.value.trim());
@@ -124,15 +137,15 @@ function showNotice() {
   }
   notice.replaceChildren();
   const h = document.createElement("h2");
-  h.textContent = "No model configured";
+  h.textContent = t("notice.noModel");
   const p = document.createElement("p");
-  p.textContent = "Set LOVIA_MODEL (and the vendor's key or base URL) and restart the server, for example:";
+  p.textContent = t("notice.setModel");
   const pre = document.createElement("pre");
   pre.textContent = "export LOVIA_MODEL=openai:gpt-4.1-mini\nexport OPENAI_API_KEY=sk-...\nlovia web\n\n# any OpenAI-compatible server:\nexport LOVIA_MODEL=openai:llama3.1 OPENAI_BASE_URL=http://localhost:11434/v1\n\n# Anthropic:\nexport LOVIA_MODEL=anthropic:claude-sonnet-4-5 ANTHROPIC_API_KEY=...";
   const button = document.createElement("button");
   button.className = "primary";
   button.dataset.testid = "use-demo";
-  button.textContent = "Try the offline demo model (canned replies, not an LLM)";
+  button.textContent = t("notice.useDemo");
   button.onclick = () => {
     localStorage.setItem(DEMO_KEY, "1");
     showNotice();
@@ -164,10 +177,10 @@ function sessionItem(meta) {
   li.dataset.sessionId = meta.id;
   const name = document.createElement("span");
   name.className = "name";
-  name.textContent = meta.title || "Untitled chat";
+  name.textContent = meta.title || t("session.untitled");
   if (meta.damaged) {
     li.classList.add("damaged"); // listed, not hidden: its id and what to do
-    name.textContent = `⚠ damaged chat ${meta.id}`;
+    name.textContent = t("session.damaged", { id: meta.id });
     li.title = meta.damaged;
   }
   const actions = document.createElement("span");
@@ -175,24 +188,27 @@ function sessionItem(meta) {
   const pin = document.createElement("button");
   pin.className = "link pin";
   pin.textContent = meta.pinned ? "★" : "☆";
-  pin.title = meta.pinned ? "Unpin" : "Pin to the top";
+  pin.title = meta.pinned ? t("session.unpin") : t("session.pin");
   pin.dataset.testid = "pin";
   pin.setAttribute("aria-pressed", String(Boolean(meta.pinned)));
   const rename = document.createElement("button");
   rename.className = "link";
   rename.textContent = "✎";
-  rename.title = "Rename";
+  rename.title = t("session.rename");
   rename.dataset.testid = "rename";
   const del = document.createElement("button");
   del.className = "link";
   del.textContent = "×";
-  del.title = "Delete";
+  del.title = t("session.delete");
   del.dataset.testid = "delete";
   actions.append(pin, rename, del);
   if (meta.pinned) li.classList.add("pinned");
-  if (meta.live) li.append(Object.assign(document.createElement("span"), { className: "live-dot", title: "running" }));
+  if (meta.live) li.append(Object.assign(document.createElement("span"), { className: "live-dot", title: t("session.running") }));
   li.append(name, actions);
-  li.onclick = () => openSession(meta.id).catch(fail);
+  li.onclick = () => {
+    views.close();
+    openSession(meta.id).catch(fail);
+  };
   rename.onclick = (event) => {
     event.stopPropagation();
     startRename(li, name, meta);
@@ -203,12 +219,12 @@ function sessionItem(meta) {
       .then(() => refreshSessions())
       .catch(fail);
   };
-  if (state.armedDelete === meta.id) del.textContent = "Delete?";
+  if (state.armedDelete === meta.id) del.textContent = t("session.confirmDelete");
   del.onclick = (event) => {
     event.stopPropagation();
     if (state.armedDelete !== meta.id) {
       state.armedDelete = meta.id; // a second click confirms (kept across list refreshes)
-      del.textContent = "Delete?";
+      del.textContent = t("session.confirmDelete");
       return;
     }
     state.armedDelete = null;
@@ -290,10 +306,16 @@ async function deleteSession(id) {
 
 // ------------------------------------------------------------------ chat
 
+function setSession(id) {
+  if (state.sessionId === id) return;
+  state.sessionId = id;
+  ext.emit("session", { sessionId: id });
+}
+
 function newChat() {
   state.abort?.abort();
   state.generation += 1;
-  state.sessionId = null;
+  setSession(null);
   history.replaceState(null, "", window.location.pathname + window.location.search);
   setPhase("idle");
   transcript.render([], [], false);
@@ -306,8 +328,8 @@ function newChat() {
 async function openSession(id) {
   state.abort?.abort();
   const generation = ++state.generation;
-  state.sessionId = id;
-  history.replaceState(null, "", `#/chat/${encodeURIComponent(id)}`);
+  setSession(id);
+  history.replaceState(null, "", `${window.location.pathname}${window.location.search}#/chat/${encodeURIComponent(id)}`);
   $("app").classList.remove("sidebar-open");
   transcript.liveCalls.clear(); // a reopened chat's pages wait for a click on Run
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
@@ -326,7 +348,7 @@ const HANDLERS = {
     const stopNow = state.phase === "stopping";
     if (!stopNow) setPhase("streaming");
     if (state.sessionId !== data.session_id) {
-      state.sessionId = data.session_id;
+      setSession(data.session_id);
       history.replaceState(null, "", `#/chat/${encodeURIComponent(data.session_id)}`);
       refreshSessions().catch(fail);
     }
@@ -348,8 +370,14 @@ const HANDLERS = {
     if (data.name === "ask_human") clearQuestion();
     transcript.toolResult(data);
   },
-  approval_required: (data) => transcript.approval(data, decide),
-  question: (data) => showQuestion(transcript, data, answerQuestion),
+  approval_required: (data) => {
+    transcript.approval(data, decide);
+    if (views.current) ext.toast(t("view.waiting"));
+  },
+  question: (data) => {
+    showQuestion(transcript, data, answerQuestion);
+    if (views.current) ext.toast(t("view.waiting"));
+  },
   todo: (data) => {
     transcript.toolResult({ id: data.call_id, name: data.name, result: data.todos, is_error: false });
     showTodos(data.todos);
@@ -389,13 +417,23 @@ async function runStream(path, body) {
   state.abort = controller;
   state.streamError = null;
   const generation = ++state.generation;
+  let started = false;
+  let outcome = { status: "detached", usage: null };
   try {
     await streamFrames(path, body, (event, data) => {
-      if (generation === state.generation) onFrame(event, data);
+      if (generation !== state.generation) return;
+      if (event === "done") outcome = { status: data.stopped ? "cancelled" : "done", usage: data.stopped ? null : data.usage || null };
+      if (event === "error" && data.scope !== "tool") outcome = { status: "error", usage: null };
+      onFrame(event, data); // a `session` frame first makes the chat current, then the run starts in it
+      if (event === "session" && !started) {
+        started = true;
+        ext.emit("run-start", { sessionId: data.session_id });
+      }
     }, controller.signal);
   } catch (error) {
     if (generation === state.generation) fail(error);
   }
+  if (started) ext.emit("run-end", { sessionId: state.sessionId, ...outcome });
   if (generation !== state.generation) return;
   state.abort = null;
   // Re-render from the stored transcript before showing the run as finished, so "idle" always
@@ -413,11 +451,13 @@ async function runStream(path, body) {
   panels.runFinished(state.sessionId, !shown);
 }
 
-async function send(text) {
+// `fromComposer`: the composer's own text (cleared, with its attachments); otherwise a script's
+// lovia.send, which leaves the user's draft and attachments where they are.
+async function send(text, { fromComposer = true } = {}) {
   const message = text.trim();
-  const attachments = busy() ? [] : uploads.take();
+  const attachments = busy() || !fromComposer ? [] : uploads.take();
   if ((!message && !attachments.length) || !composerEnabled()) return;
-  $("composer").value = "";
+  if (fromComposer) $("composer").value = "";
   transcript.jumpToLatest();
   if (!busy()) setPhase("starting");
   await runStream("/api/chat/stream", { message, session_id: state.sessionId, attachments });
@@ -448,6 +488,199 @@ async function sendCancel() {
   await api("POST", `/api/chat/cancel?session_id=${encodeURIComponent(state.sessionId)}`);
 }
 
+// ------------------------------------------------------------------ views
+
+// One view at a time covers the chat; the chat stays current underneath. Its target
+// ("<id>[/<path>]") lives in the URL's ?view= beside the chat's #/chat/<id>.
+const views = {
+  current: null, // { id, path, target }
+  cleanup: null,
+  draws: 0,
+  title: null,
+
+  parse(target) {
+    const text = String(target || "");
+    const cut = text.indexOf("/");
+    return cut < 0 ? { id: text, path: "" } : { id: text.slice(0, cut), path: text.slice(cut + 1) };
+  },
+
+  setUrl(target) {
+    const url = new URL(window.location.href);
+    if (target) url.searchParams.set("view", target);
+    else url.searchParams.delete("view");
+    history.replaceState(null, "", url.pathname + url.search + url.hash);
+  },
+
+  markLinks() {
+    for (const a of document.querySelectorAll('[data-part="sidebar-nav"] a[href]')) {
+      const target = new URL(a.href, window.location.href).searchParams.get("view");
+      const current = this.current && target !== null && this.parse(target).id === this.current.id;
+      if (current) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    }
+  },
+
+  // Open `target`; an unknown id throws, or (from a link or the URL) shows a notice.
+  open(target, { fromUrl = false } = {}) {
+    const { id, path } = this.parse(target);
+    const view = ext.views.get(id);
+    if (!view && !fromUrl) throw new Error(`lovia.openView: no view "${id}"`);
+    const box = $("view");
+    if (this.title === null) this.title = $("title").textContent;
+    this.current = { id, path, target: String(target) };
+    document.body.dataset.view = id;
+    box.hidden = false;
+    $("app").classList.remove("sidebar-open");
+    this.setUrl(this.current.target);
+    this.markLinks();
+    if (!view) {
+      this.runCleanup();
+      $("title").textContent = this.title;
+      const note = document.createElement("p");
+      note.className = "view-note error";
+      note.dataset.testid = "view-unknown";
+      note.textContent = t("view.unknown", { id });
+      box.replaceChildren(note);
+    } else this.draw(view);
+    ext.emit("view", { view: this.current.target });
+  },
+
+  runCleanup() {
+    const cleanup = this.cleanup;
+    this.cleanup = null;
+    if (typeof cleanup === "function") {
+      try { cleanup(); } catch (error) { console.error("lovia: a view's cleanup failed", error); }
+    }
+  },
+
+  async draw(view) {
+    this.runCleanup();
+    const box = $("view");
+    const draw = ++this.draws;
+    box.replaceChildren();
+    $("title").textContent = view.title ? String(view.title) : this.title;
+    try {
+      const cleanup = await view.render(box, Object.freeze({ path: this.current.path }));
+      if (draw !== this.draws) {
+        if (typeof cleanup === "function") cleanup(); // left (or redrawn) while it rendered
+      } else this.cleanup = cleanup;
+    } catch (error) {
+      if (draw !== this.draws) return;
+      console.error(error);
+      const note = document.createElement("p");
+      note.className = "view-note error";
+      note.dataset.testid = "view-error";
+      note.textContent = t("render.failed", { message: error?.message || String(error) });
+      box.replaceChildren(note);
+    }
+  },
+
+  close() {
+    if (!this.current) return;
+    this.draws += 1;
+    this.runCleanup();
+    this.current = null;
+    delete document.body.dataset.view;
+    $("view").hidden = true;
+    $("view").replaceChildren();
+    if (this.title !== null) $("title").textContent = this.title;
+    this.setUrl(null);
+    this.markLinks();
+    ext.emit("view", { view: null });
+  },
+};
+
+// Registering an open view's id again redraws it; removing it shows the one it replaced, or closes.
+ext.onViewsChange((id) => {
+  if (!views.current || views.current.id !== id) return;
+  const view = ext.views.get(id);
+  if (view) views.draw(view);
+  else views.close();
+});
+
+// A plain click on a link to ?view=<id>[/<path>] (outside messages) opens the view in place.
+function onLinkClick(event) {
+  if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+  const link = event.target.closest?.("a[href]");
+  if (!link || link.closest("#messages") || (link.target && link.target !== "_self")) return;
+  const href = new URL(link.href, window.location.href);
+  if (href.origin !== window.location.origin || href.pathname !== window.location.pathname) return;
+  if (!href.searchParams.has("view")) return;
+  event.preventDefault();
+  const target = href.searchParams.get("view");
+  if (!target) views.close();
+  else views.open(target, { fromUrl: true });
+}
+
+// ------------------------------------------------------------------ window.lovia
+
+const theme = () => (window.matchMedia?.("(prefers-color-scheme: dark)").matches ? "dark" : "light");
+
+function setDraft(text) {
+  const box = $("composer");
+  box.value = String(text);
+  box.focus();
+}
+
+let resolveReady;
+const ready = new Promise((resolve) => { resolveReady = resolve; });
+
+async function appFetch(path, init = {}) {
+  if (typeof path !== "string" || !path.startsWith("/")) throw new TypeError("lovia.fetch: the path starts with /");
+  const response = await fetch(url(path), { ...init, headers: authHeaders({ ...(init.headers || {}) }) });
+  if (response.status === 401) {
+    try {
+      await check(response.clone());
+    } catch (error) {
+      fail(error);
+    }
+  }
+  return response;
+}
+
+window.lovia = Object.assign(window.lovia || {}, {
+  version: CONFIG.version || null,
+  ready,
+  on: ext.on,
+  send: (text) => {
+    send(String(text), { fromComposer: false }).catch(fail);
+  },
+  setDraft,
+  newChat: () => {
+    views.close();
+    newChat();
+  },
+  openSession: (id) => {
+    views.close();
+    return openSession(String(id)).catch(fail);
+  },
+  toast: ext.toast,
+  fetch: appFetch,
+  url,
+  t,
+  registerRenderer: ext.registerRenderer,
+  getRenderer: ext.getRenderer,
+  registerToolView: ext.registerToolView,
+  registerMessageAction: ext.registerMessageAction,
+  refreshMessageActions: ext.refreshMessageActions,
+  registerView: ext.registerView,
+  openView: (target) => views.open(target),
+  closeView: () => views.close(),
+});
+
+// A getter (Object.assign would copy one value): each read is the current snapshot.
+Object.defineProperty(window.lovia, "state", {
+  configurable: true,
+  enumerable: true,
+  get() {
+    const agent = state.info ? state.info.default_agent : null;
+    const view = views.current ? views.current.target : null;
+    return Object.freeze({ sessionId: state.sessionId, agent, theme: theme(), lang: LANG, busy: busy(), view });
+  },
+});
+
+transcript.hooks.sessionId = () => state.sessionId;
+
 // ------------------------------------------------------------------ wiring
 
 function bind() {
@@ -462,7 +695,21 @@ function bind() {
     }
   };
   $("stop").onclick = () => stop().catch(fail);
-  $("new-chat").onclick = () => newChat();
+  $("new-chat").onclick = () => {
+    views.close();
+    newChat();
+  };
+  $("messages").addEventListener("click", (event) => {
+    const example = event.target.closest?.("[data-example]");
+    if (example && $("messages").contains(example)) setDraft(example.dataset.example);
+  });
+  const picker = $("language");
+  const auto = new Option(t("settings.automatic"), "");
+  picker.append(auto, ...languages().map((code) => new Option(languageName(code), code)));
+  picker.value = chosenLang() || "";
+  picker.onchange = () => setLang(picker.value || null);
+  document.addEventListener("click", onLinkClick);
+  window.matchMedia?.("(prefers-color-scheme: dark)").addEventListener?.("change", () => ext.emit("theme", { theme: theme() }));
   let searchTimer = null;
   $("search").oninput = () => {
     clearTimeout(searchTimer);
@@ -474,8 +721,10 @@ function bind() {
 
 async function start() {
   captureToken();
+  applyI18n();
   setPhase("idle");
   bind();
+  await ext.loadScripts(CONFIG.scripts);
   try {
     await loadInfo();
     schedules = initSchedules({ api, info: () => state.info, sessionId: () => state.sessionId, openSession: (id) => openSession(id).catch(fail) });
@@ -486,7 +735,10 @@ async function start() {
   } catch (error) {
     fail(error);
   }
+  const target = new URL(window.location.href).searchParams.get("view");
+  if (target) views.open(target, { fromUrl: true });
   watchEvents();
+  if (!state.signedOut) resolveReady();
 }
 
 start();

@@ -2,6 +2,7 @@
 // tool returned. Every string from the model or a tool is written with textContent, never as HTML.
 
 import { api } from "./api.js";
+import { t } from "./i18n.js";
 
 const ENVELOPE_KEY = "lovia_ui";
 const PAGE_ROWS = 20;
@@ -135,7 +136,7 @@ class TableView {
     this.pager = el("div", "pager");
     view.append(el("div", "table-scroll"), this.pager);
     view.lastChild.previousSibling.append(this.table);
-    if (this.truncated) view.append(el("div", "view-note", `Showing the first ${MAX_ROWS} of ${this.truncated} rows.`));
+    if (this.truncated) view.append(el("div", "view-note", t("table.truncated", { max: MAX_ROWS, total: this.truncated })));
     this.draw();
   }
 
@@ -183,8 +184,8 @@ class TableView {
     const pages = Math.ceil(this.rows.length / PAGE_ROWS);
     this.pager.replaceChildren();
     if (pages <= 1) return;
-    const prev = el("button", "", "‹ Prev");
-    const next = el("button", "", "Next ›");
+    const prev = el("button", "", t("table.prev"));
+    const next = el("button", "", t("table.next"));
     prev.type = next.type = "button";
     prev.dataset.testid = "ui-table-prev";
     next.dataset.testid = "ui-table-next";
@@ -192,7 +193,7 @@ class TableView {
     next.disabled = this.page >= pages - 1;
     prev.onclick = () => { this.page -= 1; this.draw(); };
     next.onclick = () => { this.page += 1; this.draw(); };
-    const info = el("span", "", `Page ${this.page + 1} of ${pages} · ${this.rows.length} rows`);
+    const info = el("span", "", t("table.page", { page: this.page + 1, pages, rows: this.rows.length }));
     info.dataset.testid = "ui-table-page";
     this.pager.append(prev, info, next);
   }
@@ -218,12 +219,12 @@ function imageParts(frame) {
 function renderImages(view, parts) {
   for (const part of parts) {
     if (part.data.length > MAX_IMAGE_CHARS) {
-      view.append(el("div", "view-note", "An image was too large to show."));
+      view.append(el("div", "view-note", t("render.imageTooLarge")));
       continue;
     }
     const img = el("img", "tool-image");
     img.dataset.testid = "tool-image";
-    img.alt = "image returned by the tool";
+    img.alt = t("render.imageAlt");
     img.src = `data:${part.mime_type};base64,${part.data.replace(/[^A-Za-z0-9+/=]/g, "")}`;
     view.append(img);
   }
@@ -232,7 +233,7 @@ function renderImages(view, parts) {
 // -------------------------------------------------------------------------------- entry point
 
 function failed(view, message) {
-  view.replaceChildren(el("div", "view-note error", `This view could not be drawn: ${message}`));
+  view.replaceChildren(el("div", "view-note error", t("render.failed", { message })));
 }
 
 // Bulk data: an envelope with `data` (a put_ui_data ref) is drawn from the full props stored with
@@ -248,7 +249,7 @@ function withData(view, envelope, preview, sessionId) {
   }
   return fullData.get(key).catch((err) => {
     const gone = err && err.status === 404;
-    const note = el("div", "view-note", gone ? "The full data of this view is no longer stored." : `The full data could not be loaded: ${err.message || err}`);
+    const note = el("div", "view-note", gone ? t("render.dataGone") : t("render.dataFailed", { message: err.message || err }));
     note.dataset.testid = "ui-data-missing";
     view.append(note);
     return preview === null || preview === undefined ? undefined : preview;
@@ -281,7 +282,7 @@ export function renderToolView(node, frame, ctx = {}) {
   if (!envelope || typeof envelope !== "object") return;
   const renderer = getRenderer(envelope.kind);
   if (!renderer) {
-    view.append(el("div", "view-note", `No renderer for "${String(envelope.kind)}".`));
+    view.append(el("div", "view-note", t("render.noRenderer", { kind: String(envelope.kind) })));
     return;
   }
   const props = envelopeProps(envelope, node.dataset.args);

@@ -8,6 +8,7 @@
 import { Marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.js";
 import hljs from "./vendor/highlight.min.js";
+import { t } from "./i18n.js";
 
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 
@@ -68,7 +69,7 @@ export function enhance(root) {
     const lang = (code.className.match(/language-([\w+#-]+)/) || [])[1];
     if (lang && hljs.getLanguage(lang)) hljs.highlightElement(code);
     else code.classList.add("hljs");
-    pre.append(copyButton(() => code.textContent, "Copy code", "copy-code"));
+    pre.append(copyButton(() => code.textContent, t("actions.copyCode"), "copy-code"));
   }
 }
 
@@ -77,7 +78,7 @@ export function copyButton(text, label, testid) {
   const button = document.createElement("button");
   button.type = "button";
   button.className = "link copy";
-  button.textContent = "Copy";
+  button.textContent = t("actions.copy");
   button.title = label;
   button.setAttribute("aria-label", label);
   button.dataset.testid = testid;
@@ -85,11 +86,11 @@ export function copyButton(text, label, testid) {
     event.stopPropagation();
     try {
       await navigator.clipboard.writeText(text());
-      button.textContent = "Copied";
+      button.textContent = t("actions.copied");
     } catch (_e) {
-      button.textContent = "Copy failed";
+      button.textContent = t("actions.copyFailed");
     }
-    setTimeout(() => { button.textContent = "Copy"; }, 1500);
+    setTimeout(() => { button.textContent = t("actions.copy"); }, 1500);
   };
   return button;
 }

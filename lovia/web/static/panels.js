@@ -7,6 +7,7 @@ import { api } from "./api.js";
 import { loadTodos } from "./agentviews.js";
 import { createFilesPanel } from "./panels-files.js";
 import { createMemoryDialog } from "./panels-memory.js";
+import { createProcessesSection } from "./panels-processes.js";
 import { button, el, t } from "./panels-strings.js";
 
 /**
@@ -30,6 +31,8 @@ export function initPanels(page) {
   let agentName = null;
   const files = createFilesPanel(page);
   document.getElementById("app").append(files.element);
+  const processes = createProcessesSection(page);
+  files.element.querySelector(".files-browse").append(processes.element);
   const memory = createMemoryDialog(() => agentName);
 
   function setFilesOpen(open) {
@@ -37,6 +40,8 @@ export function initPanels(page) {
     document.getElementById("app").classList.toggle("files-open", open);
     if (open) files.open().catch(() => {});
     else files.close();
+    if (open) processes.start();
+    else processes.stop();
   }
   filesToggle.onclick = () => setFilesOpen(!files.isOpen());
   files.onClose(() => setFilesOpen(false));
@@ -63,6 +68,7 @@ export function initPanels(page) {
       if (!sessionId) return;
       loadTodos(api, sessionId).catch(() => {});
       files.refresh();
+      processes.refresh();
       if (ok) followups.ask(sessionId);
     },
   };

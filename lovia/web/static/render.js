@@ -2,7 +2,10 @@
 // All model- or user-provided text goes through textContent or the safe Markdown renderer.
 
 import { renderToolView } from "./charts.js";
+import { renderCallView } from "./diffview.js";
 import { copyButton, enhance, renderMarkdown } from "./markdown.js";
+import { applyI18n, t } from "./i18n.js";
+import { messageActions, onMessageActionsChange, onToolViewsChange, toast, toolSummary, toolViewField } from "./extensions.js";
 
 const HANDOFF_PREFIX = "transfer_to_"; // lovia.handoff.HANDOFF_TOOL_PREFIX
 const FOLLOW_SLACK = 48; // px from the bottom that still counts as "at the bottom"
@@ -31,9 +34,70 @@ function pretty(value) {
   return JSON.stringify(value, null, 2);
 }
 
+// The call's arguments on one line, as the model wrote them but readable: JSON re-serialized so
+// escapes such as \u4e2d show as the characters they stand for.
+function compactArgs(args) {
+  if (!args || args === "{}") return "";
+  try {
+    return JSON.stringify(JSON.parse(args));
+  } catch (_e) {
+    return args;
+  }
+}
+
 function usageText(usage) {
   if (!usage || (!usage.input_tokens && !usage.output_tokens)) return "";
-  return `${usage.input_tokens || 0} in · ${usage.output_tokens || 0} out tokens`;
+  return t("chat.usage", { input: usage.input_tokens || 0, output: usage.output_tokens || 0 });
+}
+
+const MAX_ARGS_CHARS = 256 * 1024;
+const TOOL_STATUS = { pending: "running", running: "running", awaiting: "awaiting", done: "done", failed: "error", dropped: "error" };
+// Built-in icons for message actions: stroke paths on a 24×24 grid.
+const ICONS = {
+  "thumbs-up": "M14 9V5a3 3 0 0 0-3-3l-4 9v11h11.28a2 2 0 0 0 2-1.7l1.38-9a2 2 0 0 0-2-2.3zM7 22H4a2 2 0 0 1-2-2v-7a2 2 0 0 1 2-2h3",
+  "thumbs-down": "M10 15v4a3 3 0 0 0 3 3l4-9V2H5.72a2 2 0 0 0-2 1.7l-1.38 9a2 2 0 0 0 2 2.3zm7-13h2.67A2.31 2.31 0 0 1 22 4v7a2.31 2.31 0 0 1-2.33 2H17",
+  flag: "M4 15s1-1 4-1 5 2 8 2 4-1 4-1V3s-1 1-4 1-5-2-8-2-4 1-4 1zM4 22v-7",
+  bookmark: "M19 21l-7-5-7 5V5a2 2 0 0 1 2-2h10a2 2 0 0 1 2 2z",
+  copy: "M9 9h11v11H9zM5 15H4a2 2 0 0 1-2-2V4a2 2 0 0 1 2-2h9a2 2 0 0 1 2 2v1",
+  quote: "M5 7h5v6l-2 4H6l2-4H5zM14 7h5v6l-2 4h-2l2-4h-3z",
+  star: "M12 2l3.09 6.26L22 9.27l-5 4.87 1.18 6.88L12 17.77l-6.18 3.25L7 14.14 2 9.27l6.91-1.01z",
+};
+
+function builtinIcon(name) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("fill", "none");
+  svg.setAttribute("stroke", "currentColor");
+  svg.setAttribute("stroke-width", "2");
+  svg.setAttribute("stroke-linecap", "round");
+  svg.setAttribute("stroke-linejoin", "round");
+  svg.setAttribute("aria-hidden", "true");
+  const path = document.createElementNS(ns, "path");
+  path.setAttribute("d", ICONS[name]);
+  svg.append(path);
+  return svg;
+}
+
+// The blank chat's content: the page's `welcome` block (its template), in the page's language.
+function welcome() {
+  const tpl = document.getElementById("welcome-template");
+  if (!tpl || !tpl.content.firstElementChild) return el("div", "empty", t("welcome.title"));
+  const node = tpl.content.firstElementChild.cloneNode(true);
+  applyI18n(node);
+  return node;
+}
+
+function iconNode(icon, label) {
+  const span = el("span", "action-icon");
+  if (!icon) span.textContent = label;
+  else if (Object.hasOwn(ICONS, icon)) span.append(builtinIcon(icon));
+  else if (/^\s*<svg[\s>]/i.test(icon)) {
+    const svg = new DOMParser().parseFromString(icon, "image/svg+xml").documentElement;
+    if (svg && svg.nodeName.toLowerCase() === "svg") span.append(document.importNode(svg, true));
+    else span.textContent = label;
+  } else span.textContent = icon;
+  return span;
 }
 
 function errorCard(data) {
@@ -42,9 +106,9 @@ function errorCard(data) {
   card.dataset.testid = "error-card";
   if (data.run_id) card.dataset.runId = data.run_id;
   const head = el("div", "error-title");
-  head.append(el("strong", "error-type", data.type || "Error"), el("span", "error-message", data.message || ""));
+  head.append(el("strong", "error-type", data.type || t("error.type")), el("span", "error-message", data.message || ""));
   card.append(head);
-  if (data.hint) card.append(el("div", "error-hint", `Hint: ${data.hint}`));
+  if (data.hint) card.append(el("div", "error-hint", t("error.hint", { hint: data.hint })));
   return card;
 }
 
@@ -62,6 +126,8 @@ export class Transcript {
     this.jump = jump || null;
     this.retryTimer = null;
     root.addEventListener("scroll", () => this.onScroll(), { passive: true });
+    onToolViewsChange(() => this.refreshToolViews());
+    onMessageActionsChange(() => this.drawActions());
     if (this.jump) this.jump.onclick = () => this.jumpToLatest();
     this.reset();
   }
@@ -98,6 +164,8 @@ export class Transcript {
     this.root.replaceChildren();
     this.current = null;
     this.userCount = 0;
+    this.nextRef = null;
+    this.lastRef = null;
     this.live = null; // { text, textEl, reasoning, reasoningEl }
     this.pendingPaint = false;
   }
@@ -112,15 +180,25 @@ export class Transcript {
     this.reset();
     this.variants = variants || []; // earlier answers kept by regenerate: [{user_turn, answers}]
     const ends = new Map((runs || []).map((r) => [r.start + r.count, r]));
+    // Refs as the server names them (lovia.web.serialization.user_turn_refs): "<run_id>:<n>",
+    // the n-th user message of that run.
+    const runOf = (index) => (runs || []).find((r) => index >= r.start && index < r.start + r.count);
+    const usersIn = new Map();
     this.replaying = true;
     entries.forEach((entry, index) => {
+      if (entry.type === "input" && entry.role === "user") {
+        const run = runOf(index);
+        const n = run ? usersIn.get(run.run_id) || 0 : 0;
+        if (run) usersIn.set(run.run_id, n + 1);
+        this.nextRef = run && run.run_id ? `${run.run_id}:${n}` : null;
+      }
       this.addEntry(entry);
       const run = ends.get(index + 1);
       if (run) this.endRun(run);
     });
     this.replaying = false;
     if (!running) this.root.querySelectorAll(".tool.pending").forEach((t) => this.setToolState(t, "dropped"));
-    if (!entries.length) this.root.append(el("div", "empty", "Start a conversation."));
+    if (!entries.length) this.root.append(welcome());
     this.setControls(running);
     this.follow = follow;
     if (follow) this.root.scrollTop = this.root.scrollHeight;
@@ -148,7 +226,10 @@ export class Transcript {
     }
     const msg = this.assistant();
     if (entry.type === "reasoning") msg.body.append(this.reasoningBlock(entry.content));
-    else if (entry.type === "assistant_text") msg.body.append(this.textBlock(entry.content));
+    else if (entry.type === "assistant_text") {
+      msg.body.append(this.textBlock(entry.content));
+      msg.node._texts = [...(msg.node._texts || []), entry.content];
+    }
     else if (entry.type === "tool_call") this.storedCall(msg, entry);
     else if (entry.type === "tool_result") this.toolResult({ id: entry.call_id, output: entry.output, is_error: entry.is_error, parts: entry.parts });
   }
@@ -157,7 +238,7 @@ export class Transcript {
     const known = this.findTool(entry.call_id);
     if (known) return; // already shown live (its handoff note too)
     msg.body.append(this.toolBlock(entry.call_id, entry.name, entry.arguments));
-    if (entry.name.startsWith(HANDOFF_PREFIX)) this.note(`handed over to ${entry.name.slice(HANDOFF_PREFIX.length)}`, "handoff");
+    if (entry.name.startsWith(HANDOFF_PREFIX)) this.note(t("chat.handedOver", { name: entry.name.slice(HANDOFF_PREFIX.length) }), "handoff");
   }
 
   addUser(text) {
@@ -168,6 +249,11 @@ export class Transcript {
     const body = el("div", "body", text);
     msg.append(body);
     msg.dataset.text = text;
+    msg.dataset.part = "turn";
+    msg.dataset.role = "user";
+    if (this.nextRef) msg.dataset.ref = this.nextRef;
+    this.lastRef = this.nextRef || null;
+    this.nextRef = null;
     this.root.append(msg);
     this.current = null;
     this.scroll();
@@ -179,6 +265,9 @@ export class Transcript {
     this.root.querySelector(".empty")?.remove();
     const node = el("div", "msg assistant");
     node.dataset.testid = "message-assistant";
+    node.dataset.part = "turn";
+    node.dataset.role = "assistant";
+    if (this.lastRef) node.dataset.ref = this.lastRef;
     const body = el("div", "body");
     node.append(body);
     this.root.append(node);
@@ -195,7 +284,7 @@ export class Transcript {
 
   reasoningBlock(text) {
     const details = el("details", "reasoning");
-    details.append(el("summary", "", "Reasoning"), el("div", "", text));
+    details.append(el("summary", "", t("chat.reasoning")), el("div", "", text));
     return details;
   }
 
@@ -206,9 +295,14 @@ export class Transcript {
     details.dataset.testid = "tool-call";
     details.dataset.callId = id;
     details.dataset.args = args || "{}";
+    details.dataset.part = "tool";
+    details.dataset.tool = name;
+    details.dataset.status = "running";
     const summary = el("summary");
-    summary.append(el("span", "tool-name", name), el("span", "tool-args", args && args !== "{}" ? args : ""), el("span", "status"));
-    details.append(summary, el("pre", "tool-input", `arguments: ${pretty(args || "{}")}`));
+    summary.append(el("span", "tool-name", name), el("span", "tool-args", compactArgs(args)), el("span", "tool-summary"), el("span", "status"));
+    details.append(summary, el("pre", "tool-input", `${t("tool.arguments")} ${pretty(args || "{}")}`));
+    renderCallView(details, name, args);
+    this.applyToolView(details);
     return details;
   }
 
@@ -219,15 +313,86 @@ export class Transcript {
   setToolState(node, state) {
     node.classList.remove("pending", "running", "done", "failed", "dropped");
     node.classList.add(state);
+    node.dataset.status = TOOL_STATUS[state] || "running";
+    this.applyToolView(node);
+  }
+
+  // A frozen snapshot of a tool card's call, for the registered tool views.
+  toolSnapshot(node) {
+    let args;
+    const raw = node.dataset.args || "{}";
+    if (raw.length <= MAX_ARGS_CHARS) {
+      try {
+        args = JSON.parse(raw);
+      } catch (_e) {
+        args = undefined;
+      }
+    }
+    const frame = node._result || null;
+    const result = frame ? (frame.output !== undefined && frame.output !== null ? frame.output : pretty(frame.result)) : undefined;
+    return Object.freeze({
+      id: node.dataset.callId,
+      name: node.dataset.tool,
+      args,
+      status: node.dataset.status,
+      result,
+      isError: Boolean(frame && frame.is_error),
+      images: frame && Array.isArray(frame.parts) ? frame.parts.filter((p) => p && p.type === "image") : [],
+    });
+  }
+
+  // Apply the registered tool views to one card: its summary line and, with a render, its body.
+  applyToolView(node) {
+    if (!node.dataset.tool) return;
+    const tool = this.toolSnapshot(node);
+    const line = toolSummary(tool);
+    const summary = node.querySelector(":scope > summary");
+    if (summary) {
+      summary.classList.toggle("summarized", line !== null);
+      summary.querySelector(".tool-summary").textContent = line ?? "";
+      summary.title = line !== null ? `${tool.name}(${node.dataset.args || ""})` : "";
+    }
+    const render = toolViewField(tool.name, "render");
+    let body = node.querySelector(":scope > .tool-body");
+    if (typeof node._cleanup === "function") {
+      try { node._cleanup(); } catch (error) { console.error(error); }
+    }
+    node._cleanup = null;
+    if (!render) {
+      body?.remove();
+      node.classList.remove("has-view");
+      return;
+    }
+    if (!body) {
+      body = el("div", "tool-body");
+      body.dataset.testid = "tool-body";
+      const source = el("button", "link tool-source-toggle", t("tool.source"));
+      source.type = "button";
+      source.onclick = () => node.classList.toggle("show-source");
+      summary.after(body, source);
+    }
+    node.classList.add("has-view");
+    try {
+      const out = render(body, tool, { callId: tool.id });
+      Promise.resolve(out).then((cleanup) => { if (typeof cleanup === "function") node._cleanup = cleanup; }, (error) => {
+        body.replaceChildren(el("div", "view-note error", t("render.failed", { message: error?.message || String(error) })));
+      });
+    } catch (error) {
+      body.replaceChildren(el("div", "view-note error", t("render.failed", { message: error?.message || String(error) })));
+    }
+  }
+
+  refreshToolViews() {
+    this.root.querySelectorAll('[data-part="tool"]').forEach((node) => this.applyToolView(node));
   }
 
   setFooter(msg, usage, stopped) {
     msg.node.querySelector(".usage")?.remove();
     const footer = el("div", "usage");
     if (stopped) {
-      const mark = el("span", "stopped-mark", "stopped");
+      const mark = el("span", "stopped-mark", t("chat.stopped"));
       mark.dataset.testid = "stopped-mark";
-      mark.title = "You stopped this answer; the text above is what had arrived.";
+      mark.title = t("chat.stoppedTitle");
       footer.append(mark);
     }
     const text = usageText(usage);
@@ -311,7 +476,8 @@ export class Transcript {
     node.querySelector(".tool-output")?.remove();
     node.querySelector(".approval")?.remove();
     const shown = frame.output !== undefined && frame.output !== null ? frame.output : pretty(frame.result);
-    node.append(el("pre", "tool-output", `result: ${shown}`));
+    node.append(el("pre", "tool-output", `${t("tool.result")} ${shown}`));
+    node._result = frame;
     this.setToolState(node, frame.is_error ? "failed" : "done");
     if (!this.replaying) this.liveCalls.add(frame.id);
     renderToolView(node, frame, { ...this.hooks.viewContext?.(), live: this.liveCalls.has(frame.id) });
@@ -325,15 +491,16 @@ export class Transcript {
     }
     node.open = true;
     node.querySelector(".approval")?.remove();
+    node.dataset.status = "awaiting";
     const bar = el("div", "approval");
-    const yes = el("button", "primary", "Approve");
-    const no = el("button", "", "Deny");
+    const yes = el("button", "primary", t("approval.approve"));
+    const no = el("button", "", t("approval.deny"));
     yes.type = no.type = "button";
     yes.dataset.testid = "approve";
     no.dataset.testid = "deny";
     yes.onclick = () => decide(frame.id, "approve");
     no.onclick = () => decide(frame.id, "deny");
-    bar.append(el("span", "", "Needs approval:"), yes, no);
+    bar.append(el("span", "", t("approval.needed")), yes, no);
     node.append(bar);
   }
 
@@ -347,7 +514,7 @@ export class Transcript {
   error(data) {
     this.clearRetry();
     const msg = this.assistant();
-    if (data.scope === "tool") msg.node.append(el("div", "error", `${data.type || "Error"}: ${data.message || ""}`));
+    if (data.scope === "tool") msg.node.append(el("div", "error", `${data.type || t("error.type")}: ${data.message || ""}`));
     else {
       this.keepPartial();
       msg.node.append(errorCard(data));
@@ -371,8 +538,9 @@ export class Transcript {
     const until = Date.now() + (data.delay || 0) * 1000;
     const tick = () => {
       const left = Math.max(0, Math.ceil((until - Date.now()) / 1000));
-      const attempt = `attempt ${data.attempt + 1} of ${data.max_attempts}`;
-      line.textContent = left > 0 ? `retrying in ${left} s (${data.reason}) · ${attempt}` : `retrying now (${data.reason}) · ${attempt}`;
+      const attempt = t("chat.attempt", { n: data.attempt + 1, max: data.max_attempts });
+      const vars = { seconds: left, reason: data.reason, attempt };
+      line.textContent = left > 0 ? t("chat.retryIn", vars) : t("chat.retryNow", vars);
       line.title = data.message || "";
     };
     tick();
@@ -394,7 +562,7 @@ export class Transcript {
   }
 
   handoff(data) {
-    const line = `handed over to ${data.to}`;
+    const line = t("chat.handedOver", { name: data.to });
     const notes = this.assistant().body.querySelectorAll('[data-testid="handoff"]');
     if (notes.length && notes[notes.length - 1].textContent === line) return; // drawn from its transfer call
     this.note(line, "handoff");
@@ -402,7 +570,7 @@ export class Transcript {
 
   compacted(data) {
     const what = data.reason ? ` (${data.reason})` : "";
-    this.note(`context compacted${what}: ${data.entries_before} → ${data.entries_after} entries`, "context-compacted");
+    this.note(t("chat.compacted", { reason: what, before: data.entries_before, after: data.entries_after }), "context-compacted");
   }
 
   done(data) {
@@ -416,20 +584,22 @@ export class Transcript {
   // ---------------------------------------------------------------- controls
 
   setControls(running) {
+    this.running = running;
     this.root.querySelectorAll(".msg .toolbar").forEach((t) => t.remove());
     if (running) return;
     for (const msg of this.root.querySelectorAll(".msg.assistant")) {
       const answer = () => [...msg.querySelectorAll(".body > .md")].map((b) => b.textContent.trim()).join("\n\n");
       if (!answer().trim()) continue;
       const bar = el("div", "toolbar");
-      bar.append(copyButton(answer, "Copy answer", "copy-answer"));
+      bar.append(copyButton(answer, t("actions.copyAnswer"), "copy-answer"));
       msg.append(bar);
     }
     this.hooks.controls?.(this.root);
+    this.drawActions();
     if (!this.canRewind) return;
     for (const msg of this.root.querySelectorAll(".msg.user")) {
       const bar = el("div", "toolbar");
-      const edit = el("button", "link", "Edit");
+      const edit = el("button", "link", t("actions.edit"));
       edit.type = "button";
       edit.dataset.testid = "edit";
       edit.onclick = () => this.openEditor(msg);
@@ -440,11 +610,78 @@ export class Transcript {
     const last = assistants[assistants.length - 1];
     if (last && this.userCount > 0 && last === this.root.lastElementChild) {
       const bar = last.querySelector(".toolbar") || last.appendChild(el("div", "toolbar"));
-      const regen = el("button", "link", "Regenerate");
+      const regen = el("button", "link", t("actions.regenerate"));
       regen.type = "button";
       regen.dataset.testid = "regenerate";
       regen.onclick = () => this.onRegenerate();
       bar.append(regen);
+    }
+  }
+
+  // The message snapshot the actions get: sessionId, role, text (Markdown) and ref.
+  messageSnapshot(msg) {
+    const role = msg.classList.contains("user") ? "user" : "assistant";
+    const text = role === "user" ? msg.dataset.text || "" : (msg._texts || []).join("\n\n");
+    return Object.freeze({ sessionId: this.hooks.sessionId?.() ?? null, role, text, ref: msg.dataset.ref || null });
+  }
+
+  // The registered message actions, in each settled message's footer (not while a run streams).
+  drawActions() {
+    this.root.querySelectorAll('[data-part="message-actions"]').forEach((n) => {
+      const parent = n.parentNode;
+      n.remove();
+      if (parent?.classList.contains("toolbar") && !parent.childElementCount) parent.remove();
+    });
+    if (this.running) return;
+    const ids = messageActions.keys();
+    if (!ids.length) return;
+    for (const node of this.root.querySelectorAll(".msg.user, .msg.assistant")) {
+      const msg = this.messageSnapshot(node);
+      if (msg.role === "assistant" && !msg.text.trim()) continue;
+      const bar = el("div", "message-actions");
+      bar.dataset.part = "message-actions";
+      for (const id of ids) {
+        const action = messageActions.get(id);
+        try {
+          if (typeof action.when === "function" && !action.when(msg)) continue;
+        } catch (error) {
+          console.error(`lovia: message action ${id}: when() failed`, error);
+          continue;
+        }
+        const label = String(action.label || id);
+        const button = el("button", "link message-action");
+        button.type = "button";
+        button.dataset.action = id;
+        button.title = label;
+        button.setAttribute("aria-label", label);
+        let pressed = false;
+        try { pressed = typeof action.pressed === "function" && Boolean(action.pressed(msg)); } catch (error) { console.error(error); }
+        if (typeof action.pressed === "function") button.setAttribute("aria-pressed", String(pressed));
+        button.append(iconNode(action.icon, label));
+        button.onclick = async (event) => {
+          event.stopPropagation();
+          button.disabled = true;
+          try {
+            await action.run(msg);
+          } catch (error) {
+            toast(error?.message || String(error), { type: "error" });
+          } finally {
+            button.disabled = false;
+          }
+        };
+        bar.append(button);
+      }
+      if (!bar.childElementCount) continue;
+      // Beside copy in the message's footer; a footer of their own where there is none.
+      const toolbar = node.querySelector(":scope > .toolbar");
+      const copy = toolbar?.querySelector(":scope > .copy");
+      if (copy) copy.after(bar);
+      else if (toolbar) toolbar.prepend(bar);
+      else {
+        const own = el("div", "toolbar");
+        own.append(bar);
+        node.append(own);
+      }
     }
   }
 
@@ -455,10 +692,10 @@ export class Transcript {
     const box = el("textarea", "edit-box");
     box.dataset.testid = "edit-box";
     box.value = msg.dataset.text || "";
-    const save = el("button", "primary", "Save & send");
+    const save = el("button", "primary", t("edit.save"));
     save.type = "button";
     save.dataset.testid = "save-edit";
-    const cancel = el("button", "", "Cancel");
+    const cancel = el("button", "", t("edit.cancel"));
     cancel.type = "button";
     const bar = el("div", "toolbar");
     bar.append(cancel, save);

@@ -5,6 +5,7 @@
 // message and hint on its chip and is never sent.
 
 import { apiError, authHeaders, url } from "./api.js";
+import { t } from "./i18n.js";
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -44,10 +45,10 @@ export function initUploads(transcript, page) {
     const chip = el("span", "attachment uploading");
     chip.dataset.testid = "attachment";
     const label = el("span", "name", `${file.name} · ${sizeText(file.size)}`);
-    const state = el("span", "state", "uploading…");
+    const state = el("span", "state", t("upload.uploading"));
     const drop = el("button", "link", "✕");
     drop.type = "button";
-    drop.setAttribute("aria-label", `Remove ${file.name}`);
+    drop.setAttribute("aria-label", t("upload.remove", { name: file.name }));
     chip.append(label, state, drop);
     box.append(chip);
     const item = { id: null, chip, ready: false, sid: null };
@@ -107,8 +108,9 @@ export function initUploads(transcript, page) {
     if (!files.length) return;
     const row = el("div", "sent-attachments");
     for (const part of files) {
-      const name = part.type === "image" ? part.mime_type || "picture" : part.filename || "unnamed";
-      const chip = el("span", `attachment sent ${part.type}`, `${part.type === "image" ? "image" : "file"}: ${name}`);
+      const name = part.type === "image" ? part.mime_type || t("upload.picture") : part.filename || t("upload.unnamed");
+      const kind = part.type === "image" ? t("upload.image") : t("upload.file");
+      const chip = el("span", `attachment sent ${part.type}`, t("upload.sent", { kind, name }));
       chip.dataset.testid = "sent-attachment";
       row.append(chip);
     }
@@ -121,7 +123,7 @@ export function initUploads(transcript, page) {
       if (!bar) continue; // no finished answer to branch from
       let next = msg.nextElementSibling;
       while (next && !next.matches(".msg.user")) next = next.nextElementSibling;
-      const branch = el("button", "link", "Branch in new chat");
+      const branch = el("button", "link", t("actions.branch"));
       branch.type = "button";
       branch.dataset.testid = "branch";
       branch.onclick = () => fork(next ? Number(next.dataset.userTurn) : null).catch(page.fail);

@@ -123,7 +123,7 @@ def test_file_list_preview_and_a_hostile_name_shown_as_text(ws_server: ThreadSer
     panel.get_by_test_id("files-list").locator('[data-path="pic.png"] button').click()
     image = panel.get_by_test_id("file-preview-image")
     image.wait_for()
-    page.wait_for_function("document.querySelector('[data-testid=file-preview-image]').naturalWidth === 8")
+    page.wait_for_function("() => document.querySelector('[data-testid=file-preview-image]').naturalWidth === 8")
     assert (image.get_attribute("src") or "").startswith("data:image/png;base64,")
 
     page.get_by_test_id("files-close").click()
@@ -179,7 +179,7 @@ def test_upload_refused_type_shows_the_error_and_lists_nothing(
     refused.write_bytes(b"MZ\x90\x00")
     panel.get_by_test_id("files-upload-input").set_input_files(str(refused))
     status = panel.get_by_test_id("files-status")
-    page.wait_for_function("document.querySelector('[data-testid=files-status]').dataset.kind === 'error'")
+    page.wait_for_function("() => document.querySelector('[data-testid=files-status]').dataset.kind === 'error'")
     assert "uploads may not be .exe files" in status.inner_text()
     assert "allowed: md, png, txt" in status.inner_text()  # the server's hint rides along
     assert not (root / "uploads").exists() or list((root / "uploads").iterdir()) == []
@@ -236,7 +236,7 @@ def test_memory_edit_over_budget_is_refused_and_the_notes_stay(mem_server: Threa
     page.get_by_test_id("memory-open").click()
     dialog = page.get_by_test_id("memory-dialog")
     notes = dialog.get_by_test_id("memory-notes")
-    page.wait_for_function("document.querySelector('[data-testid=memory-notes]').value.includes('Oslo')")
+    page.wait_for_function("() => document.querySelector('[data-testid=memory-notes]').value.includes('Oslo')")
     assert notes.input_value() == stored["content"]
     assert meter(page) == f"{stored['used']} / 150 characters"
     assert dialog.get_by_test_id("memory-save").is_disabled()  # nothing edited yet
@@ -255,7 +255,7 @@ def test_memory_edit_over_budget_is_refused_and_the_notes_stay(mem_server: Threa
     dialog.get_by_test_id("memory-close").click()
     assert dialog.is_hidden()
     page.get_by_test_id("memory-open").click()  # reopened: the stored notes again
-    page.wait_for_function("document.querySelector('[data-testid=memory-notes]').value.includes('Oslo')")
+    page.wait_for_function("() => document.querySelector('[data-testid=memory-notes]').value.includes('Oslo')")
     assert notes.input_value() == stored["content"]
 
     notes.fill(stored["content"] + "- Works nights\n")
@@ -271,7 +271,7 @@ def test_dream_now_reports_before_and_after(mem_server: ThreadServer, page: Any)
     page.goto(mem_server.url)
     page.get_by_test_id("memory-open").click()
     dialog = page.get_by_test_id("memory-dialog")
-    page.wait_for_function("document.querySelector('[data-testid=memory-notes]').value.includes('Oslo')")
+    page.wait_for_function("() => document.querySelector('[data-testid=memory-notes]').value.includes('Oslo')")
     assert dialog.get_by_test_id("memory-dreamed").inner_text() == "Never dreamed"
     dialog.get_by_test_id("memory-dream").click()
     status = dialog.get_by_test_id("memory-status")
@@ -300,7 +300,7 @@ class Suggest:
 
 
 def followups_state(page: Any, want: str) -> None:
-    page.wait_for_function(f"document.getElementById('messages').dataset.followups === '{want}'")
+    page.wait_for_function(f"() => document.getElementById('messages').dataset.followups === '{want}'")
 
 
 def test_followup_chip_click_sends_it(tmp_path: Path, page: Any) -> None:

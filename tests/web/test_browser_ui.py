@@ -203,7 +203,7 @@ def test_extension_script_tool_view_actions_events_and_view(page: Any, tmp_path:
         assert rate.get_attribute("aria-pressed") == "false"
         rate.click()
         page.wait_for_function(
-            "document.querySelector('[data-action=\"rate-up\"]')?.getAttribute('aria-pressed') === 'true'"
+            "() => document.querySelector('[data-action=\"rate-up\"]')?.getAttribute('aria-pressed') === 'true'"
         )
         page.screenshot(path=str(IMG / "web-custom.png"))  # logo, theme, tool view, actions
         rating = srv.app.state.ratings[0]

@@ -230,7 +230,7 @@ def test_web_charts_example():
 
 def test_web_api_router_example():
     out = _run_example("web_api_router.py")
-    assert "stream events: session, snapshot, turn_started, text_delta, message_completed, done" in out
+    assert "stream events: session, snapshot, turn_started, text_delta, message_completed, refs, timing, done" in out
     assert "answer: Hello from the mounted API." in out
     assert "chats: ['hi']" in out
     assert "unknown chat: 404 session_not_found" in out and "no token: 401 server_token" in out

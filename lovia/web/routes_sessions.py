@@ -230,8 +230,7 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
 
     @router.get("/runs")
     async def runs() -> dict[str, Any]:
-        live = [{"session_id": r.session_id, "run_id": r.run_id, "agent": r.agent.name} for r in sup.live_runs]
-        return {"runs": live}
+        return {"runs": [r.info() for r in sup.live_runs]}
 
     @router.get("/runs/history")
     async def run_history(

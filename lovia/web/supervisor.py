@@ -133,6 +133,23 @@ class LiveRun:
     """The run's ``RunContext.deps`` (what ``run_deps`` built)."""
     client_context: dict[str, Any] = field(default_factory=dict)
     """The page's context the run started with (a message joining the run leaves it as is)."""
+    started_at: float = field(default_factory=time.time)
+    turns: int = 0
+    """Turns started so far."""
+    awaiting: set[str] = field(default_factory=set)
+    """Ids of the gated calls waiting for a decision (the run is ``blocked_on_approval``)."""
+
+    def info(self) -> dict[str, Any]:
+        """The run as ``GET /api/runs`` lists it."""
+        return {
+            "session_id": self.session_id,
+            "run_id": self.run_id,
+            "agent": self.agent.name,
+            "status": "blocked_on_approval" if self.awaiting else "running",
+            "turns": self.turns,
+            "source": self.source,
+            "started_at": self.started_at,
+        }
     await_approvals: bool = True
     """Gated calls wait for ``POST /api/chat/approve``; ``False``: the agent's handler, else deny."""
     output: Any = None
@@ -422,9 +439,15 @@ class RunSupervisor:
             live.partial.append(event.delta)
         elif isinstance(event, (ev.OutputDiscarded, ev.TurnStarted, ev.MessageCompleted)):
             live.partial.clear()
+        if isinstance(event, ev.ApprovalRequired):
+            live.awaiting.add(event.call.id)
+        elif isinstance(event, (ev.ToolCallStarted, ev.ToolCallCompleted)):
+            live.awaiting.discard(event.call.id)
         if isinstance(event, ev.TurnStarted):
             live.turn_mark = len(live.entries)
             live.buffer.clear()
+            live.turns += 1
+            live.awaiting.clear()
         elif isinstance(event, ev.MessageCompleted):
             live.entries.extend(event.entries)
         elif isinstance(event, ev.UserMessageInjected):

@@ -120,7 +120,7 @@ def test_no_settings_without_a_runtime(home: Path, page: Any) -> None:
         page.get_by_test_id("composer").wait_for()
         # both the page's and the settings module's /api/info have answered
         page.wait_for_function(
-            "performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/api/info')).length >= 2"
+            "() => performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/api/info')).length >= 2"
         )
         page.get_by_test_id("model").wait_for(state="attached")
         assert page.get_by_test_id("settings-open").count() == 0

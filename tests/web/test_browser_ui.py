@@ -164,12 +164,12 @@ def test_messages_override_default_lang_and_added_language(page: Any, tmp_path: 
         options = page.locator("#language option").evaluate_all("(os) => os.map((o) => o.value)")
         assert options == ["", "en", "zh", "ja"]
         page.get_by_test_id("language").select_option("ja")
-        page.wait_for_function("document.documentElement.lang === 'ja'")
+        page.wait_for_function("() => document.documentElement.lang === 'ja'")
         assert page.get_by_test_id("new-chat").inner_text() == "新しいチャット"
         assert page.get_by_test_id("send").inner_text() == "Send"  # ja lacks it: English
         assert page.get_by_test_id("dash-link").inner_text() == "Dashboard"  # own key, no ja string: kept
         page.get_by_test_id("language").select_option("")  # Automatic: back to default_lang
-        page.wait_for_function("document.documentElement.lang === 'zh'")
+        page.wait_for_function("() => document.documentElement.lang === 'zh'")
 
 
 def test_extension_script_tool_view_actions_events_and_view(page: Any, tmp_path: Path) -> None:
@@ -203,7 +203,7 @@ def test_extension_script_tool_view_actions_events_and_view(page: Any, tmp_path:
         assert rate.get_attribute("aria-pressed") == "false"
         rate.click()
         page.wait_for_function(
-            "document.querySelector('[data-action=\"rate-up\"]')?.getAttribute('aria-pressed') === 'true'"
+            "() => document.querySelector('[data-action=\"rate-up\"]')?.getAttribute('aria-pressed') === 'true'"
         )
         page.screenshot(path=str(IMG / "web-custom.png"))  # logo, theme, tool view, actions
         rating = srv.app.state.ratings[0]

@@ -6,6 +6,7 @@ the app without opening the Host guard to any name."""
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from lovia.testing import ScriptedProvider, call, text
 from lovia.transcript import InputEntry, ToolResultEntry, TranscriptEntry
 from lovia.web import create_app
 
-from .helpers import ThreadServer, sse
+from .helpers import ThreadServer, scripted_agent, sse, wait_for
 
 FIELDS = {
     "role",
@@ -189,3 +190,17 @@ def test_tool_images_are_served_by_index_and_unservable_ones_are_404(tmp_path: P
             r = c.get(f"/api/sessions/{sid}/tool-images/{path}")
             assert r.status_code == 404 and r.json()["detail"]["code"] == "image_not_found", path
         assert c.get("/api/sessions/nope/tool-images/c_png/0").json()["detail"]["code"] == "session_not_found"
+
+
+def test_live_runs_report_status_turns_source_and_start(tmp_path: Path) -> None:
+    with ThreadServer(create_app(scripted_agent(), db_path=str(tmp_path / "r.db"))) as srv:
+        asked = sse(srv.url, "/api/chat/stream", {"message": "remove a.txt"}, until="approval_required")
+        sid = asked.of("session")[0]["session_id"]
+        approval = asked.of("approval_required")[0]
+        (run,) = httpx.get(f"{srv.url}/api/runs").json()["runs"]
+        assert run["session_id"] == sid and run["status"] == "blocked_on_approval"
+        assert run["turns"] == 1 and run["source"] == "user" and run["agent"] == "scripted"
+        assert run["started_at"] <= time.time() and run["run_id"] == asked.of("snapshot")[0]["run_id"]
+        decided = {"session_id": sid, "call_id": approval["id"], "decision": "deny"}
+        assert httpx.post(f"{srv.url}/api/chat/approve", json=decided).status_code == 200
+        wait_for(lambda: httpx.get(f"{srv.url}/api/runs").json()["runs"] == [])

@@ -27,7 +27,7 @@ import uuid
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from ..exceptions import ToolError, UserError
 from ..plugins.base import PluginInstance
@@ -36,15 +36,13 @@ from ..tools import Tool, tool
 from .schedule_store import ScheduleRow, ScheduleStore, open_schedule_store
 from .triggers import initial_next_fire, validate_trigger
 
-if TYPE_CHECKING:
-    from .api import RouterDeps
-
 __all__ = ["Scheduling"]
 
-_SERVERS: weakref.WeakKeyDictionary[Any, RouterDeps] = weakref.WeakKeyDictionary()
+# store -> its server's RouterDeps (typed Any: naming RouterDeps here would close an import cycle)
+_SERVERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
-def register_server(deps: RouterDeps) -> None:
+def register_server(deps: Any) -> None:
     """Let a ``Scheduling(deps.store)`` plugin start chats on this server (``start_session``)."""
     _SERVERS[deps.store] = deps
 

@@ -150,6 +150,7 @@ class LiveRun:
             "source": self.source,
             "started_at": self.started_at,
         }
+
     await_approvals: bool = True
     """Gated calls wait for ``POST /api/chat/approve``; ``False``: the agent's handler, else deny."""
     output: Any = None

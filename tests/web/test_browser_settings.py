@@ -11,6 +11,7 @@ import pytest
 
 from .config_helpers import Endpoint, config_server, make_runtime, profile
 from .helpers import ThreadServer, scripted_agent, wait_for
+from .test_browser import IMG
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
@@ -87,6 +88,7 @@ def test_add_switch_and_chat_on_the_new_endpoint(home: Path, page: Any) -> None:
             assert row(page, "A").get_by_test_id("role-chat").count() == 0
             row(page, "Bee").get_by_test_id("model-test").click()
             wait_for(lambda: row(page, "Bee").get_by_test_id("model-test-result").get_attribute("data-outcome") == "ok")
+            dialog.screenshot(path=str(IMG / "web-settings.png"))  # two models, one tested, keys masked
             page.get_by_test_id("settings-close").click()
 
             page.get_by_test_id("composer").fill("hello there")

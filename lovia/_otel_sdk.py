@@ -244,7 +244,7 @@ class LiveSpan(trace_api.Span):
         """Nothing: lovia ends this span itself."""
 
 
-def _bounded_events(limits: Any, events: Sequence[Event]) -> BoundedList:
+def _bounded_events(limits: Any, events: Sequence[Event]) -> BoundedList[Any]:
     bounded = [
         Event(
             e.name,
@@ -258,7 +258,7 @@ def _bounded_events(limits: Any, events: Sequence[Event]) -> BoundedList:
     return BoundedList.from_seq(limits.max_events, bounded)
 
 
-def _bounded_links(limits: Any, links: Sequence[Link]) -> BoundedList:
+def _bounded_links(limits: Any, links: Sequence[Link]) -> BoundedList[Any]:
     bounded = [
         Link(
             link.context,

@@ -82,6 +82,8 @@ try:  # module globals: the quickest lookup on the hot path
 
     from opentelemetry.context import attach as _attach
     from opentelemetry.context import detach as _detach
+    from opentelemetry.context import get_current as _get_current
+    from opentelemetry.sdk.trace import ReadableSpan as _ReadableSpan
     from opentelemetry.trace import NonRecordingSpan as _NonRecordingSpan
     from opentelemetry.trace import SpanContext as _SpanContext
     from opentelemetry.trace import Status as _Status
@@ -91,6 +93,8 @@ try:  # module globals: the quickest lookup on the hot path
     from opentelemetry.trace import set_span_in_context as _set_span_in_context
 
     # The direct path needs the SDK as well; with the API alone spans go through the public API.
+    from ._otel_sdk import DECISIONS as _DECISIONS
+    from ._otel_sdk import UNSET as _UNSET
     from ._otel_sdk import LiveSpan as _LiveSpan
     from ._otel_sdk import Recorded as _Recorded
     from ._otel_sdk import SdkPipeline as _SdkPipeline
@@ -98,7 +102,7 @@ try:  # module globals: the quickest lookup on the hot path
     from ._otel_sdk import exception_event as _exception_event
     from ._otel_sdk import sdk_pipeline as _sdk_pipeline
 
-    _UNSET = _Status(_StatusCode.UNSET)
+    _new_live = _LiveSpan.__new__
     _SAMPLED = _TraceFlags.SAMPLED
     _RANDOM = getattr(_TraceFlags, "RANDOM_TRACE_ID", 0)
     _FLAGS = {f: _TraceFlags(f) for f in (0, _SAMPLED, _RANDOM, _SAMPLED | _RANDOM)}
@@ -389,7 +393,8 @@ class _DirectSpan(_Recorded):
         kind = self._kind
         pipe = self._pipe
         name, out = kind.build(self._attrs)
-        parent: SpanContext | None = _get_current_span().get_span_context()
+        context = _get_current()
+        parent: SpanContext | None = _get_current_span(context).get_span_context()
         assert parent is not None
         if parent.is_valid:
             trace_id = parent.trace_id
@@ -398,37 +403,34 @@ class _DirectSpan(_Recorded):
             parent = None
             trace_id = pipe.generate_trace_id()
             random = pipe.random_flag
-        result = pipe.sampler.should_sample(None, trace_id, name, kind.kind, out, ())
+        # The SDK passes the context it was given (none: the current one); this is that context.
+        result = pipe.sampler.should_sample(context, trace_id, name, kind.kind, out, ())
         decision = result.decision
+        known = _DECISIONS.get(decision)
+        recording, sampled = known if known is not None else (decision.is_recording(), decision.is_sampled())
         self._ctx = ctx = _SpanContext(
-            trace_id,
-            pipe.generate_span_id(),
-            False,
-            _FLAGS[(_SAMPLED if decision.is_sampled() else 0) | random],
-            result.trace_state,
+            trace_id, pipe.generate_span_id(), False, _FLAGS[(_SAMPLED if sampled else 0) | random], result.trace_state
         )
         current: Any
-        if decision.is_recording():
+        if recording:
             self._recording = True
             self._name = name
             self._parent = parent
+            self._extra = None
             if result.attributes == out:  # the sampler kept our attributes as they are
                 self._out = out
                 self._clean = True
             else:
                 self._out = dict(result.attributes)
                 self._clean = False
-            self._ended = False
-            self._events = None
-            self._links = None
-            self._status = _UNSET
-            current = _LiveSpan(self)
+            current = _new_live(_LiveSpan)  # no __init__ frame: this runs for every span
+            current._span = self
             self._start = _time_ns()
         else:
             current = _NonRecordingSpan(ctx)
         if self.run_id is not None:
             self._owner._remember(self)
-        self._token = _attach(_set_span_in_context(current))
+        self._token = _attach(_set_span_in_context(current, context))
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -438,8 +440,31 @@ class _DirectSpan(_Recorded):
         finally:
             _detach(self._token)
             if self._recording:
+                end = _time_ns()
                 self._recording = False
-                _end_span(self._pipe, self, self._kind.kind, self._parent, self._start, _time_ns())
+                pipe = self._pipe
+                out = self._out
+                if self._extra is None and self._clean and pipe.plain and len(out) <= pipe.max_attributes:
+                    # the common case, inline: what end_span builds, with nothing to bound
+                    readable = _ReadableSpan(
+                        self._name,
+                        self._ctx,
+                        self._parent,
+                        pipe.tracer.resource,
+                        out,
+                        (),
+                        (),
+                        self._kind.kind,
+                        pipe.info,
+                        _UNSET,
+                        self._start,
+                        end,
+                        pipe.scope,
+                    )
+                    for on_end in pipe.on_ends:
+                        on_end(readable)
+                else:
+                    _end_span(pipe, self, self._kind.kind, self._parent, self._start, end)
 
     def set_attribute(self, key: str, value: Any) -> None:
         """Set one attribute (mapped to its ``gen_ai.*``/``lovia.*`` name; content only when opted in)."""

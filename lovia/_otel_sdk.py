@@ -16,6 +16,7 @@ SDK span), the tracer is disabled, or the SDK's self-metrics are on.
 
 from __future__ import annotations
 
+import sys
 import traceback
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk import trace as sdk_trace
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, Status, StatusCode
@@ -32,7 +34,18 @@ from opentelemetry.trace import Link, Status, StatusCode
 if TYPE_CHECKING:
     from opentelemetry.util.types import AnyValue, Attributes
 
-__all__ = ["SDK_VERSIONS", "LiveSpan", "Recorded", "SdkPipeline", "end_span", "exception_event", "sdk_pipeline"]
+__all__ = [
+    "DECISIONS",
+    "UNSET",
+    "SDK_VERSIONS",
+    "Extra",
+    "LiveSpan",
+    "Recorded",
+    "SdkPipeline",
+    "end_span",
+    "exception_event",
+    "sdk_pipeline",
+]
 
 SDK_VERSIONS = ((1, 45), (1, 46))
 """``[lowest, above highest)`` SDK ``major.minor`` whose internals this module was checked against."""
@@ -45,7 +58,12 @@ _INERT_ON_ENDING = frozenset(
     {sdk_trace.SpanProcessor._on_ending, SimpleSpanProcessor._on_ending, BatchSpanProcessor._on_ending}
 )
 _MULTI = (sdk_trace.SynchronousMultiSpanProcessor, sdk_trace.ConcurrentMultiSpanProcessor)
-_UNSET = Status(StatusCode.UNSET)
+UNSET = _UNSET = Status(StatusCode.UNSET)
+DECISIONS: dict[Any, tuple[bool, bool]] = {
+    d: (bool(d.is_recording()), bool(d.is_sampled()))  # type: ignore[no-untyped-call]
+    for d in Decision
+}
+"""(recording, sampled) per sampling decision, without the enum's methods on the hot path."""
 
 
 def _version(text: str) -> tuple[int, int]:
@@ -54,6 +72,16 @@ def _version(text: str) -> tuple[int, int]:
         return int(major), int(minor)
     except ValueError:
         return (0, 0)
+
+
+try:
+    from opentelemetry.sdk.trace._tracer_metrics import NoOpTracerMetrics as _QuietMetrics
+    from opentelemetry.sdk.version import __version__ as _sdk_version
+
+    _INSTALLED = _version(_sdk_version)
+except ImportError:  # an SDK without them is not one this module was checked against
+    _QuietMetrics = None  # type: ignore[assignment,misc]
+    _INSTALLED = (0, 0)
 
 
 class SdkPipeline:
@@ -65,7 +93,7 @@ class SdkPipeline:
         "info",
         "limits",
         "max_attributes",
-        "on_end",
+        "on_ends",
         "plain",
         "processors",
         "random_flag",
@@ -77,7 +105,10 @@ class SdkPipeline:
     def __init__(self, tracer: Any, processors: tuple[Any, ...], limits: Any, scope: InstrumentationScope) -> None:
         self.tracer = tracer  # its ``resource`` is read at each span's end: the SDK replaces it after a fork
         self.processors = processors
-        self.on_end = tracer.span_processor.on_end
+        multi = tracer.span_processor
+        # The synchronous multi-processor only loops over its processors: call them directly.
+        synchronous = type(multi) is sdk_trace.SynchronousMultiSpanProcessor
+        self.on_ends = tuple(p.on_end for p in processors) if synchronous else (multi.on_end,)
         self.sampler = tracer.sampler
         ids = tracer.id_generator
         self.generate_trace_id = ids.generate_trace_id
@@ -87,7 +118,7 @@ class SdkPipeline:
         self.info = tracer.instrumentation_info
         self.scope = scope
         self.limits = limits
-        self.max_attributes = limits.max_span_attributes
+        self.max_attributes: int = sys.maxsize if limits.max_span_attributes is None else limits.max_span_attributes
         # Our own attribute values are already valid; without a length limit they need no cleaning.
         self.plain = limits.max_span_attribute_length is None
 
@@ -100,13 +131,10 @@ def sdk_pipeline(tracer: object, previous: SdkPipeline | None = None) -> SdkPipe
     """
     if type(tracer) is not sdk_trace.Tracer:  # another SDK, the API's no-op tracer, a subclass
         return None
+    low, high = SDK_VERSIONS
+    if not low <= _INSTALLED < high or _QuietMetrics is None:
+        return None
     try:
-        from opentelemetry.sdk.trace._tracer_metrics import NoOpTracerMetrics
-        from opentelemetry.sdk.version import __version__
-
-        low, high = SDK_VERSIONS
-        if not low <= _version(__version__) < high:
-            return None
         multi = tracer.span_processor
         processors = multi._span_processors
         if previous is not None and previous.tracer is tracer and previous.processors is processors:
@@ -114,8 +142,8 @@ def sdk_pipeline(tracer: object, previous: SdkPipeline | None = None) -> SdkPipe
         limits = tracer._span_limits
         scope = tracer._instrumentation_scope
         enabled = tracer._tracer_config.is_enabled
-        quiet = type(tracer._tracer_metrics) is NoOpTracerMetrics
-    except (AttributeError, ImportError, TypeError):
+        quiet = type(tracer._tracer_metrics) is _QuietMetrics
+    except (AttributeError, TypeError):
         return None
     if not (enabled is True and quiet and type(multi) in _MULTI and isinstance(processors, tuple)):
         return None
@@ -128,43 +156,55 @@ def sdk_pipeline(tracer: object, previous: SdkPipeline | None = None) -> SdkPipe
     return SdkPipeline(tracer, processors, limits, scope)
 
 
+class Extra:
+    """What few spans have: events, links, a status other than UNSET."""
+
+    __slots__ = ("events", "links", "status")
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.links: list[Link] = []
+        self.status: Status = _UNSET
+
+
 class Recorded:
     """The part of a direct-path span that :class:`LiveSpan` and :func:`end_span` work on."""
 
-    __slots__ = ("_clean", "_ctx", "_ended", "_events", "_links", "_name", "_out", "_status")
+    __slots__ = ("_clean", "_ctx", "_extra", "_name", "_out", "_recording")
 
     _ctx: trace_api.SpanContext
     _name: str
     _out: dict[str, Any]
     _clean: bool  # only lovia's own (already valid) values in ``_out``
-    _ended: bool
-    _events: list[Event] | None
-    _links: list[Link] | None
-    _status: Status
+    _recording: bool  # false before the start, after the end, and for spans the sampler dropped
+    _extra: Extra | None
 
     def _raw(self, attributes: Mapping[str, Any]) -> None:
-        if not self._ended:
+        if self._recording:
             self._out.update(attributes)
             self._clean = False
 
+    def _more(self) -> Extra:
+        extra = self._extra
+        if extra is None:
+            extra = self._extra = Extra()
+        return extra
+
     def _set_status(self, status: Status) -> None:
         # The SDK's rule: an OK status is final, UNSET never overwrites.
-        if self._ended or self._status.status_code is StatusCode.OK or status.status_code is StatusCode.UNSET:
+        if not self._recording or status.status_code is StatusCode.UNSET:
             return
-        self._status = status
+        extra = self._more()
+        if extra.status.status_code is not StatusCode.OK:
+            extra.status = status
 
     def _add_event(self, event: Event) -> None:
-        if not self._ended:
-            if self._events is None:
-                self._events = []
-            self._events.append(event)
+        if self._recording:
+            self._more().events.append(event)
 
     def _add_link(self, context: trace_api.SpanContext, attributes: Attributes) -> None:
-        if self._ended or not (context.is_valid or attributes):  # the SDK's test of a usable link
-            return
-        if self._links is None:
-            self._links = []
-        self._links.append(Link(context, attributes))
+        if self._recording and (context.is_valid or attributes):  # the SDK's test of a usable link
+            self._more().links.append(Link(context, attributes))
 
 
 def exception_event(
@@ -203,7 +243,7 @@ class LiveSpan(trace_api.Span):
 
     def is_recording(self) -> bool:
         """True until lovia's span ends."""
-        return not self._span._ended
+        return self._span._recording
 
     def set_attribute(self, key: str, value: AnyValue) -> None:
         """Set one attribute under exactly this key."""
@@ -223,7 +263,7 @@ class LiveSpan(trace_api.Span):
 
     def update_name(self, name: str) -> None:
         """Rename the span."""
-        if not self._span._ended:
+        if self._span._recording:
             self._span._name = name
 
     def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
@@ -280,32 +320,28 @@ def end_span(
     end: int,
 ) -> None:
     """Hand the ended ``span`` to the provider's processors as the ``ReadableSpan`` the SDK would build."""
-    span._ended = True
     out = span._out
+    extra = span._extra
     limits = pipe.limits
-    attributes: Any
-    if span._clean and pipe.plain and (pipe.max_attributes is None or len(out) <= pipe.max_attributes):
-        attributes = out  # nothing to clean or drop; nobody holds another reference
-    else:
+    attributes: Any = out  # nothing to clean or drop; nobody else holds it
+    if not (span._clean and pipe.plain and len(out) <= pipe.max_attributes):
         attributes = BoundedAttributes(
             limits.max_span_attributes, out, immutable=True, max_value_len=limits.max_span_attribute_length
         )
-    events = span._events
-    links = span._links
-    pipe.on_end(
-        ReadableSpan(
-            span._name,
-            span._ctx,
-            parent,
-            pipe.tracer.resource,
-            attributes,
-            () if events is None else _bounded_events(limits, events),
-            () if links is None else _bounded_links(limits, links),
-            kind,
-            pipe.info,
-            span._status,
-            start,
-            end,
-            pipe.scope,
-        )
+    readable = ReadableSpan(
+        span._name,
+        span._ctx,
+        parent,
+        pipe.tracer.resource,
+        attributes,
+        () if extra is None or not extra.events else _bounded_events(limits, extra.events),
+        () if extra is None or not extra.links else _bounded_links(limits, extra.links),
+        kind,
+        pipe.info,
+        _UNSET if extra is None else extra.status,
+        start,
+        end,
+        pipe.scope,
     )
+    for on_end in pipe.on_ends:
+        on_end(readable)

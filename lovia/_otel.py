@@ -84,6 +84,7 @@ try:  # module globals: the quickest lookup on the hot path
     from opentelemetry.context import detach as _detach
     from opentelemetry.context import get_current as _get_current
     from opentelemetry.sdk.trace import ReadableSpan as _ReadableSpan
+    from opentelemetry.sdk.trace.sampling import Decision as _Decision
     from opentelemetry.trace import NonRecordingSpan as _NonRecordingSpan
     from opentelemetry.trace import SpanContext as _SpanContext
     from opentelemetry.trace import Status as _Status
@@ -93,7 +94,6 @@ try:  # module globals: the quickest lookup on the hot path
     from opentelemetry.trace import set_span_in_context as _set_span_in_context
 
     # The direct path needs the SDK as well; with the API alone spans go through the public API.
-    from ._otel_sdk import DECISIONS as _DECISIONS
     from ._otel_sdk import UNSET as _UNSET
     from ._otel_sdk import LiveSpan as _LiveSpan
     from ._otel_sdk import Recorded as _Recorded
@@ -102,6 +102,8 @@ try:  # module globals: the quickest lookup on the hot path
     from ._otel_sdk import exception_event as _exception_event
     from ._otel_sdk import sdk_pipeline as _sdk_pipeline
 
+    _RECORD_AND_SAMPLE = _Decision.RECORD_AND_SAMPLE
+    _DROP = _Decision.DROP
     _new_live = _LiveSpan.__new__
     _SAMPLED = _TraceFlags.SAMPLED
     _RANDOM = getattr(_TraceFlags, "RANDOM_TRACE_ID", 0)
@@ -406,8 +408,12 @@ class _DirectSpan(_Recorded):
         # The SDK passes the context it was given (none: the current one); this is that context.
         result = pipe.sampler.should_sample(context, trace_id, name, kind.kind, out, ())
         decision = result.decision
-        known = _DECISIONS.get(decision)
-        recording, sampled = known if known is not None else (decision.is_recording(), decision.is_sampled())
+        if decision is _RECORD_AND_SAMPLE:  # identity tests: an enum's own methods and hash are Python frames
+            recording = sampled = True
+        elif decision is _DROP:
+            recording = sampled = False
+        else:
+            recording, sampled = decision.is_recording(), decision.is_sampled()
         self._ctx = ctx = _SpanContext(
             trace_id, pipe.generate_span_id(), False, _FLAGS[(_SAMPLED if sampled else 0) | random], result.trace_state
         )

@@ -26,7 +26,6 @@ from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk import trace as sdk_trace
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, Status, StatusCode
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
     from opentelemetry.util.types import AnyValue, Attributes
 
 __all__ = [
-    "DECISIONS",
     "UNSET",
     "SDK_VERSIONS",
     "Extra",
@@ -59,11 +57,6 @@ _INERT_ON_ENDING = frozenset(
 )
 _MULTI = (sdk_trace.SynchronousMultiSpanProcessor, sdk_trace.ConcurrentMultiSpanProcessor)
 UNSET = _UNSET = Status(StatusCode.UNSET)
-DECISIONS: dict[Any, tuple[bool, bool]] = {
-    d: (bool(d.is_recording()), bool(d.is_sampled()))  # type: ignore[no-untyped-call]
-    for d in Decision
-}
-"""(recording, sampled) per sampling decision, without the enum's methods on the hot path."""
 
 
 def _version(text: str) -> tuple[int, int]:

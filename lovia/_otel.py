@@ -6,11 +6,14 @@ Our span names and attributes are mapped onto the GenAI semantic conventions: a 
 span with ``gen_ai.tool.name``. Parenthood follows the OpenTelemetry context (a contextvar), so a
 sub-run of an agent-as-tool nests under its ``tool_call`` and joins the caller's trace.
 
-Spans open on every model and tool call, so the path from ``tracer.span(...)`` to the SDK's
-``start_span`` is kept short: each span kind's key mapping, constant attributes, display-name
+Spans open on every model and tool call, so they are kept cheap. With the SDK's own
+``TracerProvider`` no SDK ``Span`` is created: :class:`_DirectSpan` keeps the span's data and
+hands the provider's processors one finished ``ReadableSpan`` (:mod:`lovia._otel_sdk` says when
+that path is taken and what it applies); any other provider goes through the public API
+(:class:`_Span`). Either way each span kind's key mapping, constant attributes, display-name
 rule and kind are resolved once per tracer (:class:`_Kind`), values of the common types pass
-through untouched, attributes no one exports (content without ``capture_content``, anything on a
-span the sampler dropped) are not built, and a model response goes to the SDK in one call.
+through untouched, and attributes no one exports (content without ``capture_content``, anything
+on a span the sampler dropped) are not built.
 """
 
 from __future__ import annotations

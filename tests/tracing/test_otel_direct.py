@@ -345,3 +345,62 @@ def test_an_error_does_not_override_an_ok_status_set_by_user_code() -> None:
     assert exported.status.status_code == StatusCode.OK  # the SDK's rule: OK is final
     assert exported.attributes is not None and exported.attributes["error.type"] == "RuntimeError"
     assert [e.name for e in exported.events] == ["exception"]
+
+
+class Collect(SpanProcessor):
+    """Keeps every ended span, sampled or not (an exporter processor would drop unsampled ones)."""
+
+    def __init__(self) -> None:
+        self.ended: list[ReadableSpan] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.ended.append(span)
+
+
+class RecordOnly(Sampler):
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        return SamplingResult(Decision.RECORD_ONLY, attributes)
+
+    def get_description(self) -> str:
+        return "RecordOnly"
+
+
+async def test_record_only_spans_reach_processors_unsampled_on_both_paths() -> None:
+    ended = []
+    for busy_on_start in (False, True):
+        provider, exporter = _provider(sampler=RecordOnly())
+        collect = Collect()
+        provider.add_span_processor(collect)
+        if busy_on_start:
+            provider.add_span_processor(StartWatcher())
+        await _scenario(OpenTelemetryTracer(tracer_provider=provider))
+        assert exporter.get_finished_spans() == ()  # the exporting processor drops unsampled spans
+        assert collect.ended and not any(s.context and s.context.trace_flags.sampled for s in collect.ended)
+        ended.append(_shape(collect.ended))
+    assert ended[0] == ended[1]
+
+
+async def test_the_concurrent_multi_processor_gets_the_spans_too() -> None:
+    from opentelemetry.sdk.trace import ConcurrentMultiSpanProcessor
+
+    global _user_provider
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(active_span_processor=ConcurrentMultiSpanProcessor(2))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    _user_provider = provider
+    tracer = OpenTelemetryTracer(tracer_provider=provider)
+    assert tracer._pipe is not None
+    await _scenario(tracer)
+    reference, reference_exporter = _provider()
+    await _scenario(OpenTelemetryTracer(tracer_provider=reference))
+    assert _shape(exporter.get_finished_spans()) == _shape(reference_exporter.get_finished_spans())
+    provider.shutdown()

@@ -68,12 +68,10 @@ def _version(text: str) -> tuple[int, int]:
 
 
 try:
-    from opentelemetry.sdk.trace._tracer_metrics import NoOpTracerMetrics as _QuietMetrics
     from opentelemetry.sdk.version import __version__ as _sdk_version
 
     _INSTALLED = _version(_sdk_version)
-except ImportError:  # an SDK without them is not one this module was checked against
-    _QuietMetrics = None  # type: ignore[assignment,misc]
+except ImportError:  # pragma: no cover - every SDK release has it
     _INSTALLED = (0, 0)
 
 
@@ -125,18 +123,20 @@ def sdk_pipeline(tracer: object, previous: SdkPipeline | None = None) -> SdkPipe
     if type(tracer) is not sdk_trace.Tracer:  # another SDK, the API's no-op tracer, a subclass
         return None
     low, high = SDK_VERSIONS
-    if not low <= _INSTALLED < high or _QuietMetrics is None:
+    if not low <= _INSTALLED < high:
         return None
     try:
         multi = tracer.span_processor
         processors = multi._span_processors
         if previous is not None and previous.tracer is tracer and previous.processors is processors:
             return previous if tracer._tracer_config.is_enabled else None
+        from opentelemetry.sdk.trace._tracer_metrics import NoOpTracerMetrics
+
         limits = tracer._span_limits
         scope = tracer._instrumentation_scope
         enabled = tracer._tracer_config.is_enabled
-        quiet = type(tracer._tracer_metrics) is _QuietMetrics
-    except (AttributeError, TypeError):
+        quiet = type(tracer._tracer_metrics) is NoOpTracerMetrics
+    except (AttributeError, ImportError, TypeError):
         return None
     if not (enabled is True and quiet and type(multi) in _MULTI and isinstance(processors, tuple)):
         return None

@@ -296,6 +296,15 @@ async def test_other_providers_and_a_disabled_sdk_use_the_public_api(monkeypatch
     assert api_only._pipe is None
     assert (await Runner.run(agent, "x", tracer=api_only)).output == "hi"
 
+    with monkeypatch.context() as env:  # the SDK's own metrics count spans in start_span/end
+        env.setenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED", "true")
+        metered, metered_exporter = _provider()
+        counted = OpenTelemetryTracer(tracer_provider=metered)
+        assert counted._pipe is None
+        assert (await Runner.run(agent, "x", tracer=counted)).output == "hi"
+        assert [s.name for s in metered_exporter.get_finished_spans()] == ["chat scripted", "turn 1", "invoke_agent a"]
+
+    agent = Agent(name="a", model=ScriptedProvider([text("hi")]))
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     provider, exporter = _provider()
     disabled = OpenTelemetryTracer(tracer_provider=provider)

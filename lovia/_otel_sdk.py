@@ -174,7 +174,8 @@ class Recorded:
 
     def _raw(self, attributes: Mapping[str, Any]) -> None:
         if self._recording:
-            self._out.update(attributes)
+            # A cleaned copy now, as the SDK takes one: later changes to the caller's values do not leak in.
+            self._out.update(BoundedAttributes(None, attributes))
             self._clean = False
 
     def _more(self) -> Extra:
@@ -248,7 +249,7 @@ class LiveSpan(trace_api.Span):
 
     def add_event(self, name: str, attributes: Attributes = None, timestamp: int | None = None) -> None:
         """Add an event."""
-        self._span._add_event(Event(name, attributes, timestamp))
+        self._span._add_event(Event(name, BoundedAttributes(None, attributes) if attributes else None, timestamp))
 
     def add_link(self, context: trace_api.SpanContext, attributes: Attributes = None) -> None:
         """Add a link."""

@@ -413,3 +413,19 @@ async def test_the_concurrent_multi_processor_gets_the_spans_too() -> None:
     await _scenario(OpenTelemetryTracer(tracer_provider=reference))
     assert _shape(exporter.get_finished_spans()) == _shape(reference_exporter.get_finished_spans())
     provider.shutdown()
+
+
+def test_values_user_code_sets_are_copied_when_set() -> None:
+    provider, exporter = _provider()
+    tracer = OpenTelemetryTracer(tracer_provider=provider)
+    tags = ["a"]
+    event_attrs: dict[str, Any] = {"k": "before"}
+    with tracer.span("tool_call", name="t", call_id="c"):
+        current = trace.get_current_span()
+        current.set_attribute("user.tags", tags)
+        current.add_event("user.event", event_attrs)
+        tags.append("b")
+        event_attrs["k"] = "after"
+    [exported] = exporter.get_finished_spans()
+    assert exported.attributes is not None and exported.attributes["user.tags"] == ("a",)
+    assert exported.events[0].attributes is not None and exported.events[0].attributes["k"] == "before"

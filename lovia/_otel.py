@@ -146,7 +146,19 @@ def _otel_value(key: str, value: Any) -> Any:
 class _Kind:
     """Everything about one span name that does not change between spans, resolved once."""
 
-    __slots__ = ("base", "capture", "is_model", "is_run", "keys", "kind", "label", "label_key", "name", "start_span")
+    __slots__ = (
+        "base",
+        "capture",
+        "is_model",
+        "is_run",
+        "keys",
+        "kind",
+        "label",
+        "label_key",
+        "name",
+        "passthrough",
+        "start_span",
+    )
 
     def __init__(self, name: str, kind: SpanKind, capture: bool, start_span: Any) -> None:
         self.name = name
@@ -161,6 +173,8 @@ class _Kind:
         self.keys: dict[str, str] = {}
         for key in (*_COMMON, *_KEYS.get(name, ())):
             self.key(key)
+        # Keys whose plain values are exported as they are (not content, not the finish reason).
+        self.passthrough = {k: v for k, v in self.keys.items() if v and k != "finish_reason"}
 
     def key(self, key: str) -> str:
         """The exported name of ``key`` on this kind of span (``_SKIP`` for content not captured)."""
@@ -180,16 +194,15 @@ class _Kind:
     def build(self, attrs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The display name and the exported attributes of a span opened with ``attrs`` (our names)."""
         out = self.base.copy()
-        keys = self.keys
+        passthrough = self.passthrough
         for key, value in attrs.items():
-            if value is None:
-                continue
-            mapped = keys.get(key)
-            if mapped is None:
-                mapped = self.key(key)
-            if not mapped:  # content that is not captured
-                continue
-            out[mapped] = value if type(value) in _PLAIN and key != "finish_reason" else _otel_value(key, value)
+            mapped = passthrough.get(key)
+            if mapped is not None and type(value) in _PLAIN:
+                out[mapped] = value
+            elif value is not None:  # an unknown key, a value to convert, content (maybe not captured)
+                mapped = self.keys.get(key) or self.key(key)
+                if mapped:
+                    out[mapped] = _otel_value(key, value)
         if self.is_model:
             system = attrs.get("system")
             if system is not None:

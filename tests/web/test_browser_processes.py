@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from lovia.web import create_app
+from lovia.workspace import Workspace
 
 from .helpers import ThreadServer, wait_for
 from .processes_helpers import EDIT_OLD, process_agent
@@ -166,3 +167,25 @@ def test_the_line_diff_keeps_context_and_folds_long_unchanged_runs(srv: ThreadSe
         *[f"ctx: line {i}" for i in range(11, 14)],
         "fold:⋯ 6 unchanged lines",
     ]
+
+
+def test_an_ask_rule_shows_its_approval_prompt_and_runs_only_once_approved(tmp_path: Path, page: Any) -> None:
+    root = tmp_path / "asked"
+    root.mkdir()
+    # Coding mode: shell commands are "ask" by default, so the person at the page decides.
+    agent = process_agent(root)
+    agent.workspace = Workspace.local(str(root), mode="coding")
+    with ThreadServer(create_app({"procs": agent}, db_path=str(tmp_path / "ask.db"))) as served:
+        page.goto(served.url)
+        send(page, "start echo made > marker.txt")
+        page.get_by_test_id("approve").wait_for()
+        assert "marker.txt" in page.get_by_test_id("tool-call").last.inner_text()  # the command is shown
+        assert not (root / "marker.txt").exists()  # nothing ran before the decision
+        page.get_by_test_id("deny").click()
+        page.get_by_text("start done:").wait_for()
+        idle(page)
+        assert not (root / "marker.txt").exists()  # denied: never ran
+        send(page, "start echo made > marker.txt")
+        page.get_by_test_id("approve").click()
+        wait_for(lambda: (root / "marker.txt").exists(), timeout=30)
+        idle(page)

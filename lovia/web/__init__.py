@@ -13,6 +13,7 @@ from .charts import show_chart, validate_chart_option
 from .components import put_ui_data, ui_result
 from .followups import FollowupFn, FollowupRequest, generate_followups
 from .html import show_html
+from .questions import QuestionRegistry
 from .run_deps import RunDepsFn, RunTrigger
 from .scheduling import Scheduling
 from .store import ChatMeta, ChatStore
@@ -31,6 +32,7 @@ __all__ = [
     "ChatUI",
     "FollowupFn",
     "FollowupRequest",
+    "QuestionRegistry",
     "RouterDeps",
     "RunDepsFn",
     "RunSupervisor",
@@ -47,6 +49,7 @@ __all__ = [
     "show_chart",
     "show_html",
     "show_table",
+    "subagent_deliver",
     "token_dependency",
     "ui_result",
     "validate_chart_option",
@@ -64,6 +67,10 @@ def __getattr__(name: str) -> Any:
         from .subagents import wire_subagents
 
         return wire_subagents
+    if name == "subagent_deliver":
+        from .subagents import subagent_deliver
+
+        return subagent_deliver
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

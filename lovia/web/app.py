@@ -78,7 +78,7 @@ def create_app(
     max_background_runs: int = 8,
     approval_timeout: float | None = None,
     question_channel: HumanChannel | None = None,
-    question_timeout: float | None = 600.0,
+    question_timeout: float | None = None,
     scheduler_poll: float = 1.0,
     wire_subagents: bool = True,
     ui: bool | ChatUI = True,

@@ -26,14 +26,17 @@ from fastapi.routing import APIRoute
 from starlette.requests import ClientDisconnect
 
 from ..exceptions import LoviaError, UserError
+from .run_errors import RunErrorCode, run_error_code
 
 __all__ = [
     "ApiRoute",
     "ErrorCode",
+    "RunErrorCode",
     "WebError",
     "error_body",
     "internal_error_response",
     "lovia_error_response",
+    "run_error_code",
     "validation_detail",
     "validation_response",
 ]

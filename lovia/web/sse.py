@@ -185,6 +185,7 @@ def event_to_frame(event: ev.Event) -> Frame | None:  # noqa: C901  (one branch 
             {
                 "type": type(event.error).__name__,
                 "message": message,
+                "code": "tool_error",
                 "scope": "tool",
                 "id": event.call.id if event.call else None,
             },

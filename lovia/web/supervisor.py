@@ -41,6 +41,7 @@ from ..transcript import (
 from .components import bind_ui_data
 from .events_hub import EventHub
 from .run_deps import RunDepsFn, RunTrigger, build_run_deps
+from .run_errors import run_error_code
 from .serialization import segment_timing, snapshot_views
 from .sse import Frame, event_to_frame
 from .store import ChatStore
@@ -57,14 +58,21 @@ _CLOSE: Frame | None = None
 
 
 def error_payload(error: BaseException) -> dict[str, Any]:
-    """What the page shows about a failed run: the error's type, message and hint."""
+    """What the page shows about a failed run: the error's type, message, ``code``
+    (:func:`~lovia.web.run_errors.run_error_code`), hint, and a provider error's HTTP status and
+    whether retrying may help."""
     payload: dict[str, Any] = {"type": type(error).__name__, "message": str(getattr(error, "message", None) or error)}
     hint = getattr(error, "hint", None)
     if hint:
         payload["hint"] = hint
+    payload["code"] = run_error_code(error)
     status = getattr(error, "status_code", None)
     if status is not None:
-        payload["status"] = status
+        payload["status"] = status  # the page's name for it
+        payload["status_code"] = status
+    retryable = getattr(error, "retryable", None)
+    if isinstance(retryable, bool):
+        payload["retryable"] = retryable
     return payload
 
 

@@ -142,6 +142,44 @@ def test_zh_locale_renders_chinese(browser: Any, tmp_path: Path) -> None:  # noq
     assert errors == [], errors
 
 
+def test_zh_locale_translates_the_schedules_dialog_and_the_page_without_settings(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    context = browser.new_context(viewport={"width": 1100, "height": 760}, locale="zh-CN")
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_default_timeout(20_000)
+    with ThreadServer(create_app(scripted_agent(), db_path=str(tmp_path / "web.db"))) as srv:
+        page.goto(srv.url)
+        page.get_by_text("开始对话。").wait_for()
+        assert page.get_by_test_id("settings-open").count() == 0  # no model_config: no Settings
+        opener = page.get_by_test_id("schedules-open")
+        assert opener.inner_text() == "定时任务"
+        assert opener.get_attribute("title") == "定时运行"
+        opener.click()
+        dialog = page.get_by_test_id("schedules-dialog")
+        dialog.get_by_text("还没有定时任务。").wait_for()
+        form = page.get_by_test_id("schedule-form")
+        assert "新建定时任务" in form.inner_text()
+        assert page.get_by_test_id("schedule-create").inner_text() == "创建"
+        assert page.get_by_test_id("schedule-message").get_attribute("placeholder") == "每次触发时智能体要做的事"
+        page.get_by_test_id("schedule-kind").select_option("every")
+        page.get_by_test_id("schedule-expr").fill("3600")
+        page.get_by_test_id("schedule-message").fill("汇报")
+        page.get_by_test_id("schedule-create").click()
+        item = page.get_by_test_id("schedule-item")
+        item.wait_for()
+        assert "每 3600 秒" in item.inner_text()
+        assert page.get_by_test_id("schedule-status").inner_text().startswith("下次 ")
+        assert page.get_by_test_id("schedule-toggle").inner_text() == "暂停"
+        page.get_by_test_id("schedule-toggle").click()
+        page.wait_for_function(
+            "() => document.querySelector('[data-testid=schedule-status]')?.textContent === '已暂停'"
+        )
+        assert "Schedules" not in dialog.inner_text()
+    context.close()
+    assert errors == [], errors
+
+
 def test_messages_override_default_lang_and_added_language(page: Any, tmp_path: Path) -> None:
     ui = ChatUI(
         assets=_assets(tmp_path),

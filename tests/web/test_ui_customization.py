@@ -303,6 +303,42 @@ def test_every_string_the_page_asks_for_exists_in_every_builtin_language() -> No
     assert not used - tables["en"], f"keys the page uses but i18n.js lacks: {sorted(used - tables['en'])}"
 
 
+def _entries(source: str, lang: str) -> dict[str, str]:
+    start = source.index(f"\n  {lang}: {{")
+    end = source.index("\n  },", start)
+    return {k: v for k, v in re.findall(r'^\s+"([\w.-]+)": "((?:[^"\\]|\\.)*)",', source[start:end], re.M)}
+
+
+# Modules whose strings live in i18n.js: each reads them through t(), none spells one out.
+TRANSLATED = ("schedules.js", "variants.js", "subagents.js", "settings.js", "pages.js", "diffview.js")
+
+
+def test_translated_modules_use_t_and_placeholders_agree_across_languages() -> None:
+    static = Path(__file__).resolve().parents[2] / "lovia" / "web" / "static"
+    i18n = (static / "i18n.js").read_text("utf-8")
+    en, zh = _entries(i18n, "en"), _entries(i18n, "zh")
+    assert set(en) == set(zh) and len(en) > 250
+    for key, text in en.items():
+        assert set(re.findall(r"\{(\w+)\}", text)) == set(re.findall(r"\{(\w+)\}", zh[key])), key
+    prefixes = {
+        "schedules.js": "schedules.",
+        "variants.js": "variants.",
+        "subagents.js": "subagents.",
+        "settings.js": "settings.",
+        "pages.js": "pages.",
+        "diffview.js": "diff.",
+    }
+    for name in TRANSLATED:
+        source = (static / name).read_text("utf-8")
+        assert 'import { t } from "./i18n.js";' in source, name
+        keys = re.findall(r'\bt\("([\w.-]+)"', source)
+        assert any(k.startswith(prefixes[name]) for k in keys), name
+        assert all(k in en for k in keys), name
+        # A string the page shows in English only, e.g. a button label or title as a literal.
+        literal = re.findall(r'(?:textContent|title|placeholder) = "([A-Z][^"]*)"', source)
+        assert not literal, (name, literal)
+
+
 def test_python_m_lovia_web_init_ui_is_the_same_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from lovia.web.command import main as web_main
 

@@ -1,6 +1,8 @@
 // What the workspace's edit_file and write_file calls changed, drawn inside their tool card as a
 // unified diff computed here from the call's arguments. Every line is set as text, never markup.
 
+import { t } from "./i18n.js";
+
 const CONTEXT = 3; // unchanged lines kept around each change; longer unchanged runs are folded
 const MAX_CELLS = 400_000; // beyond this the line match is skipped: all old lines out, all new in
 
@@ -78,7 +80,7 @@ function fold(ops) {
     const keepHead = i === 0 ? 0 : CONTEXT;
     const keepTail = end === ops.length ? 0 : CONTEXT;
     if (end - i > keepHead + keepTail + 1) {
-      out.push(...ops.slice(i, i + keepHead), { kind: "fold", text: `⋯ ${end - i - keepHead - keepTail} unchanged lines` });
+      out.push(...ops.slice(i, i + keepHead), { kind: "fold", text: t("diff.unchanged", { n: end - i - keepHead - keepTail }) });
       out.push(...ops.slice(end - keepTail, end));
     } else out.push(...ops.slice(i, end));
     i = end;
@@ -101,7 +103,7 @@ function diffBox(path, note, ops) {
     line.dataset.kind = op.kind;
     pre.append(line);
   }
-  if (!ops.length) pre.append(node("div", "diff-line fold", "(empty)"));
+  if (!ops.length) pre.append(node("div", "diff-line fold", t("diff.empty")));
   box.append(head, pre);
   return box;
 }
@@ -123,10 +125,10 @@ export function renderCallView(details, name, args) {
   let box;
   if (name === "edit_file") {
     if (typeof a.old !== "string" || typeof a.new !== "string") return;
-    box = diffBox(a.path, a.replace_all ? "every occurrence" : "", lineDiff(lines(a.old), lines(a.new)));
+    box = diffBox(a.path, a.replace_all ? t("diff.everyOccurrence") : "", lineDiff(lines(a.old), lines(a.new)));
   } else {
     if (typeof a.content !== "string") return;
-    const note = a.create_only ? "new file (only if it does not exist yet)" : "whole file written: replaces its previous content";
+    const note = a.create_only ? t("diff.createOnly") : t("diff.wholeFile");
     box = diffBox(a.path, note, lines(a.content).map((text) => ({ kind: "add", text })));
   }
   details.querySelector(".diff-view")?.remove();

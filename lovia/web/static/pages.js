@@ -24,6 +24,7 @@
 // the page's own code cannot touch.
 
 import { registerRenderer } from "./charts.js";
+import { t } from "./i18n.js";
 
 const FRAME_URL = new URL("./pages-frame.html", import.meta.url).href;
 const MIN_HEIGHT = 60;
@@ -109,10 +110,10 @@ class Page {
 
   build() {
     const head = el("div", "page-head");
-    head.append(el("div", "view-title", this.title || "Page"));
+    head.append(el("div", "view-title", this.title || t("pages.untitled")));
     const tools = el("div", "page-tools");
-    const full = button("⤢", "page-fullscreen", "Full screen");
-    const save = button("⤓", "page-download", "Download the page as HTML");
+    const full = button("⤢", "page-fullscreen", t("pages.fullscreen"));
+    const save = button("⤓", "page-download", t("pages.download"));
     full.onclick = () => this.fullscreen();
     save.onclick = () => download(this.html, this.title);
     tools.append(save, full);
@@ -134,11 +135,11 @@ class Page {
     const hold = el("div", "page-hold");
     hold.dataset.testid = "page-hold";
     if (note) hold.append(el("div", "view-note", note));
-    const run = el("button", "primary", "Run");
+    const run = el("button", "primary", t("pages.run"));
     run.type = "button";
     run.dataset.testid = "page-run";
     run.onclick = () => this.run();
-    hold.append(run, el("span", "page-hint", "This page runs its own code in a sandbox."));
+    hold.append(run, el("span", "page-hint", t("pages.hint")));
     this.body.replaceChildren(hold);
   }
 
@@ -149,7 +150,7 @@ class Page {
     frame.dataset.testid = "page-frame";
     frame.setAttribute("sandbox", "allow-scripts");
     frame.setAttribute("referrerpolicy", "no-referrer");
-    frame.title = this.title || "Page";
+    frame.title = this.title || t("pages.untitled");
     frame.style.height = `${MIN_HEIGHT}px`;
     frame.src = FRAME_URL;
     this.frame = frame;
@@ -176,7 +177,7 @@ class Page {
     this.hellos += 1;
     const port = event.ports && event.ports[0];
     if (this.hellos > 1 || !port) {
-      this.waitForRun("The page tried to load another document and was stopped.");
+      this.waitForRun(t("pages.navigated"));
       return;
     }
     this.port = port;
@@ -223,7 +224,7 @@ darkQuery?.addEventListener?.("change", () => {
 });
 
 function renderPage(view, props, ctx) {
-  if (!props || typeof props.html !== "string") throw new Error("the page has no html");
+  if (!props || typeof props.html !== "string") throw new Error(t("pages.noHtml"));
   const page = new Page(view, props, ctx);
   page.start(Boolean(ctx && ctx.live));
   return () => page.stop();

@@ -2,11 +2,14 @@
 // Everything goes through /api/schedules; the server validates triggers and its error message
 // (with its hint) is shown as is.
 
-const KINDS = {
-  cron: { label: "cron", placeholder: "0 9 * * 1-5 (minute hour day month weekday)" },
-  every: { label: "every … seconds", placeholder: "3600" },
-  at: { label: "once at", placeholder: "2027-01-31T09:00:00 or epoch seconds" },
-};
+import { t } from "./i18n.js";
+
+// Read when the form is drawn, so the strings are in the page's language.
+const kinds = () => ({
+  cron: { label: t("schedules.kind.cron"), placeholder: t("schedules.placeholder.cron") },
+  every: { label: t("schedules.kind.every"), placeholder: t("schedules.placeholder.every") },
+  at: { label: t("schedules.kind.at"), placeholder: t("schedules.placeholder.at") },
+});
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -28,24 +31,26 @@ function when(epoch) {
 }
 
 function triggerText(row) {
-  if (row.trigger_kind === "every") return `every ${row.trigger_expr} s`;
-  if (row.trigger_kind === "at") return `once at ${row.trigger_expr}`;
-  return `cron ${row.trigger_expr}`;
+  if (row.trigger_kind === "every") return t("schedules.trigger.every", { expr: row.trigger_expr });
+  if (row.trigger_kind === "at") return t("schedules.trigger.at", { expr: row.trigger_expr });
+  return t("schedules.trigger.cron", { expr: row.trigger_expr });
 }
 
 function statusText(row) {
-  if (row.active) return `next ${when(row.next_fire)}`;
-  return row.finished_reason === "paused" || !row.finished_reason ? "paused" : `finished (${row.finished_reason})`;
+  if (row.active) return t("schedules.next", { when: when(row.next_fire) });
+  return row.finished_reason === "paused" || !row.finished_reason
+    ? t("schedules.paused")
+    : t("schedules.finished", { reason: row.finished_reason });
 }
 
 // `deps`: api(method, path, body), info() (the /api/info payload), sessionId() (the open chat or
 // null), openSession(id).
 export function initSchedules(deps) {
   const dialog = buildDialog();
-  const open = el("button", "schedules-open", "Schedules");
+  const open = el("button", "schedules-open", t("schedules.open"));
   open.type = "button";
   open.dataset.testid = "schedules-open";
-  open.title = "Scheduled runs";
+  open.title = t("schedules.openTitle");
   // Beside the other panel buttons when the page has them, else at the end of the top bar.
   (document.querySelector(".topbar .panel-buttons") || document.querySelector(".topbar")).append(open);
   const view = new SchedulesView(dialog, deps);
@@ -83,7 +88,7 @@ class SchedulesView {
 
   render() {
     const head = el("div", "schedules-head");
-    head.append(el("h2", "", "Schedules"), button("✕", "schedules-close", () => this.dialog.close(), "icon"));
+    head.append(el("h2", "", t("schedules.title")), button("✕", "schedules-close", () => this.dialog.close(), "icon"));
     this.list = el("ul", "schedules-list");
     this.list.dataset.testid = "schedules-list";
     this.history = el("section", "schedules-history");
@@ -99,16 +104,17 @@ class SchedulesView {
   form() {
     const form = el("form", "schedules-form");
     form.dataset.testid = "schedule-form";
-    form.append(el("h3", "", "New schedule"));
+    form.append(el("h3", "", t("schedules.new")));
     const kind = el("select");
     kind.name = "kind";
     kind.dataset.testid = "schedule-kind";
+    const KINDS = kinds();
     for (const [value, spec] of Object.entries(KINDS)) kind.append(Object.assign(el("option", "", spec.label), { value }));
     const expr = el("input");
     expr.name = "expr";
     expr.dataset.testid = "schedule-expr";
     expr.required = true;
-    expr.setAttribute("aria-label", "Trigger");
+    expr.setAttribute("aria-label", t("schedules.trigger"));
     const placeholder = () => { expr.placeholder = KINDS[kind.value].placeholder; };
     kind.onchange = placeholder;
     kind.value = "every";
@@ -117,9 +123,9 @@ class SchedulesView {
     message.name = "message";
     message.rows = 2;
     message.required = true;
-    message.placeholder = "What the agent should do at each fire";
+    message.placeholder = t("schedules.messagePlaceholder");
     message.dataset.testid = "schedule-message";
-    message.setAttribute("aria-label", "Message");
+    message.setAttribute("aria-label", t("schedules.message"));
     const agent = el("select");
     agent.name = "agent";
     agent.dataset.testid = "schedule-agent";
@@ -129,10 +135,10 @@ class SchedulesView {
     const target = el("select");
     target.name = "target";
     target.dataset.testid = "schedule-target";
-    target.append(Object.assign(el("option", "", "a new chat at each fire"), { value: "" }));
+    target.append(Object.assign(el("option", "", t("schedules.target.new")), { value: "" }));
     const current = this.deps.sessionId();
     if (current) {
-      target.append(Object.assign(el("option", "", "this chat"), { value: current }));
+      target.append(Object.assign(el("option", "", t("schedules.target.this")), { value: current }));
       target.value = current;
     }
     const row = (label, field) => {
@@ -140,10 +146,17 @@ class SchedulesView {
       line.append(el("span", "", label), field);
       return line;
     };
-    const submit = el("button", "primary", "Create");
+    const submit = el("button", "primary", t("schedules.create"));
     submit.type = "submit";
     submit.dataset.testid = "schedule-create";
-    form.append(row("Trigger", kind), row("Value", expr), row("Message", message), row("Agent", agent), row("Runs in", target), submit);
+    form.append(
+      row(t("schedules.trigger"), kind),
+      row(t("schedules.value"), expr),
+      row(t("schedules.message"), message),
+      row(t("schedules.agent"), agent),
+      row(t("schedules.runsIn"), target),
+      submit,
+    );
     form.onsubmit = (event) => {
       event.preventDefault();
       const body = {
@@ -182,7 +195,7 @@ class SchedulesView {
   async refresh() {
     const rows = await this.deps.api("GET", "/api/schedules");
     this.list.replaceChildren(...rows.map((r) => this.item(r)));
-    if (!rows.length) this.list.append(el("li", "schedules-empty", "No schedules yet."));
+    if (!rows.length) this.list.append(el("li", "schedules-empty", t("schedules.empty")));
     if (this.historyOf) await this.showHistory(rows.find((r) => r.id === this.historyOf) || null);
   }
 
@@ -197,29 +210,29 @@ class SchedulesView {
     status.dataset.testid = "schedule-status";
     meta.append(el("span", "", triggerText(row)), el("span", "", " · "), status, el("span", "", " · "));
     if (row.session_id) {
-      meta.append(button("in its chat", "schedule-chat", () => {
+      meta.append(button(t("schedules.inChat"), "schedule-chat", () => {
         this.dialog.close();
         this.deps.openSession(row.session_id);
       }, "link schedule-chat"));
     } else {
-      meta.append(el("span", "", "new chat each fire"));
+      meta.append(el("span", "", t("schedules.newChatEachFire")));
     }
-    meta.append(el("span", "", ` · fired ${row.fire_count}×`));
-    if (row.last_error) meta.append(el("span", "schedule-last-error", ` · last error: ${row.last_error}`));
+    meta.append(el("span", "", ` · ${t("schedules.fired", { count: row.fire_count })}`));
+    if (row.last_error) meta.append(el("span", "schedule-last-error", ` · ${t("schedules.lastError", { error: row.last_error })}`));
     text.append(meta);
     const id = encodeURIComponent(row.id);
     const actions = el("div", "schedule-actions");
     actions.append(
-      button(row.active ? "Pause" : "Resume", "schedule-toggle", () => this.act(() => this.deps.api("PATCH", `/api/schedules/${id}`, { active: !row.active }))),
-      button("Run now", "schedule-run", () => this.act(() => this.deps.api("POST", `/api/schedules/${id}/run`))),
-      button("History", "schedule-history-open", () => {
+      button(row.active ? t("schedules.pause") : t("schedules.resume"), "schedule-toggle", () => this.act(() => this.deps.api("PATCH", `/api/schedules/${id}`, { active: !row.active }))),
+      button(t("schedules.runNow"), "schedule-run", () => this.act(() => this.deps.api("POST", `/api/schedules/${id}/run`))),
+      button(t("schedules.history"), "schedule-history-open", () => {
         this.historyOf = row.id;
         this.showHistory(row).catch((e) => this.showError(e));
       }),
-      button(this.armed === row.id ? "Delete?" : "Delete", "schedule-delete", (event) => {
+      button(this.armed === row.id ? t("schedules.confirmDelete") : t("schedules.delete"), "schedule-delete", (event) => {
         if (this.armed !== row.id) {
           this.armed = row.id; // a second click confirms (kept across list refreshes)
-          event.target.textContent = "Delete?";
+          event.target.textContent = t("schedules.confirmDelete");
           return;
         }
         this.armed = null;
@@ -239,7 +252,7 @@ class SchedulesView {
     }
     const fires = await this.deps.api("GET", `/api/schedules/${encodeURIComponent(row.id)}/runs`);
     const head = el("div", "schedules-head");
-    head.append(el("h3", "", `Fire history: ${row.input}`), button("Hide", "schedule-history-close", () => {
+    head.append(el("h3", "", t("schedules.historyTitle", { input: row.input })), button(t("schedules.hide"), "schedule-history-close", () => {
       this.historyOf = null;
       this.history.hidden = true;
     }, "link"));
@@ -248,9 +261,9 @@ class SchedulesView {
       const li = el("li", "schedule-fire" + (fire.error ? " failed" : ""));
       li.dataset.testid = "schedule-fire";
       li.append(el("span", "", when(fire.fired_at || fire.claimed_at)));
-      if (fire.error) li.append(el("span", "schedule-fire-error", ` · failed: ${fire.error}`));
+      if (fire.error) li.append(el("span", "schedule-fire-error", ` · ${t("schedules.fireFailed", { error: fire.error })}`));
       if (fire.session_id) {
-        const link = button("open chat", "schedule-fire-open", () => {
+        const link = button(t("schedules.openChat"), "schedule-fire-open", () => {
           this.dialog.close();
           this.deps.openSession(fire.session_id);
         }, "link");
@@ -258,7 +271,7 @@ class SchedulesView {
       }
       list.append(li);
     }
-    if (!fires.length) list.append(el("li", "schedules-empty", "It has not fired yet."));
+    if (!fires.length) list.append(el("li", "schedules-empty", t("schedules.notFired")));
     this.history.replaceChildren(head, list);
     this.history.hidden = false;
   }

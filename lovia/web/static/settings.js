@@ -3,6 +3,7 @@
 // Keys are write-only: the server sends {set, hint}; a key typed here is sent once and cleared.
 
 import { api } from "./api.js";
+import { t } from "./i18n.js";
 
 const el = (tag, props = {}, ...children) => {
   const node = document.createElement(tag);
@@ -61,15 +62,15 @@ function roleBadges(profile) {
   if (profile.id === view.config.default_model) badges.push("chat");
   if (roles.vision === profile.id) badges.push("vision");
   if (roles.aux === profile.id) badges.push("aux");
-  return badges.map((b) => el("span", { class: "settings-badge", testid: `role-${b}` }, b));
+  return badges.map((b) => el("span", { class: "settings-badge", testid: `role-${b}` }, { chat: t("settings.badge.chat"), vision: t("settings.badge.vision"), aux: t("settings.badge.aux") }[b]));
 }
 
 function modelRow(profile) {
-  const key = profile.api_key.set ? `key ${profile.api_key.hint}` : "no key";
+  const key = profile.api_key.set ? t("settings.key", { hint: profile.api_key.hint }) : t("settings.noKey");
   const isDefault = profile.id === view.config.default_model;
   const result = el("div", { class: "settings-test", testid: "model-test-result" });
   const test = async () => {
-    result.textContent = "testing…";
+    result.textContent = t("settings.testing");
     const out = await api("POST", "/api/config/test", { profile_id: profile.id });
     result.textContent = testLine(out);
     result.dataset.outcome = out.outcome;
@@ -82,21 +83,21 @@ function modelRow(profile) {
       { class: "settings-model-head" },
       el("strong", { testid: "model-name" }, profile.display_name),
       ...roleBadges(profile),
-      profile.usable ? null : el("span", { class: "settings-badge warn" }, "incomplete"),
+      profile.usable ? null : el("span", { class: "settings-badge warn" }, t("settings.incomplete")),
     ),
-    el("div", { class: "settings-meta" }, `${profile.flavor}:${profile.model} · ${profile.base_url || "default endpoint"} · ${key}`),
+    el("div", { class: "settings-meta" }, `${profile.flavor}:${profile.model} · ${profile.base_url || t("settings.defaultEndpoint")} · ${key}`),
     el(
       "div",
       { class: "settings-actions" },
       isDefault
         ? null
-        : el("button", { type: "button", testid: "model-use", onclick: () => run(() => useForChat(profile.id)) }, "Use for chat"),
-      el("button", { type: "button", testid: "model-edit", onclick: () => openForm(profile) }, "Edit"),
-      el("button", { type: "button", testid: "model-duplicate", onclick: () => run(() => duplicate(profile.id)) }, "Duplicate"),
-      el("button", { type: "button", testid: "model-test", onclick: () => run(test) }, "Test"),
+        : el("button", { type: "button", testid: "model-use", onclick: () => run(() => useForChat(profile.id)) }, t("settings.useForChat")),
+      el("button", { type: "button", testid: "model-edit", onclick: () => openForm(profile) }, t("settings.edit")),
+      el("button", { type: "button", testid: "model-duplicate", onclick: () => run(() => duplicate(profile.id)) }, t("settings.duplicate")),
+      el("button", { type: "button", testid: "model-test", onclick: () => run(test) }, t("settings.test")),
       isDefault
         ? null
-        : el("button", { type: "button", class: "danger", testid: "model-delete", onclick: () => run(() => remove(profile.id)) }, "Delete"),
+        : el("button", { type: "button", class: "danger", testid: "model-delete", onclick: () => run(() => remove(profile.id)) }, t("settings.delete")),
     ),
     result,
   );
@@ -104,7 +105,7 @@ function modelRow(profile) {
 
 function testLine(out) {
   const parts = [`${out.outcome}: ${out.detail}`];
-  if (out.context_window) parts.push(`context window ${out.context_window}${out.window_from_endpoint ? " (reported)" : ""}`);
+  if (out.context_window) parts.push(t(out.window_from_endpoint ? "settings.windowReported" : "settings.window", { n: out.context_window }));
   if (out.note) parts.push(out.note);
   return parts.join(" · ");
 }
@@ -121,13 +122,13 @@ function renderRoles() {
   const save = async () => {
     const value = (role) => box.querySelector(`[name=${role}]`).value || null;
     const body = { chat: value("chat"), vision: value("vision"), aux: value("aux") };
-    await changed(await api("PUT", "/api/config/roles", body), "Roles saved.");
+    await changed(await api("PUT", "/api/config/roles", body), t("settings.rolesSaved"));
   };
   box.replaceChildren(
-    field("Chat", choices("chat", "the first profile")),
-    field("Images", choices("vision", "the chat model")),
-    field("Follow-ups", choices("aux", "the chat model")),
-    el("div", { class: "settings-actions" }, el("button", { type: "button", testid: "roles-save", onclick: () => run(save) }, "Save roles")),
+    field(t("settings.role.chat"), choices("chat", t("settings.role.firstProfile"))),
+    field(t("settings.images"), choices("vision", t("settings.role.chatModel"))),
+    field(t("settings.role.aux"), choices("aux", t("settings.role.chatModel"))),
+    el("div", { class: "settings-actions" }, el("button", { type: "button", testid: "roles-save", onclick: () => run(save) }, t("settings.saveRoles"))),
   );
 }
 
@@ -135,22 +136,22 @@ function renderModels() {
   renderRoles();
   const list = view.dialog.querySelector("[data-testid=model-list]");
   const models = view.config.models;
-  list.replaceChildren(...(models.length ? models.map(modelRow) : [el("li", { class: "settings-empty" }, "No model yet: add one below.")]));
+  list.replaceChildren(...(models.length ? models.map(modelRow) : [el("li", { class: "settings-empty" }, t("settings.noModels"))]));
   const where = view.dialog.querySelector("[data-testid=settings-where]");
-  where.textContent = `Saved in ${view.config.scope} (${view.config.path})`;
+  where.textContent = t("settings.where", { scope: view.config.scope, path: view.config.path });
 }
 
 async function useForChat(id) {
   const roles = { ...view.config.roles, chat: id };
-  await changed(await api("PUT", "/api/config/roles", roles), "The next message uses the new model.");
+  await changed(await api("PUT", "/api/config/roles", roles), t("settings.switched"));
 }
 
 async function duplicate(id) {
-  await changed(await api("POST", `/api/config/models/${encodeURIComponent(id)}/duplicate`), "Duplicated.");
+  await changed(await api("POST", `/api/config/models/${encodeURIComponent(id)}/duplicate`), t("settings.duplicated"));
 }
 
 async function remove(id) {
-  await changed(await api("DELETE", `/api/config/models/${encodeURIComponent(id)}`), "Deleted.");
+  await changed(await api("DELETE", `/api/config/models/${encodeURIComponent(id)}`), t("settings.deleted"));
 }
 
 function field(label, input) {
@@ -172,7 +173,7 @@ function formValues(form) {
     try {
       body.extra_body = JSON.parse(extra);
     } catch (_e) {
-      throw new Error("Extra request fields must be a JSON object, e.g. {\"reasoning_effort\": \"medium\"}");
+      throw new Error(t("settings.extraInvalid"));
     }
   } else body.extra_body = {};
   const key = form.elements.api_key.value;
@@ -186,14 +187,14 @@ function openForm(profile = null) {
   const form = view.dialog.querySelector("[data-testid=model-form]");
   form.hidden = false;
   form.reset();
-  form.querySelector("h3").textContent = profile ? `Edit ${profile.display_name}` : "Add a model";
+  form.querySelector("h3").textContent = profile ? t("settings.editTitle", { name: profile.display_name }) : t("settings.addTitle");
   for (const name of ["name", "model", "base_url", "context_window"]) {
     form.elements[name].value = profile && profile[name] != null ? profile[name] : "";
   }
   form.elements.flavor.value = profile ? profile.flavor : "openai";
   form.elements.vision.value = profile ? profile.vision : "auto";
   form.elements.extra_body.value = profile && Object.keys(profile.extra_body).length ? JSON.stringify(profile.extra_body) : "";
-  form.elements.api_key.placeholder = profile && profile.api_key.set ? `unchanged (${profile.api_key.hint})` : "none";
+  form.elements.api_key.placeholder = profile && profile.api_key.set ? t("settings.keyUnchanged", { hint: profile.api_key.hint }) : t("settings.keyNone");
   form.querySelector("[data-testid=clear-key-row]").hidden = !(profile && profile.api_key.set);
   form.querySelector("[data-testid=form-test-result]").textContent = "";
   form.elements.model.focus();
@@ -213,13 +214,13 @@ async function saveForm(form) {
     ? await api("PUT", `/api/config/models/${encodeURIComponent(editing.id)}`, body)
     : await api("POST", "/api/config/models", body);
   closeForm();
-  await changed(config, editing ? "Saved." : "Added.");
+  await changed(config, editing ? t("settings.saved") : t("settings.added"));
 }
 
 async function testForm(form) {
   const body = formValues(form);
   const out = form.querySelector("[data-testid=form-test-result]");
-  out.textContent = "testing…";
+  out.textContent = t("settings.testing");
   const request = { model: body.model, flavor: body.flavor, base_url: body.base_url, context_window: body.context_window };
   if (view.editing) request.profile_id = view.editing.id;
   if (body.api_key !== null) request.api_key = body.api_key;
@@ -229,31 +230,31 @@ async function testForm(form) {
 }
 
 function modelForm() {
-  const select = (name, options) => el("select", { name }, ...options.map((o) => el("option", { value: o }, o)));
+  const select = (name, options, labels = {}) => el("select", { name }, ...options.map((o) => el("option", { value: o }, labels[o] || o)));
   const form = el(
     "form",
     { class: "settings-form", testid: "model-form", hidden: true },
-    el("h3", {}, "Add a model"),
-    field("Name", el("input", { name: "name", placeholder: "e.g. Local Qwen", testid: "form-name" })),
-    field("Model ID", el("input", { name: "model", required: true, placeholder: "e.g. gpt-4.1-mini", testid: "form-model" })),
-    field("API dialect", select("flavor", ["openai", "anthropic"])),
-    field("Base URL", el("input", { name: "base_url", placeholder: "default: the vendor's API", testid: "form-base-url" })),
-    field("API key", el("input", { name: "api_key", type: "password", autocomplete: "off", testid: "form-api-key" })),
+    el("h3", {}, t("settings.addTitle")),
+    field(t("settings.name"), el("input", { name: "name", placeholder: t("settings.namePlaceholder"), testid: "form-name" })),
+    field(t("settings.model"), el("input", { name: "model", required: true, placeholder: t("settings.modelPlaceholder"), testid: "form-model" })),
+    field(t("settings.dialect"), select("flavor", ["openai", "anthropic"])),
+    field(t("settings.baseUrl"), el("input", { name: "base_url", placeholder: t("settings.baseUrlPlaceholder"), testid: "form-base-url" })),
+    field(t("settings.apiKey"), el("input", { name: "api_key", type: "password", autocomplete: "off", testid: "form-api-key" })),
     el(
       "label",
       { class: "settings-check", testid: "clear-key-row" },
       el("input", { type: "checkbox", name: "clear_key" }),
-      " remove the stored key",
+      ` ${t("settings.clearKey")}`,
     ),
-    field("Context window", el("input", { name: "context_window", type: "number", min: "1", placeholder: "from the endpoint" })),
-    field("Images", select("vision", ["auto", "on", "off"])),
-    field("Extra request fields (JSON)", el("textarea", { name: "extra_body", rows: 2, placeholder: '{"reasoning_effort": "medium"}' })),
+    field(t("settings.contextWindow"), el("input", { name: "context_window", type: "number", min: "1", placeholder: t("settings.contextWindowPlaceholder") })),
+    field(t("settings.images"), select("vision", ["auto", "on", "off"], { auto: t("settings.vision.auto"), on: t("settings.vision.on"), off: t("settings.vision.off") })),
+    field(t("settings.extra"), el("textarea", { name: "extra_body", rows: 2, placeholder: '{"reasoning_effort": "medium"}' })),
     el(
       "div",
       { class: "settings-actions" },
-      el("button", { type: "submit", class: "primary", testid: "form-save" }, "Save"),
-      el("button", { type: "button", testid: "form-test", onclick: () => run(() => testForm(form)) }, "Test connection"),
-      el("button", { type: "button", testid: "form-cancel", onclick: closeForm }, "Cancel"),
+      el("button", { type: "submit", class: "primary", testid: "form-save" }, t("settings.save")),
+      el("button", { type: "button", testid: "form-test", onclick: () => run(() => testForm(form)) }, t("settings.testConnection")),
+      el("button", { type: "button", testid: "form-cancel", onclick: closeForm }, t("settings.cancel")),
     ),
     el("div", { class: "settings-test", testid: "form-test-result" }),
   );
@@ -268,14 +269,14 @@ function modelForm() {
 
 function rootItem(root) {
   const lines = [];
-  if (!root.exists) lines.push(el("div", { class: "settings-meta" }, "does not exist (skipped)"));
+  if (!root.exists) lines.push(el("div", { class: "settings-meta" }, t("settings.missingDir")));
   for (const skill of root.skills) {
-    lines.push(el("div", { class: "settings-meta", testid: "skill-item" }, `${skill.name}${skill.shadowed ? " (shadowed by an earlier directory)" : ""} — ${skill.description}`));
+    lines.push(el("div", { class: "settings-meta", testid: "skill-item" }, `${skill.name}${skill.shadowed ? ` ${t("settings.shadowed")}` : ""} — ${skill.description}`));
   }
   for (const problem of root.problems) {
     lines.push(el("div", { class: "settings-meta warn", testid: "skill-problem" }, `${problem.dir}: ${problem.error}`));
   }
-  if (root.exists && !root.skills.length && !root.problems.length) lines.push(el("div", { class: "settings-meta" }, "no skills yet"));
+  if (root.exists && !root.skills.length && !root.problems.length) lines.push(el("div", { class: "settings-meta" }, t("settings.noSkills")));
   return el("li", { class: "settings-model", testid: "skill-root" }, el("strong", {}, `${root.path} `), el("span", { class: "settings-badge" }, root.kind), ...lines);
 }
 
@@ -296,7 +297,7 @@ async function saveSkills() {
     .map((d) => d.trim())
     .filter(Boolean);
   renderSkills(await api("PUT", "/api/config/skills", { dirs }));
-  message("Skill directories saved.", "ok");
+  message(t("settings.skillsSaved"), "ok");
 }
 
 // ------------------------------------------------------------------ the dialog
@@ -308,21 +309,21 @@ function buildDialog() {
     el(
       "div",
       { class: "settings-top" },
-      el("h2", {}, "Settings"),
-      el("button", { type: "button", class: "icon", testid: "settings-close", ariaLabel: "Close settings", onclick: () => dialog.close() }, "✕"),
+      el("h2", {}, t("settings.title")),
+      el("button", { type: "button", class: "icon", testid: "settings-close", ariaLabel: t("settings.close"), onclick: () => dialog.close() }, "✕"),
     ),
     el("div", { class: "settings-status", testid: "settings-status" }),
-    el("h3", {}, "Models"),
+    el("h3", {}, t("settings.models")),
     el("div", { class: "settings-meta", testid: "settings-where" }),
     el("ul", { class: "settings-list", testid: "model-list" }),
-    el("button", { type: "button", class: "primary", testid: "model-add", onclick: () => openForm(null) }, "+ Add model"),
+    el("button", { type: "button", class: "primary", testid: "model-add", onclick: () => openForm(null) }, t("settings.addModel")),
     modelForm(),
-    el("h3", {}, "Roles"),
+    el("h3", {}, t("settings.roles")),
     el("div", { class: "settings-form", testid: "roles" }),
-    el("h3", {}, "Skills"),
-    el("p", { class: "settings-meta" }, "One directory per line, earlier first (on a duplicate name the earlier wins); ~ works."),
-    el("textarea", { class: "settings-dirs", rows: 3, testid: "skill-dirs", ariaLabel: "Skill directories" }),
-    el("button", { type: "button", testid: "skills-save", onclick: () => run(saveSkills) }, "Save directories"),
+    el("h3", {}, t("settings.skills")),
+    el("p", { class: "settings-meta" }, t("settings.skillsHelp")),
+    el("textarea", { class: "settings-dirs", rows: 3, testid: "skill-dirs", ariaLabel: t("settings.skillDirs") }),
+    el("button", { type: "button", testid: "skills-save", onclick: () => run(saveSkills) }, t("settings.saveDirs")),
     el("ul", { class: "settings-list", testid: "skill-roots" }),
   );
   dialog.addEventListener("close", closeForm);
@@ -348,7 +349,7 @@ async function init() {
   if (!info.features || !info.features.model_config) return;
   view.configured = info.configured;
   view.dialog = buildDialog();
-  const button = el("button", { type: "button", class: "settings-open", testid: "settings-open", onclick: () => run(openDialog) }, "Settings");
+  const button = el("button", { type: "button", class: "settings-open", testid: "settings-open", onclick: () => run(openDialog) }, t("settings.open"));
   const bar = document.querySelector(".topbar");
   if (bar) bar.append(button);
   offerInNotice();
@@ -361,8 +362,8 @@ function offerInNotice() {
   if (!notice) return;
   const add = () => {
     if (view.configured || notice.hidden || notice.querySelector("[data-testid=notice-settings]")) return;
-    const button = el("button", { type: "button", class: "primary", testid: "notice-settings", onclick: () => run(openFirstModel) }, "Add a model in Settings");
-    notice.append(el("p", {}, "Or add a model here, no restart needed: "), button);
+    const button = el("button", { type: "button", class: "primary", testid: "notice-settings", onclick: () => run(openFirstModel) }, t("settings.noticeButton"));
+    notice.append(el("p", {}, t("settings.noticeText")), button);
   };
   new MutationObserver(add).observe(notice, { childList: true, attributes: true, attributeFilter: ["hidden"] });
   add();

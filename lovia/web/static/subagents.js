@@ -3,12 +3,22 @@
 // this one's agent started (subagent tasks and start_session chats) with their live status.
 // Opening one follows its run live, like any chat.
 
-const ORIGIN_TEXT = {
-  fork: "Branched from",
-  spawn: "Started by",
-  subagent: "Background task of",
-};
-const STATUS_TEXT = { running: "running", completed: "done", failed: "failed", cancelled: "stopped", interrupted: "interrupted", idle: "idle" };
+import { t } from "./i18n.js";
+
+// Read when drawn, so the strings are in the page's language.
+const originText = () => ({
+  fork: t("subagents.origin.fork"),
+  spawn: t("subagents.origin.spawn"),
+  subagent: t("subagents.origin.subagent"),
+});
+const statusText = () => ({
+  running: t("subagents.status.running"),
+  completed: t("subagents.status.completed"),
+  failed: t("subagents.status.failed"),
+  cancelled: t("subagents.status.cancelled"),
+  interrupted: t("subagents.status.interrupted"),
+  idle: t("subagents.status.idle"),
+});
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -35,34 +45,34 @@ export function initLineage(deps) {
       const line = el("div", "lineage-origin");
       line.dataset.testid = "origin";
       line.dataset.kind = origin.kind;
-      line.append(el("span", "", `${ORIGIN_TEXT[origin.kind] || "From"} `));
+      line.append(el("span", "", `${originText()[origin.kind] || t("subagents.origin.other")} `));
       if (origin.exists) {
-        const link = el("button", "link lineage-link", origin.title || "a chat");
+        const link = el("button", "link lineage-link", origin.title || t("subagents.aChat"));
         link.type = "button";
         link.dataset.testid = "origin-link";
         link.onclick = () => deps.openSession(origin.session_id);
         line.append(link);
       } else {
-        line.append(el("em", "", `${origin.title || "a chat"} (deleted)`));
+        line.append(el("em", "", t("subagents.deleted", { title: origin.title || t("subagents.aChat") })));
       }
       panel.append(line);
     }
     if (children.length) {
       const box = el("div", "lineage-children");
-      box.append(el("span", "lineage-label", "Started from this chat:"));
+      box.append(el("span", "lineage-label", t("subagents.children")));
       const list = el("ul", "");
       for (const child of children) {
         const li = el("li", `lineage-child ${child.status}`);
         li.dataset.testid = "child-chat";
         li.dataset.sessionId = child.id;
         li.dataset.status = child.status;
-        const open = el("button", "link lineage-link", child.title || "Untitled chat");
+        const open = el("button", "link lineage-link", child.title || t("subagents.untitled"));
         open.type = "button";
         open.onclick = () => deps.openSession(child.id);
-        const status = el("span", "lineage-status", STATUS_TEXT[child.status] || child.status);
+        const status = el("span", "lineage-status", statusText()[child.status] || child.status);
         status.dataset.testid = "child-status";
-        if (child.live) li.append(Object.assign(el("span", "live-dot"), { title: "running" }));
-        li.append(open, status, el("span", "lineage-kind", child.kind === "subagent" ? "subagent" : "new chat"));
+        if (child.live) li.append(Object.assign(el("span", "live-dot"), { title: t("subagents.status.running") }));
+        li.append(open, status, el("span", "lineage-kind", child.kind === "subagent" ? t("subagents.kind.subagent") : t("subagents.kind.chat")));
         list.append(li);
       }
       box.append(list);

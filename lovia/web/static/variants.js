@@ -3,6 +3,7 @@
 // chat's `variants`), so a reload shows them too. Earlier answers are read-only: the chat goes on
 // from the latest one (branch from it, or regenerate again, to take another direction).
 
+import { t } from "./i18n.js";
 import { Transcript } from "./render.js";
 
 function el(tag, cls, text) {
@@ -59,15 +60,15 @@ function decorate(root, turn, answers, shown) {
     prev.type = next.type = "button";
     prev.dataset.testid = "variant-prev";
     next.dataset.testid = "variant-next";
-    prev.setAttribute("aria-label", "Earlier answer");
-    next.setAttribute("aria-label", "Later answer");
+    prev.setAttribute("aria-label", t("variants.earlier"));
+    next.setAttribute("aria-label", t("variants.later"));
     prev.disabled = i === 0;
     next.disabled = i === nodes.length - 1;
     prev.onclick = () => show(i - 1);
     next.onclick = () => show(i + 1);
     const count = el("span", "variant-count", `${i + 1}/${nodes.length}`);
     count.dataset.testid = "variant-count";
-    if (i < nodes.length - 1) count.title = "An earlier answer (read-only): the chat continues from the latest";
+    if (i < nodes.length - 1) count.title = t("variants.readOnly");
     pager.append(prev, count, next);
     bar.prepend(pager);
   });

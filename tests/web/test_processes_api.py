@@ -101,7 +101,7 @@ def test_kill_from_the_page_leaves_the_output_to_the_model(srv: ThreadServer) ->
     sid = _chat(srv, "start echo ready; sleep 120 & wait")["session_id"]
     wait_for(lambda: "ready" in _get(srv, f"/api/sessions/{sid}/processes/p1/output").json()["output"], timeout=30)
     # The process group leader is the shell; find it through its children.
-    leader = next(int(p) for p in os.listdir("/proc") if p.isdigit() and _cmdline(int(p)) == "sleep 120")
+    leader = _our_sleeper()
     group = _group(os.getpgid(leader))
     killed = httpx.post(srv.url + f"/api/sessions/{sid}/processes/p1/kill", timeout=30)
     assert killed.status_code == 200, killed.text
@@ -117,6 +117,32 @@ def test_kill_from_the_page_leaves_the_output_to_the_model(srv: ThreadServer) ->
     assert "ready" in read and "killed" in read
     again = httpx.post(srv.url + f"/api/sessions/{sid}/processes/p1/kill", timeout=30)  # idempotent
     assert again.status_code == 200 and again.json()["status"] == "killed"
+
+
+def _parent(pid: int) -> int:
+    try:  # the field after the parenthesised command name (which may itself hold spaces)
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _ours(pid: int) -> bool:
+    """Whether ``pid`` descends from this test process (other suites on the machine run sleepers too)."""
+    me = os.getpid()
+    for _ in range(64):
+        pid = _parent(pid)
+        if pid == me:
+            return True
+        if pid <= 1:
+            return False
+    return False
+
+
+def _our_sleeper() -> int:
+    """The ``sleep 120`` this test's background process started (not another test run's)."""
+    found = [int(p) for p in os.listdir("/proc") if p.isdigit() and _cmdline(int(p)) == "sleep 120" and _ours(int(p))]
+    assert len(found) == 1, found
+    return found[0]
 
 
 def _cmdline(pid: int) -> str:
@@ -148,7 +174,7 @@ def test_unknown_chat_unknown_process_and_a_chat_without_processes(srv: ThreadSe
 def test_deleting_the_chat_reaps_its_processes(srv: ThreadServer) -> None:
     sid = _chat(srv, "start echo up; sleep 120 & wait")["session_id"]
     wait_for(lambda: "up" in _get(srv, f"/api/sessions/{sid}/processes/p1/output").json()["output"], timeout=30)
-    sleeper = next(int(p) for p in os.listdir("/proc") if p.isdigit() and _cmdline(int(p)) == "sleep 120")
+    sleeper = _our_sleeper()
     assert httpx.delete(srv.url + f"/api/sessions/{sid}", timeout=30).status_code == 200
     wait_for(lambda: not _alive(sleeper), timeout=30)
     _refused(_get(srv, f"/api/sessions/{sid}/processes"), 404, "session_not_found")

@@ -21,7 +21,7 @@ from lovia.stores import InMemorySession
 from lovia.testing import ScriptedProvider, call, text
 from lovia.tracing import InMemoryTracer
 from lovia.transcript import TranscriptEntry
-from lovia.web import RunTrigger, create_app, serve
+from lovia.web import ChatUI, RunTrigger, create_app, serve
 from lovia.web.run_deps import MAX_CLIENT_CONTEXT_BYTES, build_run_deps, client_context_size
 
 from .helpers import Gate, ThreadServer, last_user, scripted_agent, sse, wait_for
@@ -551,11 +551,8 @@ def test_a_resumed_run_gets_run_deps_with_resumed_set(tmp_path: Path, gate: Gate
         assert triggers[0].request is not None and triggers[0].client_context == {}
 
 
-def test_a_chat_ui_object_without_the_ui_module_serves_the_bundled_page(tmp_path: Path) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("lovia.web.ui") is not None:
-        pytest.skip("lovia.web.ui is installed: its router serves ChatUI objects")
-    with served(create_app(scripted_agent(), db_path=str(tmp_path / "a.db"), ui=object())) as http:
+def test_a_chat_ui_object_customizes_the_served_page(tmp_path: Path) -> None:
+    ui = ChatUI(empty_title="Ask the <release> desk")
+    with served(create_app(scripted_agent(), db_path=str(tmp_path / "a.db"), ui=ui)) as http:
         page = http.get("/")
-        assert page.status_code == 200 and "<html" in page.text.lower()
+        assert page.status_code == 200 and "Ask the &lt;release&gt; desk" in page.text  # escaped, not markup

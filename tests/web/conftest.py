@@ -9,6 +9,7 @@ pytest.importorskip("fastapi")
 
 from lovia.web import create_app
 
+from .browser_kit import launch_chromium
 from .helpers import Gate, ThreadServer, scripted_agent
 
 
@@ -29,3 +30,9 @@ def server(db: str, gate: Gate) -> Iterator[ThreadServer]:
     app = create_app(scripted_agent(gate), db_path=db)
     with ThreadServer(app) as srv:
         yield srv
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """One headless Chromium per test module (``page`` fixtures open a context on it)."""
+    yield from launch_chromium()

@@ -14,18 +14,9 @@ import pytest
 from lovia.stores import InMemoryCheckpointer, InMemorySession
 from lovia.web import ChatStore, create_app
 
+from .browser_kit import ARGS, CHROMIUM  # noqa: F401  (re-exported for the other browser tests)
 from .helpers import Gate, NoRewindSession, ThreadServer, scripted_agent, wait_for
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 # Screenshots for docs/web.md: refreshed in place with LOVIA_UPDATE_SCREENSHOTS=1, otherwise
 # written to a scratch folder so a test run leaves the work tree clean.
 IMG = (
@@ -38,15 +29,6 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
 ]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ from lovia.web import create_app
 
 from .agentviews_helpers import asking_agent, todo_agent
 from .helpers import ThreadServer
-from .test_browser import CHROMIUM, IMG, browser, idle, page, send
+from .test_browser import CHROMIUM, IMG, idle, page, send
 
-__all__ = ["browser", "page"]  # the fixtures, re-used
+__all__ = ["page"]  # the fixture, re-used (``browser`` comes from conftest.py)
 
 pytestmark = [
     pytest.mark.browser,

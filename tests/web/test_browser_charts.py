@@ -18,7 +18,7 @@ from lovia.transcript import TranscriptEntry
 from lovia.web import create_app, show_chart, show_table
 
 from .helpers import ThreadServer, last_user
-from .test_browser import ARGS, CHROMIUM, IMG, idle, send
+from .test_browser import CHROMIUM, IMG, idle, send
 
 pytestmark = [
     pytest.mark.browser,
@@ -72,15 +72,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadServer]:
     app = create_app(agent, db_path=str(tmp_path_factory.mktemp("charts") / "web.db"))
     with ThreadServer(app) as srv:
         yield srv
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from lovia.web import create_app
 from tests.providers.servers import FakeServer, Reply, openai_chunk, openai_stream, openai_text_stream
 
 from .helpers import ThreadServer, free_port, inspect_store, wait_for
-from .test_browser import ARGS, CHROMIUM, idle, send
+from .test_browser import CHROMIUM, idle, send
 
 
 def inspect(db: str, fn: Any) -> Any:
@@ -35,15 +35,6 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
 ]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from lovia.transcript import ToolResultEntry, TranscriptEntry
 from lovia.web import create_app, put_ui_data, show_html, ui_result
 
 from .helpers import ThreadServer, last_user
-from .test_browser import ARGS, CHROMIUM, IMG, idle, send
+from .test_browser import CHROMIUM, IMG, idle, send
 
 pytestmark = [
     pytest.mark.browser,
@@ -157,15 +157,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadServer]:
     with ThreadServer(app) as srv:
         PAGE_HTML[0] = PROBE.replace("ORIGINPROBE", srv.url + PROBE_PATH).replace("PROBE", PROBE_PATH)
         yield srv
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

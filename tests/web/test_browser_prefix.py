@@ -11,7 +11,7 @@ import pytest
 
 from .helpers import ProcessServer, ThreadServer
 from .proxy import StripPrefixProxy, proxy_server
-from .test_browser import browser, idle, page, pytestmark, send, texts  # noqa: F401  (fixtures, markers)
+from .test_browser import idle, page, pytestmark, send, texts  # noqa: F401  (fixtures, markers)
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ from lovia.workspace import Workspace
 
 from .helpers import ThreadServer, wait_for
 from .processes_helpers import EDIT_OLD, process_agent
-from .test_browser import CHROMIUM, IMG, browser, idle, page, send
+from .test_browser import CHROMIUM, IMG, idle, page, send
 
-__all__ = ["browser", "page"]  # the fixtures, re-used
+__all__ = ["page"]  # the fixture, re-used (``browser`` comes from conftest.py)
 
 pytestmark = [
     pytest.mark.browser,

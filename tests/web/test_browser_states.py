@@ -13,21 +13,12 @@ from lovia.testing import ScriptedProvider, call, text
 from lovia.web import create_app
 
 from .helpers import Gate, ThreadServer, wait_for
-from .test_browser import ARGS, CHROMIUM, idle, send
+from .test_browser import CHROMIUM, idle, send
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
 ]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

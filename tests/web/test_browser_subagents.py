@@ -15,9 +15,9 @@ from lovia.web import create_app
 
 from .helpers import ThreadServer
 from .subagent_helpers import delegating_agent
-from .test_browser import CHROMIUM, IMG, browser, idle, page, send, texts
+from .test_browser import CHROMIUM, IMG, idle, page, send, texts
 
-__all__ = ["browser", "page"]  # the fixtures, re-used
+__all__ = ["page"]  # the fixture, re-used (``browser`` comes from conftest.py)
 
 pytestmark = [
     pytest.mark.browser,

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from lovia.web import ChatUI, create_app
 
 from .helpers import Gate, ThreadServer, scripted_agent
-from .test_browser import IMG, browser, idle, pytestmark, send  # noqa: F401  (fixtures and marks)
+from .test_browser import IMG, idle, pytestmark, send  # noqa: F401  (fixtures and marks)
 
 EXTENSION = r"""
 const { lovia } = window;

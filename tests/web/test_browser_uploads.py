@@ -13,7 +13,7 @@ import pytest
 from lovia.web import create_app
 
 from .helpers import ThreadServer
-from .test_browser import IMG, browser, idle, page, pytestmark, send, texts  # noqa: F401  (shared fixtures)
+from .test_browser import IMG, idle, page, pytestmark, send, texts  # noqa: F401  (shared fixtures)
 from .test_uploads import PNG, _agent
 
 

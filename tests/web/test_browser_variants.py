@@ -12,9 +12,9 @@ import pytest
 from lovia.web import create_app
 
 from .helpers import Gate, ThreadServer, scripted_agent
-from .test_browser import CHROMIUM, IMG, browser, idle, page, send, texts
+from .test_browser import CHROMIUM, IMG, idle, page, send, texts
 
-__all__ = ["browser", "page"]  # the fixtures, re-used
+__all__ = ["page"]  # the fixture, re-used (``browser`` comes from conftest.py)
 
 pytestmark = [
     pytest.mark.browser,

@@ -44,7 +44,7 @@ def test_parent_and_child_chats_link_and_follow_live(server: ThreadServer, page:
     page.get_by_text("I started a helper on it.").wait_for()
     idle(page)
     child = page.get_by_test_id("child-chat")
-    child.wait_for()
+    child.wait_for(timeout=30_000)  # drawn on the child's session_created event, late on a busy machine
     assert child.get_attribute("data-status") == "running"
     assert "job the weekly report" in child.inner_text() and "subagent" in child.inner_text()
     assert page.get_by_test_id("origin").count() == 0  # the parent came from nowhere

@@ -88,12 +88,31 @@ class Tool(Generic[T]):
     """Declares that results carry image parts (see :func:`needs_vision`): offer it to vision models only."""
     signature: FunctionSignature | None = field(default=None, repr=False)
     is_handoff: bool = field(default=False, repr=False)
+    function: Callable[..., Any] | None = field(default=None, repr=False)
+    """The Python function :func:`tool` wrapped (``None`` for a hand-built tool); calling the tool calls it."""
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
             raise UserError("a tool needs a non-empty name", hint="pass name=... or decorate a named function")
         if self.retries is not None and self.retries < 0:
             raise UserError(f"tool {self.name!r}: retries must be >= 0", hint="use 0 for no retries")
+        if self.function is not None:
+            # Look like the wrapped function to ``inspect.signature`` and ``functools`` users.
+            self.__wrapped__ = self.function
+            self.__signature__ = inspect.signature(self.function)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped function directly (no validation, no run context, no policies).
+
+        An ``async`` function returns its coroutine, as it would unwrapped. A tool built by hand
+        (with only ``invoke``) has no function to call and raises :class:`UserError`.
+        """
+        if self.function is None:
+            raise UserError(
+                f"tool {self.name!r} has no Python function to call",
+                hint="only tools made with @tool are callable; run a hand-built tool through an agent",
+            )
+        return self.function(*args, **kwargs)
 
     def validate(self, args: dict[str, Any]) -> None:
         """Raise :class:`InvalidToolArguments` when ``args`` do not fit the schema."""
@@ -217,6 +236,7 @@ def tool(
             reconcile=reconcile,
             returns_images=returns_images,
             signature=sig,
+            function=f,
         )
 
     return build(fn) if fn is not None else build

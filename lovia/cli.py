@@ -11,13 +11,13 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from ._cli_stores import NotFound, Stores, open_stores
+from ._owners import owner_alive
 from .exceptions import LoviaError, UserError
 from .transcript import InputEntry, ReasoningEntry, ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
 from .web.command import DEFAULT_DB
@@ -89,20 +89,6 @@ async def _with_stores(args: argparse.Namespace, body: Callable[[Stores], Corout
 
 
 # --------------------------------------------------------------------------- runs
-
-
-def owner_alive(owner: str) -> bool | None:
-    """Whether the ``host:pid`` process runs; ``None`` when it is on another host (cannot tell)."""
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return None
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def effective_status(
@@ -308,10 +294,12 @@ async def _sessions_export(args: argparse.Namespace, st: Stores) -> int:
     if args.format == "json":
         print(json.dumps([entry_to_dict(e) for e in entries], indent=2, ensure_ascii=False, default=str))
     else:
-        from .web.routes_sessions import transcript_markdown
+        from .transcript import entries_to_messages
+        from .web.serialization import drop_system_entries, export_md
 
         title = (await st.chat_titles()).get(args.session_id, args.session_id)
-        print(transcript_markdown(title, entries), end="")
+        msgs = entries_to_messages(drop_system_entries(entries))
+        print(export_md(msgs, title=title, session_id=args.session_id), end="")
     return 0
 
 

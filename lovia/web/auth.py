@@ -17,12 +17,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 __all__ = [
+    "TOKEN_COOKIE",
     "HostOriginGuard",
     "HostPolicy",
     "generate_token",
     "is_loopback",
     "normalize_origin",
     "same_origin",
+    "set_token_cookie",
     "split_host",
     "token_dependency",
     "token_matches",
@@ -55,6 +57,55 @@ def token_matches(expected: str, authorization: str | None) -> bool:
     return hmac.compare_digest(value.strip().encode(), expected.encode())
 
 
+TOKEN_COOKIE = "lovia_token"
+"""The cookie that carries the server token for the bundled page (``HttpOnly``, ``SameSite=Strict``).
+
+The page gets it when it is opened as ``/?token=<token>``; requests the page cannot give an
+``Authorization`` header (``EventSource``, ``<img>``, download links) authenticate with it."""
+
+
+def cookie_matches(expected: str, cookie: str | None) -> bool:
+    """Whether a :data:`TOKEN_COOKIE` value equals ``expected`` (constant-time compare)."""
+    if not cookie:
+        return False
+    return hmac.compare_digest(cookie.strip().encode(), expected.encode())
+
+
+def _cookie_may_change_state(request: Any) -> bool:
+    """A cookie rides along with cross-site requests a page forges; the header never does.
+
+    So a state change authenticated by the cookie alone must come from no browser page (no
+    ``Origin``) or from this server's own page, even when no :class:`HostOriginGuard` is installed.
+    """
+    if str(request.method).upper() in _SAFE_METHODS:
+        return True
+    origin = request.headers.get("origin")
+    return origin is None or same_origin(origin, request.headers.get("host"))
+
+
+def set_token_cookie(request: Any, response: Any, token: str | None) -> None:
+    """Give the page the token cookie when it was opened as ``?token=<token>`` with the right token.
+
+    The cookie is ``HttpOnly`` (page scripts cannot read it), ``SameSite=Strict`` and scoped to the
+    app's path prefix (two instances under one host keep separate tokens); ``Secure`` over HTTPS.
+    A wrong token sets nothing.
+    """
+    if token is None:
+        return
+    given = request.query_params.get("token")
+    if not given or not cookie_matches(token, given):
+        return
+    root = str(request.scope.get("root_path", "")).rstrip("/")
+    response.set_cookie(
+        TOKEN_COOKIE,
+        token,
+        path=root + "/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+
+
 AUTHENTICATED = "lovia_authenticated"
 """The request-state flag a passed token or ``auth=`` check sets (routes that ask for more than
 loopback access without one, such as config writes, read it)."""
@@ -71,7 +122,11 @@ def is_authenticated(request: Any) -> bool:
 
 
 def token_dependency(token: str) -> Callable[[Any], Awaitable[None]]:
-    """A FastAPI dependency requiring ``Authorization: Bearer <token>``; otherwise 401 ``server_token``.
+    """A FastAPI dependency requiring the server token; otherwise 401 ``server_token``.
+
+    The token comes as ``Authorization: Bearer <token>`` or in the :data:`TOKEN_COOKIE` cookie.
+    A state change (POST, PUT, PATCH, DELETE) carried by the cookie alone is accepted only from no
+    page at all (no ``Origin``) or from the server's own origin: other sites' pages cannot use it.
 
     ``create_app(token=...)`` guards its API with it; an app mounting
     :func:`lovia.web.api.build_api_router` adds it itself:
@@ -82,12 +137,22 @@ def token_dependency(token: str) -> Callable[[Any], Awaitable[None]]:
     from .errors import WebError
 
     async def require_token(request: Request) -> None:
-        if not token_matches(token, request.headers.get("authorization")):
+        by_header = token_matches(token, request.headers.get("authorization"))
+        by_cookie = not by_header and cookie_matches(token, request.cookies.get(TOKEN_COOKIE))
+        if by_cookie and not _cookie_may_change_state(request):
+            raise WebError(
+                403,
+                "cross_origin",
+                "a cross-origin state change with the token cookie is refused",
+                hint="send 'Authorization: Bearer <token>', or call the API from the server's own page",
+            )
+        if not (by_header or by_cookie):
             raise WebError(
                 401,
                 "server_token",
                 "missing or wrong server token",
-                hint="send 'Authorization: Bearer <token>' with the token the server printed at startup",
+                hint="send 'Authorization: Bearer <token>' with the token the server printed at startup,"
+                " or open the page as /?token=<token> once",
                 headers={"WWW-Authenticate": "Bearer"},
             )
         mark_authenticated(request)

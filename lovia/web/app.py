@@ -218,6 +218,7 @@ def create_app(
     app.state.deps = deps
     app.state.lovia = deps  # the older name; ``serve`` and existing callers read it
     app.state.guarded = token is not None or auth is not None  # serve() refuses an open non-loopback app
+    app.state.server_token = token  # the page opened as /?token=... gets it as a cookie
     app.state.host_policy = HostPolicy(allowed_hosts)  # serve() adds the bound address
     origins = tuple(cors_origins or ())
     app.add_middleware(CleanJsonBodies)
@@ -254,7 +255,7 @@ def _open_store(db_file: str | None, session: Session | None) -> ChatStore:
     from ..stores import SQLiteCheckpointer
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return ChatStore(session=session, checkpointer=SQLiteCheckpointer(path, wal=True), meta_path=path)
+    return ChatStore(session, checkpointer=SQLiteCheckpointer(path, wal=True), meta_path=path, wal=True)
 
 
 def serve(

@@ -18,6 +18,8 @@ from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
 from ..exceptions import UserError
+from .auth import set_token_cookie
+from .media import PREVIEW_IMAGE_EXT
 
 logger = logging.getLogger("lovia.web")
 
@@ -284,6 +286,7 @@ def build_ui_router(ui: ChatUI, *, title: str) -> Any:
             "builtinLangs": list(BUILTIN_LANGS),
             "messages": {lang: dict(table) for lang, table in ui.messages.items()},
             "loginUrl": ui.login_url,
+            "previewImageExt": sorted(PREVIEW_IMAGE_EXT),
             "scripts": scripts,
         }
         script_src = " ".join(["'self'", f"'nonce-{nonce}'", *_origins(scripts)])
@@ -311,7 +314,9 @@ def build_ui_router(ui: ChatUI, *, title: str) -> Any:
         )
         # The policy rides in a <meta> tag, first in <head>, as the page always sent it.
         headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
-        return HTMLResponse(html, headers=headers)
+        response = HTMLResponse(html, headers=headers)
+        set_token_cookie(request, response, getattr(request.app.state, "server_token", None))
+        return response
 
     @router.get(ASSETS_PATH + "/{path:path}", name="ui-assets", include_in_schema=False)
     async def asset(path: str, request: Request) -> Response:

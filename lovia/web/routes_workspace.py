@@ -40,6 +40,7 @@ from ..workspace import LocalWorkspace, LocalWorkspaceSession, WorkspacePolicy
 from ..workspace.errors import WorkspaceError
 from ..workspace.workspace import SCRATCH_DIR, WorkspaceSessionBinding
 from .errors import ApiRoute, ErrorCode, WebError
+from .media import PREVIEW_IMAGE_MIME_BY_EXT, preview_image_mime
 from .routes_uploads import check_upload_type, upload_too_large
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ NOISE_SUFFIXES = (".pyc", ".pyo")
 
 _INLINE_TYPES = frozenset(
     {
-        "image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp",
+        *(mime for mime in PREVIEW_IMAGE_MIME_BY_EXT.values() if mime != "image/svg+xml"),  # SVG can script
         "application/pdf", "text/plain",
     }
 )  # fmt: skip
@@ -404,7 +405,7 @@ def _read_text(panel: _Panel, raw: str) -> dict[str, Any]:
 
 
 def _mime(rel: str) -> str:
-    guessed = mimetypes.guess_type(rel, strict=False)[0]
+    guessed = preview_image_mime(rel) or mimetypes.guess_type(rel, strict=False)[0]
     return guessed or "application/octet-stream"
 
 

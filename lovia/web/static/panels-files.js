@@ -6,12 +6,14 @@
 // URLs (the page's CSP allows no other image source), so /raw needs no token in its URL.
 
 import { api, apiError, authHeaders, url } from "./api.js";
+import { CONFIG } from "./i18n.js";
 import { enhance, renderMarkdown } from "./markdown.js";
 import hljs from "./vendor/highlight.min.js";
 import { button, el, t } from "./panels-strings.js";
 
 const MARKDOWN_EXT = new Set(["md", "markdown"]);
-const IMAGE_EXT = new Set(["png", "jpg", "jpeg", "gif", "webp", "avif", "bmp", "svg"]);
+// The server sends its preview table (lovia.web.media.PREVIEW_IMAGE_EXT); the fallback is the same list.
+const IMAGE_EXT = new Set(CONFIG.previewImageExt || ["png", "jpg", "jpeg", "gif", "webp", "avif", "bmp", "svg"]);
 const HIGHLIGHT_MAX = 200_000; // bigger previews are shown plain: highlighting them would stall the page
 const PAGE = 200;
 

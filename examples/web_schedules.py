@@ -11,8 +11,9 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from lovia.web.schedule_store import ScheduleRow, SQLiteScheduleStore
+from lovia.web.schedule_store import SQLiteScheduleStore
 from lovia.web.scheduler import ManualClock, Scheduler
+from lovia.web.store import ScheduleRow
 
 
 async def main() -> None:
@@ -28,10 +29,24 @@ async def main() -> None:
         return fire
 
     stores = [SQLiteScheduleStore(path), SQLiteScheduleStore(path)]
-    schedulers = [Scheduler(s, firer(f"server{i}"), clock=clock, owner=f"server{i}") for i, s in enumerate(stores)]
-    await stores[0].add(
-        ScheduleRow(id="digest", input="summarize", trigger_kind="every", trigger_expr="60", next_fire=clock() + 60)
+    schedulers = [
+        Scheduler.for_store(s, firer(f"server{i}"), clock=clock, owner=f"server{i}") for i, s in enumerate(stores)
+    ]
+    now = clock()
+    digest = ScheduleRow(
+        id="digest",
+        agent=None,
+        input="summarize",
+        session_id=None,
+        trigger_kind="every",
+        trigger_expr="60",
+        next_fire=now + 60,
+        active=True,
+        last_session_id=None,
+        created_at=now,
+        updated_at=now,
     )
+    await stores[0].add(digest)
     for _ in range(3):
         clock.advance(60)
         await asyncio.gather(*(s.run_due() for s in schedulers))

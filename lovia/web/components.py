@@ -24,7 +24,7 @@ MAX_UI_DATA_BYTES = 8 * 1024 * 1024
 class UiDataStore(Protocol):
     """What :func:`put_ui_data` needs of a chat store (``ChatStore`` and its PostgreSQL twin)."""
 
-    async def put_ui_data(self, session_id: str, payload: bytes) -> str: ...
+    async def put_ui_data(self, session_id: str, payload: bytes) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -365,7 +365,13 @@ class ReplicaSupervisor(RunSupervisor):
     # ------------------------------------------------------------------ takeover
 
     async def resume(
-        self, session_id: str, run_id: str, *, agent: str | None = None, deps: Any = None
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        agent: str | None = None,
+        deps: Any = None,
+        client_context: dict[str, Any] | None = None,
     ) -> LiveRun | None:
         """Take the run over when its owner is gone and this replica wins the claim.
 
@@ -386,7 +392,7 @@ class ReplicaSupervisor(RunSupervisor):
         if not claimed:
             return None
         try:
-            return await super().resume(session_id, run_id, agent=agent, deps=deps)
+            return await super().resume(session_id, run_id, agent=agent, deps=deps, client_context=client_context)
         except UserError:
             return None
 

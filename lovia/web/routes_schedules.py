@@ -8,49 +8,23 @@ input joins it as a steering message instead. A schedule without a chat opens a 
 from __future__ import annotations
 
 import dataclasses
-import re
 import uuid
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
 
 from ..exceptions import UserError
 from .errors import ApiRoute, ErrorCode, WebError
 from .run_deps import RunDepsFn, RunTrigger, build_run_deps, checked_context
-from .schedule_store import ScheduleRow, ScheduleStore
-from .scheduler import Scheduler
-from .store import ChatStore
+from .schedule_store import ScheduleStore
+from .scheduler import Scheduler, fire_input
+from .schemas import SchedulePatch, ScheduleSpec
+from .store import ChatStore, ScheduleRow
 from .supervisor import RunSupervisor
+from .titles import provisional_title
 from .triggers import initial_next_fire, validate_trigger
 
-__all__ = ["ScheduleCreate", "SchedulePatch", "fire_in_chat", "schedules_router"]
-
-
-class ScheduleCreate(BaseModel):
-    """Body of ``POST /api/schedules``."""
-
-    input: str = Field(min_length=1, max_length=200_000)
-    trigger_kind: Literal["cron", "every", "at"]
-    trigger_expr: str = Field(min_length=1, max_length=200)
-    session_id: str | None = Field(default=None, max_length=200)
-    agent: str | None = None
-    max_fires: int | None = Field(default=None, ge=1)
-    expires_at: float | None = None
-    context: dict[str, Any] | None = None
-    """The page's client context; each fire's ``run_deps`` gets it (64 KB of JSON at most)."""
-
-
-class SchedulePatch(BaseModel):
-    """Body of ``PATCH /api/schedules/{id}``: only the fields sent change."""
-
-    input: str | None = Field(default=None, min_length=1, max_length=200_000)
-    trigger_kind: Literal["cron", "every", "at"] | None = None
-    trigger_expr: str | None = Field(default=None, min_length=1, max_length=200)
-    agent: str | None = None
-    active: bool | None = None
-    max_fires: int | None = Field(default=None, ge=1)
-    expires_at: float | None = None
+__all__ = ["SchedulePatch", "ScheduleSpec", "fire_in_chat", "schedules_router"]
 
 
 class WebState(Protocol):
@@ -67,10 +41,8 @@ class WebState(Protocol):
     def scheduler(self) -> Scheduler | None: ...
 
 
-def title_from(message: str) -> str:
-    """A chat title from a schedule's input (whitespace collapsed, at most 60 characters)."""
-    text = re.sub(r"\s+", " ", message).strip()
-    return text if len(text) <= 60 else text[:59].rstrip() + "…"
+title_from = provisional_title
+"""A chat title from a schedule's input (:func:`lovia.web.titles.provisional_title`)."""
 
 
 def _error(status: int, code: ErrorCode, message: str, hint: str | None = None) -> WebError:
@@ -93,11 +65,11 @@ async def fire_in_chat(state: WebState, row: ScheduleRow) -> tuple[str | None, s
     async with sup.lock(sid):
         live = sup.live(sid)
         if live is not None:  # join the run in flight rather than queue a second one
-            live.mailbox.push(row.input)
+            live.mailbox.push(fire_input(row))
             return sid, live.run_id
         sup.check_capacity()
         agent_name = row.agent or (meta.agent if meta is not None else None)
-        context = dict(row.client_context or {})
+        context = dict(row.context or {})
         trigger = RunTrigger(
             session_id=sid, agent=sup.agent_for(agent_name), source=f"schedule:{row.id}", client_context=context
         )
@@ -108,7 +80,7 @@ async def fire_in_chat(state: WebState, row: ScheduleRow) -> tuple[str | None, s
         if meta.active_run_id:
             await sup.finalize_partial(sid, meta.active_run_id)
         started = sup.start(
-            sid, row.input, agent=agent_name, source=f"schedule:{row.id}", deps=deps, client_context=context
+            sid, fire_input(row), agent=agent_name, source=f"schedule:{row.id}", deps=deps, client_context=context
         )
     await store.update(sid)
     sup.hub.publish("schedule_fired", {"schedule_id": row.id, "session_id": sid, "run_id": started.run_id})
@@ -144,7 +116,7 @@ def _collection_routes(router: APIRouter, state: WebState) -> None:
         return [row.to_dict() for row in await state.schedules.list(session_id=session_id)]
 
     @router.post("", status_code=201)
-    async def create(body: ScheduleCreate) -> dict[str, Any]:
+    async def create(body: ScheduleSpec) -> dict[str, Any]:
         assert state.schedules is not None and state.scheduler is not None
         context = checked_context(body.context)
         _check_refs(state, body.agent)
@@ -153,33 +125,59 @@ def _collection_routes(router: APIRouter, state: WebState) -> None:
             raise _error(
                 404, "session_not_found", f"no chat {body.session_id!r}", "create the chat first, or omit session_id"
             )
+        until = _check_until(body.until, body.trigger_kind, body.max_fires, body.expires_at)
         now = state.scheduler.clock()
+        schedule_id = f"sched_{uuid.uuid4().hex[:16]}"
         row = ScheduleRow(
-            id=f"sched_{uuid.uuid4().hex[:16]}",
+            id=schedule_id,
             input=body.input,
+            until=until,
             trigger_kind=body.trigger_kind,
             trigger_expr=body.trigger_expr.strip(),
             next_fire=initial_next_fire(body.trigger_kind, body.trigger_expr, now=now),
             session_id=body.session_id,
             agent=body.agent,
+            active=True,
+            last_session_id=None,
             max_fires=body.max_fires,
             expires_at=body.expires_at,
             created_at=now,
             updated_at=now,
-            client_context=context or None,
+            context=context or None,
         )
         await state.schedules.add(row)
         state.scheduler.wake()
         return row.to_dict()
 
 
+def _check_until(until: str | None, kind: str, max_fires: int | None, expires_at: float | None) -> str | None:
+    """The stop condition, stripped (``None`` when blank); a repeating one needs a safety limit."""
+    text = (until or "").strip() or None
+    if text is not None and kind != "at" and max_fires is None and expires_at is None:
+        raise _error(
+            422,
+            "invalid_request",
+            "a stop condition (until) needs a safety limit too",
+            "add max_fires or expires_at, so the schedule ends even if the condition never holds",
+        )
+    return text
+
+
 def _patched(row: ScheduleRow, body: SchedulePatch, *, now: float) -> ScheduleRow:
-    """``row`` with the patch applied; a retime or a resume restarts the timing from ``now``."""
+    """``row`` with the patch applied; a retime or a resume restarts the timing from ``now``.
+
+    A patched ``until`` replaces the stop condition (an empty one removes it); a patched
+    ``input`` keeps the current condition.
+    """
     changes = body.model_dump(exclude_unset=True)
+    has_until = "until" in changes
+    until = changes.pop("until", None)
     updated = dataclasses.replace(
         row, **{k: v for k, v in changes.items() if v is not None or k in ("max_fires", "expires_at")}
     )
     _check_trigger(updated.trigger_kind, updated.trigger_expr)
+    if has_until:
+        updated.until = _check_until(until, updated.trigger_kind, updated.max_fires, updated.expires_at)
     retimed = "trigger_kind" in changes or "trigger_expr" in changes
     resumed = body.active is True and not row.active
     if retimed or resumed:  # slots missed while paused are not made up
@@ -209,6 +207,8 @@ def _item_routes(router: APIRouter, state: WebState) -> None:
         assert state.schedules is not None and state.scheduler is not None
         row = await require(schedule_id)
         _check_refs(state, body.agent)
+        if body.session_id is not None and await state.store.get(body.session_id) is None:
+            raise _error(404, "session_not_found", f"no chat {body.session_id!r}", "name a chat that exists")
         updated = _patched(row, body, now=state.scheduler.clock())
         await state.schedules.update(updated)
         state.scheduler.wake()
@@ -226,7 +226,7 @@ def _item_routes(router: APIRouter, state: WebState) -> None:
         assert state.scheduler is not None
         row = await require(schedule_id)
         try:
-            session_id, run_id = await state.scheduler.fire_now(row)
+            session_id, run_id = await state.scheduler.fire_now_run(row)
         except UserError as exc:
             raise _error(409, "schedule_not_fired", exc.message, exc.hint) from exc
         return {"schedule_id": schedule_id, "session_id": session_id, "run_id": run_id}

@@ -16,18 +16,18 @@ migration and its version record per transaction, never edited once released; ap
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..exceptions import SchemaTooNewError, StoreError
+from .store_schedules import ScheduleRow
 
 __all__ = [
     "PostgresScheduleStore",
@@ -43,7 +43,8 @@ COMPONENT = "schedule"
 
 _COLUMNS = (
     "id, session_id, agent, input, trigger_kind, trigger_expr, next_fire, active, fire_count, max_fires, "
-    "expires_at, finished_reason, last_session_id, last_run_id, last_error, created_at, updated_at, client_context"
+    "expires_at, finished_reason, last_session_id, last_run_id, last_error, created_at, updated_at, client_context, "
+    "until"
 )
 _N_COLUMNS = len(_COLUMNS.split(","))
 _CLAIM_COLUMNS = "schedule_id, slot, owner, claimed_at, fired_at, run_id, session_id, error"
@@ -68,85 +69,9 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
         ),
     ),
     (2, "add_schedule_client_context", ("ALTER TABLE {p}web_schedules ADD COLUMN client_context TEXT",)),
+    (3, "add_schedule_until", ("ALTER TABLE {p}web_schedules ADD COLUMN until TEXT",)),
 )
 LATEST_VERSION = _MIGRATIONS[-1][0]
-
-
-@dataclass(slots=True)
-class ScheduleRow:
-    """One schedule: what to send, to which chat and agent, and when."""
-
-    id: str
-    input: str
-    trigger_kind: str
-    trigger_expr: str
-    next_fire: float
-    session_id: str | None = None
-    """The chat each fire runs in; ``None``: every fire opens a new chat."""
-    agent: str | None = None
-    active: bool = True
-    fire_count: int = 0
-    max_fires: int | None = None
-    expires_at: float | None = None
-    finished_reason: str | None = None
-    last_session_id: str | None = None
-    last_run_id: str | None = None
-    last_error: str | None = None
-    created_at: float = field(default_factory=time.time)
-    updated_at: float = field(default_factory=time.time)
-    client_context: dict[str, Any] | None = None
-    """The page's context when the schedule was made; each fire's ``run_deps`` gets it."""
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any]) -> ScheduleRow:
-        """Build from a ``SELECT`` of the store's columns, in order."""
-        return cls(
-            id=row[0],
-            session_id=row[1],
-            agent=row[2],
-            input=row[3],
-            trigger_kind=row[4],
-            trigger_expr=row[5],
-            next_fire=float(row[6]),
-            active=bool(row[7]),
-            fire_count=int(row[8]),
-            max_fires=row[9],
-            expires_at=row[10],
-            finished_reason=row[11],
-            last_session_id=row[12],
-            last_run_id=row[13],
-            last_error=row[14],
-            created_at=float(row[15]),
-            updated_at=float(row[16]),
-            client_context=json.loads(row[17]) if len(row) > 17 and row[17] else None,
-        )
-
-    def values(self) -> tuple[Any, ...]:
-        """The column values, in the store's column order."""
-        return (
-            self.id,
-            self.session_id,
-            self.agent,
-            self.input,
-            self.trigger_kind,
-            self.trigger_expr,
-            self.next_fire,
-            int(self.active),
-            self.fire_count,
-            self.max_fires,
-            self.expires_at,
-            self.finished_reason,
-            self.last_session_id,
-            self.last_run_id,
-            self.last_error,
-            self.created_at,
-            self.updated_at,
-            json.dumps(self.client_context) if self.client_context else None,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form (what ``/api/schedules`` returns)."""
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,10 @@ slot but before recording its run leaves a claim with no ``fired_at``; after ``r
 seconds any scheduler takes it over and fires it, so the slot is not lost. (A kill in the few
 milliseconds between the run starting and its record being written can therefore repeat that
 one slot; a kill before the claim commits leaves the slot due, to be claimed by the next poll.)
+
+The trigger functions (:data:`TRIGGER_KINDS`, :func:`validate_trigger`, :func:`initial_next_fire`,
+:func:`advance_next_fire`) come from :mod:`lovia.web.triggers`; :func:`fire_input` is the message
+a fire sends.
 """
 
 from __future__ import annotations
@@ -22,12 +26,28 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from ..exceptions import UserError
-from .schedule_store import OWNER, ScheduleRow, ScheduleStore
-from .triggers import advance_next_fire
+from .schedule_store import OWNER, ScheduleStore
+from .store_schedules import ScheduleRow
+from .triggers import TRIGGER_KINDS, advance_next_fire, initial_next_fire, validate_trigger
 
-__all__ = ["Clock", "FireFn", "ManualClock", "Scheduler", "next_state"]
+if TYPE_CHECKING:
+    from .api.deps import RouterDeps
+
+__all__ = [
+    "TRIGGER_KINDS",
+    "Clock",
+    "FireFn",
+    "ManualClock",
+    "Scheduler",
+    "advance_next_fire",
+    "fire_input",
+    "initial_next_fire",
+    "next_state",
+    "validate_trigger",
+]
 
 logger = logging.getLogger("lovia.web.scheduler")
 
@@ -36,6 +56,20 @@ Clock = Callable[[], float]
 
 FireFn = Callable[[ScheduleRow], Awaitable[tuple[str | None, str | None]]]
 """Starts the run of one fire; returns ``(session_id, run_id)``."""
+
+
+def fire_input(sched: ScheduleRow) -> str:
+    """The message one fire of ``sched`` sends: its input, plus its stop condition when it has one.
+
+    A schedule with ``until`` asks the run to check the condition after doing the task and to
+    cancel the schedule (``cancel_schedule``) once it holds.
+    """
+    if not sched.until or not sched.until.strip():
+        return sched.input
+    return (
+        f"{sched.input}\n\n[Schedule {sched.id}] After doing the task, check whether this stop condition holds: "
+        f"{sched.until.strip()}\nIf it does, call cancel_schedule with schedule_id={sched.id!r}."
+    )
 
 
 class ManualClock:
@@ -81,19 +115,46 @@ def next_state(row: ScheduleRow, *, now: float) -> ScheduleRow:
 
 
 class Scheduler:
-    """Polls a :class:`ScheduleStore` and fires what is due.
+    """Polls the schedules of a server and fires what is due, each slot once.
 
     Args:
-        store: where schedules and claims live.
-        fire: starts the run of one fire.
-        clock: the time source (a :class:`ManualClock` in tests).
+        deps: the server (:class:`~lovia.web.api.RouterDeps`): its schedule store (``deps.schedules``,
+            else the chat store's own, :attr:`~lovia.web.store.ChatStore.schedule_store`), and the
+            chats and runs a fire starts in.
         poll_interval: seconds between polls while :meth:`start` runs.
+        clock: the time source (default ``deps.clock``, else ``time.time``; a :class:`ManualClock` in tests).
         owner: recorded on this scheduler's claims.
         reclaim_after: seconds after which a claim with no recorded run is taken over.
     """
 
     def __init__(
         self,
+        deps: RouterDeps,
+        *,
+        poll_interval: float = 1.0,
+        clock: Clock | None = None,
+        owner: str = OWNER,
+        reclaim_after: float = 30.0,
+    ) -> None:
+        from .routes_schedules import fire_in_chat
+
+        store = deps.schedules if deps.schedules is not None else deps.store.schedule_store
+
+        async def fire(row: ScheduleRow) -> tuple[str | None, str | None]:
+            return await fire_in_chat(deps, row)
+
+        self._setup(
+            store,
+            fire,
+            clock=clock or deps.clock,
+            poll_interval=poll_interval,
+            owner=owner,
+            reclaim_after=reclaim_after,
+        )
+
+    @classmethod
+    def for_store(
+        cls,
         store: ScheduleStore,
         fire: FireFn,
         *,
@@ -101,6 +162,30 @@ class Scheduler:
         poll_interval: float = 1.0,
         owner: str = OWNER,
         reclaim_after: float = 30.0,
+    ) -> Scheduler:
+        """A scheduler over a bare schedule store that fires through ``fire`` (no server needed).
+
+        Args:
+            store: where schedules and claims live.
+            fire: starts the run of one fire and returns ``(session_id, run_id)``.
+            clock: the time source (default ``time.time``).
+            poll_interval: seconds between polls while :meth:`start` runs.
+            owner: recorded on this scheduler's claims.
+            reclaim_after: seconds after which a claim with no recorded run is taken over.
+        """
+        made = cls.__new__(cls)
+        made._setup(store, fire, clock=clock, poll_interval=poll_interval, owner=owner, reclaim_after=reclaim_after)
+        return made
+
+    def _setup(
+        self,
+        store: ScheduleStore,
+        fire: FireFn,
+        *,
+        clock: Clock | None,
+        poll_interval: float,
+        owner: str,
+        reclaim_after: float,
     ) -> None:
         self.store = store
         self.fire = fire
@@ -164,8 +249,18 @@ class Scheduler:
                 fired += await self._fire(row, slot)
         return fired
 
-    async def fire_now(self, row: ScheduleRow) -> tuple[str | None, str | None]:
-        """Fire ``row`` once at once (its timing is unchanged); returns ``(session_id, run_id)``."""
+    async def fire_now(self, sched: ScheduleRow) -> str | None:
+        """Fire ``sched`` once, at once (its timing is unchanged); returns the chat the fire ran in.
+
+        Raises:
+            UserError: the fire could not start (its chat or agent is gone, the server is at its
+                run limit or shutting down); the failure is recorded in its fire history.
+        """
+        session_id, _run_id = await self.fire_now_run(sched)
+        return session_id
+
+    async def fire_now_run(self, row: ScheduleRow) -> tuple[str | None, str | None]:
+        """:meth:`fire_now`, returning ``(session_id, run_id)``."""
         slot = self.clock()
         while not await self.store.claim(row, slot=slot, owner=self.owner, now=slot, advance=False):
             slot += 1e-6  # two manual fires in the same instant: keep both

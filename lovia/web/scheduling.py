@@ -14,9 +14,10 @@
 
 The rows go to the same schedule store the server's :class:`~lovia.web.scheduler.Scheduler`
 polls, so an approved schedule fires within one poll interval. ``until`` is a stop condition in
-plain words: each fire is told to check it after the task and to call ``cancel_schedule`` when it
-holds. Because a model may never decide that it holds, ``until`` requires a deterministic limit
-too (``max_fires`` or ``expires_at``).
+plain words, kept on the schedule: each fire is told to check it after the task and to call
+``cancel_schedule`` when it holds (:func:`lovia.web.scheduler.fire_input`). Because a model may
+never decide that it holds, ``until`` requires a deterministic limit too (``max_fires`` or
+``expires_at``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from ..exceptions import ToolError, UserError
 from ..plugins.base import PluginInstance
 from ..run_context import RunContext  # at run time: the tools' type hints are resolved
 from ..tools import Tool, tool
-from .schedule_store import ScheduleRow, ScheduleStore, open_schedule_store
+from .schedule_store import ScheduleStore, open_schedule_store
+from .store_schedules import ScheduleRow, ScheduleRunMixin
 from .triggers import initial_next_fire, validate_trigger
 
 __all__ = ["Scheduling"]
@@ -54,13 +56,6 @@ _INSTRUCTIONS = (
 )
 
 TriggerKind = Literal["at", "every", "cron"]
-
-
-def _stop_note(schedule_id: str, until: str) -> str:
-    return (
-        f"\n\n[Schedule {schedule_id}] After doing the task, check whether this stop condition holds: "
-        f"{until}\nIf it does, call cancel_schedule with schedule_id={schedule_id!r}."
-    )
 
 
 def _parse_expiry(value: str | None) -> float | None:
@@ -86,6 +81,7 @@ def _describe(row: ScheduleRow, here: str | None) -> dict[str, Any]:
         "schedule_id": row.id,
         "trigger": f"{row.trigger_kind} {row.trigger_expr}",
         "instruction": row.input.split("\n\n[Schedule ", 1)[0],
+        "until": row.until,
         "active": row.active,
         "fires": row.fire_count,
         "max_fires": row.max_fires,
@@ -162,12 +158,15 @@ class Scheduling:
             schedule_id = f"sched_{uuid.uuid4().hex[:16]}"
             row = ScheduleRow(
                 id=schedule_id,
-                input=instruction.strip() + (_stop_note(schedule_id, until) if until else ""),
+                input=instruction.strip(),
                 trigger_kind=trigger,
                 trigger_expr=value.strip(),
                 next_fire=initial_next_fire(trigger, value, now=now),
                 session_id=run.session_id if continue_session else None,
                 agent=run.agent.name,
+                active=True,
+                last_session_id=None,
+                until=until.strip() if until and until.strip() else None,
                 max_fires=max_fires,
                 expires_at=expiry,
                 created_at=now,
@@ -244,6 +243,8 @@ async def _start_session(store: Any, run: RunContext[Any], instruction: str, tit
 def _schedule_store_for(store: Any) -> ScheduleStore:
     if isinstance(store, ScheduleStore):
         return store
+    if isinstance(store, ScheduleRunMixin):  # a ChatStore: its own schedule store
+        return store.schedule_store
     dsn = getattr(store, "dsn", None)
     if isinstance(dsn, str):  # a PostgresChatStore: the same database and schema
         return open_schedule_store(dsn, schema=getattr(store, "schema", None))

@@ -2,9 +2,14 @@
 
 The chat index lives in two tables next to the stores' own tables (same SQLite file, WAL):
 
-* ``chat_sessions(id, title, agent, created_at, updated_at, active_run_id, pinned)``: one row per
-  chat; ``active_run_id`` names the run in flight (its checkpoint key) so a restarted server can
-  resume it; pinned chats list first.
+* ``chat_sessions(id, title, agent, created_at, updated_at, active_run_id, pinned, active_context,
+  origin_ref)``: one row per chat; ``active_run_id`` names the run in flight (its checkpoint key)
+  so a restarted server can resume it, with ``active_context`` the client context it started with
+  (JSON); ``origin_ref`` is the ``"<run_id>:<n>"`` ref of the user message a fork was cut before;
+  pinned chats list first.
+* ``chat_origins(session_id, kind, origin_session_id, user_turn, title)``: where a chat came from:
+  ``fork`` (a branch), ``spawn`` (started by another chat's agent) or ``subagent`` (a task of its
+  parent chat, deleted with it).
 * ``chat_runs(run_id, session_id, status, usage_json, started_at, finished_at, owner)``: per-run
   usage and outcome, shown under each answer; ``owner`` is the serving process (``host:pid``).
 * ``chat_ui_data(session_id, ref, payload, created_at)``: the full props of UI components kept
@@ -32,8 +37,14 @@ from typing import Any, TypeVar
 from ..checkpointer import Checkpointer
 from ..exceptions import CorruptRecordError, StoreError
 from ..session import Session
+from ..transcript import InputEntry
+from .serialization import parse_ref, segments_runs, user_turn_refs
+from .store_schedules import RunRow, ScheduleRow, ScheduleRunMixin
 
-__all__ = ["ChatMeta", "ChatStore", "RunRecord", "UploadRecord"]
+__all__ = ["ChatMeta", "ChatStore", "RunRecord", "RunRow", "ScheduleRow", "UploadRecord"]
+
+SUBAGENT = "subagent"
+"""The origin kind of a chat run as a background task of its parent chat (``ChatMeta.parent_id``)."""
 
 T = TypeVar("T")
 
@@ -60,6 +71,9 @@ _SCHEMA = (
 _ADDED_COLUMNS = {
     ("chat_sessions", "pinned"): "ALTER TABLE chat_sessions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0",
     ("chat_runs", "owner"): "ALTER TABLE chat_runs ADD COLUMN owner TEXT",
+    ("chat_runs", "agent"): "ALTER TABLE chat_runs ADD COLUMN agent TEXT",
+    ("chat_runs", "source"): "ALTER TABLE chat_runs ADD COLUMN source TEXT",
+    ("chat_runs", "error"): "ALTER TABLE chat_runs ADD COLUMN error TEXT",
 }
 # Numbered migrations, each applied once in order; ``PRAGMA user_version`` records the last one applied.
 # Append new ones at the end; never edit one that has shipped.
@@ -111,6 +125,13 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        4,
+        (
+            "ALTER TABLE chat_sessions ADD COLUMN active_context TEXT",
+            "ALTER TABLE chat_sessions ADD COLUMN origin_ref TEXT",
+        ),
+    ),
 )
 
 
@@ -123,22 +144,71 @@ OWNER = f"{socket.gethostname()}:{os.getpid()}"
 """This server process (``host:pid``), recorded on the runs it starts so ``lovia runs ls`` can tell
 a run whose server is gone (SIGKILL) from a live one."""
 
-_META_COLUMNS = "id, title, agent, created_at, updated_at, active_run_id, pinned"
+_META_COLUMNS = (
+    "s.id, s.title, s.agent, s.created_at, s.updated_at, s.active_run_id, s.pinned, o.kind, o.origin_session_id, "
+    "s.origin_ref"
+)
+"""What :meth:`ChatMeta.from_row` reads, from ``chat_sessions s LEFT JOIN chat_origins o``."""
+_META_FROM = "chat_sessions s LEFT JOIN chat_origins o ON o.session_id = s.id"
+_ORIGIN_KINDS = ("fork", "spawn")
 
 
 @dataclass(frozen=True, slots=True)
 class ChatMeta:
-    """One chat in the sidebar."""
+    """One chat in the sidebar.
+
+    ``parent_id`` names the chat whose background subagent task this chat is (it is deleted with
+    that chat, see :meth:`ChatStore.task_tree`). ``origin_kind`` is ``"fork"`` (a branch of
+    ``origin_session_id``, cut before the user message ``origin_ref``, ``None`` for a whole copy)
+    or ``"spawn"`` (started by ``origin_session_id``'s agent, owned by neither), else ``None``.
+    """
 
     id: str
     title: str
     agent: str | None
     created_at: float
     updated_at: float
-    active_run_id: str | None
     pinned: bool = False
+    parent_id: str | None = None
+    origin_kind: str | None = None
+    origin_session_id: str | None = None
+    origin_ref: str | None = None
+    active_run_id: str | None = None
+    """The run in flight (its checkpoint key), kept so a restarted server can resume it."""
     damaged: str | None = None
     """``None``, or why this chat's index row cannot be read and what to do (listed, not hidden)."""
+
+    @classmethod
+    def from_row(cls, row: Any) -> ChatMeta:
+        """A chat from an index row: ``id, title, agent, created_at, updated_at, active_run_id, pinned``,
+        optionally followed by the origin's ``kind, origin_session_id`` and the fork's ``origin_ref``.
+
+        A row that cannot be read gives a ``damaged`` chat (listed with the reason, never hidden).
+        """
+        values = tuple(row)
+        kind, origin, ref = (values[7:10] + (None, None, None))[:3]
+        try:
+            return cls(
+                str(values[0]),
+                values[1] or "",
+                values[2],
+                float(values[3]),
+                float(values[4]),
+                bool(values[6]),
+                parent_id=str(origin) if kind == SUBAGENT and origin is not None else None,
+                origin_kind=kind if kind in _ORIGIN_KINDS else None,
+                origin_session_id=str(origin) if kind in _ORIGIN_KINDS and origin is not None else None,
+                origin_ref=ref if kind == "fork" else None,
+                active_run_id=values[5],
+            )
+        except (TypeError, ValueError) as exc:  # one damaged row must not hide the other chats
+            damaged = CorruptRecordError(
+                f"the index row of chat {values[0]!r} cannot be read: {exc}",
+                session_id=str(values[0]),
+                hint="the row was damaged outside lovia; delete the chat or restore the database from a backup",
+            )
+            title = values[1] if isinstance(values[1], str) else ""
+            return cls(str(values[0]), title, None, 0.0, 0.0, damaged=str(damaged))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
@@ -150,6 +220,10 @@ class ChatMeta:
             "updated_at": self.updated_at,
             "active_run_id": self.active_run_id,
             "pinned": self.pinned,
+            "parent_id": self.parent_id,
+            "origin_kind": self.origin_kind,
+            "origin_session_id": self.origin_session_id,
+            "origin_ref": self.origin_ref,
         }
         if self.damaged:
             out["damaged"] = self.damaged
@@ -214,7 +288,7 @@ _UPLOAD_COLUMNS = "id, session_id, name, mime_type, size, path, created_at"
 class _MetaDB:
     """One sqlite3 connection guarded by a lock; every call runs in a worker thread."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, wal: bool = True) -> None:
         self.path = path
         self._lock = threading.Lock()
         try:
@@ -222,7 +296,7 @@ class _MetaDB:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             self._conn.execute("PRAGMA busy_timeout = 5000")
-            if path != ":memory:":
+            if path != ":memory:" and wal:
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = NORMAL")
             for statement in _SCHEMA:
@@ -258,19 +332,19 @@ class _MetaDB:
             self._conn.close()
 
 
-def _meta(row: tuple[Any, ...] | None) -> ChatMeta | None:
-    if row is None:
+def _meta(row: Any) -> ChatMeta | None:
+    return None if row is None else ChatMeta.from_row(row)
+
+
+def _context(text: Any) -> dict[str, Any] | None:
+    """A stored client context (JSON text), or ``None`` when absent or unreadable."""
+    if not text:
         return None
     try:
-        return ChatMeta(row[0], row[1] or "", row[2], float(row[3]), float(row[4]), row[5], bool(row[6]))
-    except (TypeError, ValueError) as exc:  # one damaged row must not hide the other chats
-        damaged = CorruptRecordError(
-            f"the index row of chat {row[0]!r} cannot be read: {exc}",
-            session_id=str(row[0]),
-            hint="the row was damaged outside lovia; delete the chat or restore the database from a backup",
-        )
-        title = row[1] if isinstance(row[1], str) else ""
-        return ChatMeta(str(row[0]), title, None, 0.0, 0.0, None, False, damaged=str(damaged))
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 _RUN_COLUMNS = "run_id, session_id, status, usage_json, started_at, finished_at"
@@ -293,32 +367,45 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         return RunRecord(str(row[0]), str(row[1]), str(row[2]), None, 0.0, None, damaged=str(damaged))
 
 
-class ChatStore:
+class ChatStore(ScheduleRunMixin):
     """A session store, a checkpointer and the chat index, used together by the web app.
 
     Args:
         session: where finished runs are kept (``rewind`` optional: without it the page hides
             edit and regenerate).
-        checkpointer: where the run in flight is kept.
         meta_path: the SQLite file of the chat index (``":memory:"`` for a throwaway one).
+        checkpointer: where the run in flight is kept; default: the index file itself (an
+            in-memory checkpointer with ``":memory:"``).
+        wal: open the index file in WAL mode (the stores sharing the file then do not queue
+            behind each other's writes).
     """
 
     def __init__(
-        self, *, session: Session, checkpointer: Checkpointer, meta_path: str | os.PathLike[str] = ":memory:"
+        self,
+        session: Session,
+        *,
+        meta_path: str | os.PathLike[str],
+        checkpointer: Checkpointer | None = None,
+        wal: bool = False,
     ) -> None:
+        path = os.fspath(meta_path)
+        if checkpointer is None:
+            from ..stores import InMemoryCheckpointer, SQLiteCheckpointer
+
+            checkpointer = InMemoryCheckpointer() if path == ":memory:" else SQLiteCheckpointer(path, wal=wal)
         self.session = session
         self.checkpointer = checkpointer
-        self._db = _MetaDB(os.fspath(meta_path))
+        self._db = _MetaDB(path, wal=wal)
         self._uploads_dir: Path | None = None
 
     @classmethod
-    def sqlite(cls, path: str | os.PathLike[str]) -> ChatStore:
-        """Everything in one SQLite file in WAL mode (created with its folder when missing)."""
+    def sqlite(cls, path: str | os.PathLike[str], *, wal: bool = True) -> ChatStore:
+        """Everything in one SQLite file (created with its folder when missing), in WAL mode unless ``wal=False``."""
         from ..stores import SQLiteCheckpointer, SQLiteSession
 
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         return cls(
-            session=SQLiteSession(path, wal=True), checkpointer=SQLiteCheckpointer(path, wal=True), meta_path=path
+            SQLiteSession(path, wal=wal), checkpointer=SQLiteCheckpointer(path, wal=wal), meta_path=path, wal=wal
         )
 
     @classmethod
@@ -326,7 +413,7 @@ class ChatStore:
         """A store that forgets everything when the process ends (tests, demos)."""
         from ..stores import InMemoryCheckpointer, InMemorySession
 
-        return cls(session=InMemorySession(), checkpointer=InMemoryCheckpointer())
+        return cls(InMemorySession(), checkpointer=InMemoryCheckpointer(), meta_path=":memory:")
 
     @property
     def supports_rewind(self) -> bool:
@@ -338,10 +425,50 @@ class ChatStore:
         """The chat index file."""
         return self._db.path
 
+    # ------------------------------------------------------------------ schedules bound to chats
+
+    async def _delete_schedules(self, session_id: str) -> None:
+        await self.schedule_store.delete_for_session(session_id)
+
     # ------------------------------------------------------------------ chats
 
+    async def upsert(
+        self,
+        session_id: str,
+        *,
+        agent: str | None = None,
+        title: str | None = None,
+        parent_id: str | None = None,
+        spawned_from: str | None = None,
+    ) -> None:
+        """Add the chat if it is new, else set the ``agent`` and ``title`` given and bump ``updated_at``.
+
+        ``parent_id`` records the chat as a subagent task of that chat (listed by
+        :meth:`list_children`, deleted with it); ``spawned_from`` as started by that chat's agent
+        (``origin_kind == "spawn"``).
+        """
+        stamp = time.time()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO chat_sessions (id, title, agent, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at, "
+                "agent = COALESCE(?, chat_sessions.agent), title = COALESCE(?, chat_sessions.title)",
+                (session_id, title or "", agent, stamp, stamp, agent, title),
+            )
+
+        await self._db.run(write)
+        await self._link(session_id, parent_id=parent_id, spawned_from=spawned_from)
+
+    async def _link(self, session_id: str, *, parent_id: str | None, spawned_from: str | None) -> None:
+        for kind, origin_id in ((SUBAGENT, parent_id), ("spawn", spawned_from)):
+            if origin_id is not None:
+                origin = await self.get(origin_id)
+                title = origin.title if origin is not None else ""
+                await self.set_origin(session_id, kind=kind, origin_session_id=origin_id, user_turn=None, title=title)
+
     async def create(self, *, title: str = "", agent: str | None = None, session_id: str | None = None) -> ChatMeta:
-        """Add a chat (a fresh id unless ``session_id`` is given; an existing row is returned)."""
+        """Add a chat (a fresh id unless ``session_id`` is given; an existing row is returned as it is)."""
         sid = session_id or f"chat_{uuid.uuid4().hex[:16]}"
         stamp = time.time()
 
@@ -358,18 +485,40 @@ class ChatStore:
 
     async def get(self, session_id: str) -> ChatMeta | None:
         """One chat, or ``None``."""
-        sql = f"SELECT {_META_COLUMNS} FROM chat_sessions WHERE id = ?"
+        sql = f"SELECT {_META_COLUMNS} FROM {_META_FROM} WHERE s.id = ?"
         return _meta(await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchone()))
 
-    async def list(self, *, query: str | None = None, limit: int = 100, offset: int = 0) -> list[ChatMeta]:
-        """Chats, pinned first, then most recently updated; ``query`` matches title or id (case-insensitive)."""
+    async def list(self, *, limit: int = 200, offset: int = 0, query: str | None = None) -> builtins.list[ChatMeta]:
+        """Chats, pinned first, then most recently updated; ``query`` as in :meth:`search`."""
         pattern = f"%{query.lower()}%" if query else None
         sql = (
-            f"SELECT {_META_COLUMNS} FROM chat_sessions WHERE ? IS NULL OR lower(title) LIKE ? OR lower(id) LIKE ? "
-            "ORDER BY pinned DESC, updated_at DESC, id DESC LIMIT ? OFFSET ?"
+            f"SELECT {_META_COLUMNS} FROM {_META_FROM} "
+            "WHERE ? IS NULL OR lower(s.title) LIKE ? OR lower(s.id) LIKE ? "
+            "ORDER BY s.pinned DESC, s.updated_at DESC, s.id DESC LIMIT ? OFFSET ?"
         )
         rows = await self._db.run(lambda c: c.execute(sql, (pattern, pattern, pattern, limit, offset)).fetchall())
         return [m for m in (_meta(r) for r in rows) if m is not None]
+
+    async def search(self, query: str, *, limit: int = 200, offset: int = 0) -> builtins.list[ChatMeta]:
+        """The chats whose title or id contains ``query`` (case-insensitive), in :meth:`list` order."""
+        return await self.list(query=query or None, limit=limit, offset=offset)
+
+    async def set_title(self, session_id: str, title: str) -> None:
+        """Rename a chat (``updated_at`` stays: a rename does not move it in the list)."""
+        await self.update(session_id, title=title, touch=False)
+
+    async def set_pinned(self, session_id: str, pinned: bool) -> None:
+        """Pin or unpin a chat (pinned chats list first)."""
+        await self.update(session_id, pinned=pinned, touch=False)
+
+    async def set_title_if_unchanged(self, session_id: str, title: str, *, expected: str | None) -> None:
+        """Rename a chat only while its title is still ``expected`` (``None``: still untitled).
+
+        An automatic title computed in the background uses it, so a rename the user made in the
+        meantime is kept.
+        """
+        sql = "UPDATE chat_sessions SET title = ? WHERE id = ? AND COALESCE(title, '') = ?"
+        await self._db.run(lambda c: c.execute(sql, (title, session_id, expected or "")))
 
     async def update(
         self, session_id: str, *, title: str | None = None, pinned: bool | None = None, touch: bool = True
@@ -392,14 +541,122 @@ class ChatStore:
         rows = await self._db.run(lambda c: c.execute("SELECT id FROM chat_sessions").fetchall())
         return [str(r[0]) for r in rows]
 
-    async def set_active_run(self, session_id: str, run_id: str | None) -> None:
-        """Remember (or forget, with ``None``) the run in flight of a chat."""
-        await self._db.run(
-            lambda c: c.execute("UPDATE chat_sessions SET active_run_id = ? WHERE id = ?", (run_id, session_id))
-        )
+    # ------------------------------------------------------------------ the run in flight
 
-    async def delete(self, session_id: str) -> None:
-        """Forget a chat: its transcript, its runs' checkpoints and its index rows."""
+    async def get_active_run_id(self, session_id: str) -> str | None:
+        """The id of the chat's run in flight (resumable after a restart), or ``None``."""
+        meta = await self.get(session_id)
+        return meta.active_run_id if meta is not None else None
+
+    async def set_active_run_id(self, session_id: str, run_id: str, *, context: dict[str, Any] | None = None) -> None:
+        """Remember the chat's run in flight and the client context it started with (for a resume)."""
+        body = json.dumps(context) if context else None
+        sql = "UPDATE chat_sessions SET active_run_id = ?, active_context = ? WHERE id = ?"
+        await self._db.run(lambda c: c.execute(sql, (run_id, body, session_id)))
+
+    async def get_active_context(self, session_id: str) -> dict[str, Any] | None:
+        """The client context the chat's run in flight started with, or ``None``."""
+        sql = "SELECT active_context FROM chat_sessions WHERE id = ?"
+        row = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchone())
+        return _context(row[0] if row is not None else None)
+
+    async def clear_active_run_id(self, session_id: str, *, expected: str | None = None) -> None:
+        """Forget the chat's run in flight (only while it is still ``expected``, when given)."""
+        sql = (
+            "UPDATE chat_sessions SET active_run_id = NULL, active_context = NULL "
+            "WHERE id = ? AND (? IS NULL OR active_run_id = ?)"
+        )
+        await self._db.run(lambda c: c.execute(sql, (session_id, expected, expected)))
+
+    async def set_active_run(self, session_id: str, run_id: str | None) -> None:
+        """Remember (or forget, with ``None``) the run in flight of a chat, without a client context."""
+        if run_id is None:
+            await self.clear_active_run_id(session_id)
+        else:
+            await self.set_active_run_id(session_id, run_id)
+
+    # ------------------------------------------------------------------ forks and tasks
+
+    async def fork(self, source_id: str, *, ref: str | None = None, user_turn: int | None = None) -> str | None:
+        """Copy a chat's finished history into a new chat; the new chat's id.
+
+        The copy stops just before the user message ``ref`` names (or ``user_turn``, its
+        zero-based index among the user messages), or takes everything. The new chat records
+        its origin (``origin_kind == "fork"``) and gets the source's UI data; the source is not
+        touched. ``None``: no such chat, no such message, or no finished history before it.
+        """
+        meta = await self.get(source_id)
+        if meta is None:
+            return None
+        segments = await self.session.segments(source_id)  # finished runs only: a live one is not there
+        runs = segments_runs(segments)
+        if ref is not None:
+            user_turn = parse_ref(ref, runs)
+            if user_turn is None:
+                return None
+        elif user_turn is not None:
+            refs = user_turn_refs(runs)
+            if user_turn >= len(refs):
+                return None
+            ref = refs[user_turn]
+        entries = [e for s in segments for e in s.entries]
+        users = [i for i, e in enumerate(entries) if isinstance(e, InputEntry) and e.role == "user"]
+        keep = len(entries) if user_turn is None else users[user_turn]
+        if keep == 0:
+            return None
+        new = await self.create(title=f"{meta.title or 'Chat'} (branch)", agent=meta.agent)
+        try:
+            await self.set_origin(
+                new.id, kind="fork", origin_session_id=source_id, user_turn=user_turn, title=meta.title
+            )
+            await self._set_origin_ref(new.id, ref)
+            start = 0
+            for seg in segments:  # append-only copy: each run becomes a new run of the new chat
+                taken = seg.entries[: max(0, keep - start)]
+                start += len(seg.entries)
+                if taken:
+                    await self.session.append(new.id, taken, meta=seg.meta)
+            await self.copy_ui_data(source_id, new.id)  # the copied envelopes name the same refs
+        except BaseException:
+            await self.delete(new.id, schedules=False)  # no half-made branch is left behind
+            raise
+        return new.id
+
+    async def _set_origin_ref(self, session_id: str, ref: str | None) -> None:
+        sql = "UPDATE chat_sessions SET origin_ref = ? WHERE id = ?"
+        await self._db.run(lambda c: c.execute(sql, (ref, session_id)))
+
+    async def list_children(self, parent_id: str) -> builtins.list[ChatMeta]:
+        """The subagent tasks of a chat (``parent_id`` set), oldest first."""
+        sql = (
+            f"SELECT {_META_COLUMNS} FROM {_META_FROM} WHERE o.kind = ? AND o.origin_session_id = ? "
+            "ORDER BY s.created_at, s.id"
+        )
+        rows = await self._db.run(lambda c: c.execute(sql, (SUBAGENT, parent_id)).fetchall())
+        return [m for m in (_meta(r) for r in rows) if m is not None]
+
+    async def task_tree(self, session_id: str) -> builtins.list[str]:
+        """``session_id`` then the ids of all its subagent tasks, theirs, and so on (breadth first)."""
+        out, seen, frontier = [session_id], {session_id}, [session_id]
+        while frontier:
+            nxt = []
+            for parent in frontier:
+                for child in await self.list_children(parent):
+                    if child.id not in seen:
+                        seen.add(child.id)
+                        out.append(child.id)
+                        nxt.append(child.id)
+            frontier = nxt
+        return out
+
+    # ------------------------------------------------------------------ delete
+
+    async def delete(self, session_id: str, *, schedules: bool = True) -> None:
+        """Forget a chat: its transcript, its runs' checkpoints and its index rows.
+
+        With ``schedules`` (the default) the schedules bound to the chat go too (see
+        :meth:`bind_schedules`). Its subagent tasks stay: delete :meth:`task_tree` for those.
+        """
         meta = await self.get(session_id)
         if meta is not None and meta.active_run_id:
             await self.checkpointer.delete(meta.active_run_id)
@@ -421,6 +678,13 @@ class ChatStore:
         for upload in uploads:  # after the rows: a crash in between leaves orphan files, never dangling rows
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(upload.path)
+        if schedules:
+            await self._delete_schedules(session_id)
+
+    async def delete_all(self) -> None:
+        """Delete every chat, with its schedules (see :meth:`delete`)."""
+        for session_id in await self.ids():
+            await self.delete(session_id)
 
     # ------------------------------------------------------------------ uploads
 
@@ -480,9 +744,8 @@ class ChatStore:
 
     async def children(self, session_id: str) -> builtins.list[tuple[ChatMeta, str]]:
         """The chats that came from this one by ``spawn`` or as a ``subagent`` task, oldest first, with the kind."""
-        cols = ", ".join(f"s.{c.strip()}" for c in _META_COLUMNS.split(","))
         sql = (
-            f"SELECT {cols}, o.kind FROM chat_origins o JOIN chat_sessions s ON s.id = o.session_id "
+            f"SELECT {_META_COLUMNS}, o.kind FROM chat_origins o JOIN chat_sessions s ON s.id = o.session_id "
             "WHERE o.origin_session_id = ? AND o.kind IN ('spawn', 'subagent') ORDER BY s.created_at, s.id"
         )
         rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
@@ -539,13 +802,19 @@ class ChatStore:
 
     # ------------------------------------------------------------------ UI data
 
-    async def put_ui_data(self, session_id: str, payload: bytes) -> str:
-        """Keep one UI component's full props (JSON bytes) with the chat; the ref to fetch them by."""
+    async def put_ui_data(self, session_id: str, payload: bytes) -> str | None:
+        """Keep one UI component's full props (JSON bytes) with the chat; the ref to fetch them by.
+
+        ``None`` when there is no such chat (nothing is stored).
+        """
         ref = new_ui_data_ref()
-        values = (session_id, ref, payload, time.time())
-        sql = "INSERT INTO chat_ui_data (session_id, ref, payload, created_at) VALUES (?, ?, ?, ?)"
-        await self._db.run(lambda c: c.execute(sql, values))
-        return ref
+        values = (session_id, ref, payload, time.time(), session_id)
+        sql = (
+            "INSERT INTO chat_ui_data (session_id, ref, payload, created_at) "
+            "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM chat_sessions WHERE id = ?)"
+        )
+        stored = await self._db.run(lambda c: c.execute(sql, values).rowcount)
+        return ref if stored else None
 
     async def get_ui_data(self, session_id: str, ref: str) -> bytes | None:
         """The JSON bytes stored under ``ref`` in this chat, or ``None`` (never stored, or the chat is gone)."""
@@ -601,7 +870,8 @@ class ChatStore:
         return [_record(r) for r in rows]
 
     async def close(self) -> None:
-        """Close the chat index and the stores that can be closed."""
+        """Close the chat index, the schedule store and the stores that can be closed."""
+        await self.close_schedule_store()
         self._db.close()
         for store in (self.session, self.checkpointer):
             close = getattr(store, "close", None)

@@ -4,27 +4,46 @@ Several ``lovia web`` processes pointed at the same database (and schema) share 
 browser sees: the sidebar, the transcripts, the runs in flight. The index is the ``web`` component
 of the PostgreSQL stores' migration scheme:
 
-* ``web_chats``: one row per chat (as ``chat_sessions`` in SQLite);
+* ``web_chats``: one row per chat (as ``chat_sessions`` in SQLite, with the run in flight's
+  ``active_context`` and a fork's ``origin_ref``);
 * ``web_runs``: per-run status, usage, the ``owner`` replica and a takeover claim;
 * ``web_frames``: every frame a live run streamed, so a client on another replica can follow it;
 * ``web_commands``: stop / steer requests for a run owned by another replica;
-* ``web_ui_data``: the full props ``put_ui_data`` kept out of the model's context.
+* ``web_ui_data``: the full props ``put_ui_data`` kept out of the model's context;
+* ``web_origins``: where a chat came from (a fork, a ``start_session`` chat, a subagent task);
+* ``web_variants``: the earlier answers a regenerate kept (as ``chat_variants`` in SQLite);
+* ``web_uploads``: the files uploaded into a chat, bytes included, so any replica can send them.
 
-The replica machinery that uses the last two lives in :mod:`lovia.web.replicas`.
+The replica machinery that uses ``web_frames`` and ``web_commands`` lives in :mod:`lovia.web.replicas`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
+import os
+import shutil
+import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import UserError
 from ..stores.postgres._db import Database
-from .store import OWNER, ChatMeta, ChatStore, RunRecord, UploadRecord, _meta, _record, new_ui_data_ref
+from .store import (
+    OWNER,
+    SUBAGENT,
+    ChatMeta,
+    ChatStore,
+    RunRecord,
+    UploadRecord,
+    _context,
+    _meta,
+    _record,
+    new_ui_data_ref,
+)
+from .store_schedules import PostgresScheduleRunMixin
 
 __all__ = ["DEFAULT_LEASE_TTL", "PostgresChatStore", "is_postgres_url"]
 
@@ -32,6 +51,7 @@ DEFAULT_LEASE_TTL = 10.0
 """Seconds a replica's lease on a run lasts without renewal (``--lease-ttl``)."""
 
 _META = "id, title, agent, created_at, updated_at, active_run_id, pinned"
+_META_C = ", ".join(f"c.{c}" for c in _META.split(", "))
 _RUNS = "run_id, session_id, status, usage_json, started_at, finished_at"
 
 
@@ -40,7 +60,7 @@ def is_postgres_url(value: str | None) -> bool:
     return bool(value) and str(value).startswith(("postgresql://", "postgres://"))
 
 
-class PostgresChatStore(ChatStore):
+class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
     """A :class:`ChatStore` whose session, checkpointer and chat index all live in PostgreSQL.
 
     Args:
@@ -67,10 +87,13 @@ class PostgresChatStore(ChatStore):
             dsn, pool=None, schema=schema, table_prefix="", min_size=1, max_size=max_size, component="web"
         )
         n = self.db.names
-        tables = ("web_chats", "web_runs", "web_frames", "web_commands", "web_ui_data", "run_leases")
+        tables: tuple[str, ...] = ("web_chats", "web_runs", "web_frames", "web_commands", "web_ui_data", "run_leases")
+        tables += ("web_origins", "web_variants", "web_uploads")
         self.tables = {t: n.regclass(t) for t in tables}  # validated identifiers, quoted
+        self._pg_uploads_dir: Path | None = None
         self.channel = f"lovia_web_{schema or 'public'}"
         """The ``LISTEN/NOTIFY`` channel the replicas of this namespace share."""
+        self._uploads_dir = None
 
     @property
     def path(self) -> str:
@@ -92,6 +115,33 @@ class PostgresChatStore(ChatStore):
 
     # ------------------------------------------------------------------ chats
 
+    _SELECT_META = (
+        f"SELECT {_META_C}, o.kind, o.origin_session_id, c.origin_ref FROM {{web_chats}} c "
+        "LEFT JOIN {web_origins} o ON o.session_id = c.id"
+    )
+    """What :meth:`ChatMeta.from_row` reads: a chat row with its origin."""
+
+    # ------------------------------------------------------------------ chats
+
+    async def upsert(
+        self,
+        session_id: str,
+        *,
+        agent: str | None = None,
+        title: str | None = None,
+        parent_id: str | None = None,
+        spawned_from: str | None = None,
+    ) -> None:
+        """Add the chat if it is new, else set the ``agent`` and ``title`` given and bump ``updated_at``."""
+        stamp = time.time()
+        await self.execute(
+            "INSERT INTO {web_chats} (id, title, agent, created_at, updated_at) VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, "
+            "agent = COALESCE(%s, {web_chats}.agent), title = COALESCE(%s, {web_chats}.title)",
+            (session_id, title or "", agent, stamp, stamp, agent, title),
+        )
+        await self._link(session_id, parent_id=parent_id, spawned_from=spawned_from)
+
     async def create(self, *, title: str = "", agent: str | None = None, session_id: str | None = None) -> ChatMeta:
         """Add a chat (a fresh id unless ``session_id`` is given; an existing row is returned)."""
         sid = session_id or f"chat_{uuid.uuid4().hex[:16]}"
@@ -107,15 +157,15 @@ class PostgresChatStore(ChatStore):
 
     async def get(self, session_id: str) -> ChatMeta | None:
         """One chat, or ``None``."""
-        rows = await self.fetch(f"SELECT {_META} FROM {{web_chats}} WHERE id = %s", (session_id,))
+        rows = await self.fetch(f"{self._SELECT_META} WHERE c.id = %s", (session_id,))
         return _meta(rows[0]) if rows else None
 
-    async def list(self, *, query: str | None = None, limit: int = 100, offset: int = 0) -> builtins.list[ChatMeta]:
+    async def list(self, *, limit: int = 200, offset: int = 0, query: str | None = None) -> builtins.list[ChatMeta]:
         """Chats, pinned first, then most recently updated; ``query`` matches title or id."""
         pattern = f"%{query.lower()}%" if query else None
         rows = await self.fetch(
-            f"SELECT {_META} FROM {{web_chats}} WHERE %s::text IS NULL OR lower(title) LIKE %s OR lower(id) LIKE %s "
-            "ORDER BY pinned DESC, updated_at DESC, id DESC LIMIT %s OFFSET %s",
+            f"{self._SELECT_META} WHERE %s::text IS NULL OR lower(c.title) LIKE %s OR lower(c.id) LIKE %s "
+            "ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC LIMIT %s OFFSET %s",
             (pattern, pattern, pattern, limit, offset),
         )
         return [m for m in (_meta(r) for r in rows) if m is not None]
@@ -131,93 +181,220 @@ class PostgresChatStore(ChatStore):
         if touch:
             await self.execute("UPDATE {web_chats} SET updated_at = %s WHERE id = %s", (time.time(), session_id))
 
+    async def set_title_if_unchanged(self, session_id: str, title: str, *, expected: str | None) -> None:
+        """Rename a chat only while its title is still ``expected`` (``None``: still untitled)."""
+        await self.execute(
+            "UPDATE {web_chats} SET title = %s WHERE id = %s AND COALESCE(title, '') = %s",
+            (title, session_id, expected or ""),
+        )
+
     async def ids(self) -> builtins.list[str]:
         """Every chat id."""
         return [str(r[0]) for r in await self.fetch("SELECT id FROM {web_chats}")]
 
-    async def set_active_run(self, session_id: str, run_id: str | None) -> None:
-        """Remember (or forget, with ``None``) the run in flight of a chat."""
-        await self.execute("UPDATE {web_chats} SET active_run_id = %s WHERE id = %s", (run_id, session_id))
+    async def set_active_run_id(self, session_id: str, run_id: str, *, context: dict[str, Any] | None = None) -> None:
+        """Remember the chat's run in flight and the client context it started with (for a resume)."""
+        body = json.dumps(context) if context else None
+        await self.execute(
+            "UPDATE {web_chats} SET active_run_id = %s, active_context = %s WHERE id = %s", (run_id, body, session_id)
+        )
 
-    async def delete(self, session_id: str) -> None:
-        """Forget a chat: its transcript, its runs' checkpoints, frames and index rows."""
+    async def get_active_context(self, session_id: str) -> dict[str, Any] | None:
+        """The client context the chat's run in flight started with, or ``None``."""
+        rows = await self.fetch("SELECT active_context FROM {web_chats} WHERE id = %s", (session_id,))
+        return _context(rows[0][0] if rows else None)
+
+    async def clear_active_run_id(self, session_id: str, *, expected: str | None = None) -> None:
+        """Forget the chat's run in flight (only while it is still ``expected``, when given)."""
+        await self.execute(
+            "UPDATE {web_chats} SET active_run_id = NULL, active_context = NULL "
+            "WHERE id = %s AND (%s::text IS NULL OR active_run_id = %s)",
+            (session_id, expected, expected),
+        )
+
+    async def _set_origin_ref(self, session_id: str, ref: str | None) -> None:
+        await self.execute("UPDATE {web_chats} SET origin_ref = %s WHERE id = %s", (ref, session_id))
+
+    async def list_children(self, parent_id: str) -> builtins.list[ChatMeta]:
+        """The subagent tasks of a chat, oldest first."""
+        rows = await self.fetch(
+            f"{self._SELECT_META} WHERE o.kind = %s AND o.origin_session_id = %s ORDER BY c.created_at, c.id",
+            (SUBAGENT, parent_id),
+        )
+        return [m for m in (_meta(r) for r in rows) if m is not None]
+
+    async def delete(self, session_id: str, *, schedules: bool = True) -> None:
+        """Forget a chat: its transcript, its runs' checkpoints, frames and index rows (and its
+        schedules, with ``schedules``)."""
         meta = await self.get(session_id)
         if meta is not None and meta.active_run_id:
             await self.checkpointer.delete(meta.active_run_id)
         for run_id in await self.runs(session_id):
             await self.checkpointer.delete(run_id)
         await self.session.clear(session_id)
-        for table in ("web_frames", "web_commands", "web_ui_data", "web_runs"):
+        tables = ("web_frames", "web_commands", "web_ui_data", "web_origins", "web_variants", "web_uploads", "web_runs")
+        for table in tables:
             await self.execute(f"DELETE FROM {{{table}}} WHERE session_id = %s", (session_id,))
         await self.execute("DELETE FROM {web_chats} WHERE id = %s", (session_id,))
+        self._drop_local_uploads(session_id)
+        if schedules:
+            await self._delete_schedules(session_id)
 
-    # ------------------------------------------------------------------ uploads and forks (not in PostgreSQL yet)
+    # ------------------------------------------------------------------ uploads (bytes in the database)
 
     @property
     def uploads_dir(self) -> Path:
-        """Uploads are not kept for replicas yet: refused with the next step."""
-        raise UserError(
-            "file uploads are not supported with a PostgreSQL --db yet",
-            hint="serve with an SQLite --db to attach files, or send the content as text",
-        )
+        """This process's local copy of uploaded files (a temp folder): the database holds the bytes.
+
+        The upload route writes a file here, :meth:`add_upload` stores its bytes in ``web_uploads``,
+        and :meth:`uploads` writes back any file this replica has not seen yet, so a chat's files
+        reach the model whichever replica runs it.
+        """
+        if self._pg_uploads_dir is None:
+            self._pg_uploads_dir = Path(tempfile.mkdtemp(prefix="lovia-pg-uploads-"))
+        return self._pg_uploads_dir
 
     async def add_upload(self, record: UploadRecord) -> None:
-        """Refused: see :attr:`uploads_dir`."""
-        _ = self.uploads_dir
+        """Store an upload whose file is complete at ``record.path``: its bytes and metadata in one row."""
+        content = await asyncio.to_thread(Path(record.path).read_bytes)
+        await self.execute(
+            "INSERT INTO {web_uploads} (id, session_id, name, mime_type, size, content, created_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (record.id, record.session_id, record.name, record.mime_type, len(content), content, record.created_at),
+        )
+
+    async def uploads(self, session_id: str) -> builtins.list[UploadRecord]:
+        """The chat's uploads, oldest first, each with a local file (fetched from the database when missing)."""
+        rows = await self.fetch(
+            "SELECT id, name, mime_type, size, created_at FROM {web_uploads} WHERE session_id = %s "
+            "ORDER BY created_at, id",
+            (session_id,),
+        )
+        out: builtins.list[UploadRecord] = []
+        for upload_id, name, mime, size, created_at in rows:
+            local = self._local_upload_path(session_id, str(upload_id), str(name))
+            if not local.exists():
+                await self._materialize(str(upload_id), local)
+            out.append(UploadRecord(str(upload_id), session_id, name, mime, int(size), str(local), float(created_at)))
+        return out
+
+    def _local_upload_path(self, session_id: str, upload_id: str, name: str) -> Path:
+        # Ids and session ids are ours (``up_<hex>``, uuid); the name only lends its suffix.
+        return self.uploads_dir / session_id / f"{upload_id}{Path(name).suffix.lower()}"
+
+    async def _materialize(self, upload_id: str, local: Path) -> None:
+        rows = await self.fetch("SELECT content FROM {web_uploads} WHERE id = %s", (upload_id,))
+        if not rows:
+            return
+        content = bytes(rows[0][0])
+
+        def write() -> None:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            partial = local.with_name(f".{local.name}.{uuid.uuid4().hex[:8]}.partial")
+            partial.write_bytes(content)
+            os.replace(partial, local)  # a reader never sees half a file
+
+        await asyncio.to_thread(write)
+
+    def _drop_local_uploads(self, session_id: str) -> None:
+        if self._pg_uploads_dir is not None:
+            shutil.rmtree(self._pg_uploads_dir / session_id, ignore_errors=True)
+
+    # ------------------------------------------------------------------ origins (forks, spawned and subagent chats)
 
     async def set_origin(
         self, session_id: str, *, kind: str, origin_session_id: str, user_turn: int | None, title: str
     ) -> None:
-        """Forks are not recorded for replicas yet: refused with the next step."""
-        raise UserError(
-            "forking a chat is not supported with a PostgreSQL --db yet", hint="serve with an SQLite --db to fork"
+        """Record where a chat came from (``kind="fork"``: branched off ``origin_session_id``)."""
+        await self.execute(
+            "INSERT INTO {web_origins} (session_id, kind, origin_session_id, user_turn, title) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET kind = excluded.kind, "
+            "origin_session_id = excluded.origin_session_id, user_turn = excluded.user_turn, title = excluded.title",
+            (session_id, kind, origin_session_id, user_turn, title),
         )
 
     async def origin(self, session_id: str) -> dict[str, Any] | None:
-        """No chat on PostgreSQL comes from a fork (forks are refused)."""
-        return None
-
-    async def uploads(self, session_id: str) -> builtins.list[UploadRecord]:
-        """No chat on PostgreSQL has uploads (uploads are refused)."""
-        return []
+        """``{kind, session_id, user_turn, title, exists}`` of a chat that came from another, else ``None``."""
+        rows = await self.fetch(
+            "SELECT o.kind, o.origin_session_id, o.user_turn, o.title, c.id FROM {web_origins} o "
+            "LEFT JOIN {web_chats} c ON c.id = o.origin_session_id WHERE o.session_id = %s",
+            (session_id,),
+        )
+        if not rows:
+            return None
+        kind, origin_id, user_turn, title, found = rows[0]
+        return {
+            "kind": kind,
+            "session_id": origin_id,
+            "user_turn": None if user_turn is None else int(user_turn),
+            "title": title,
+            "exists": found is not None,
+        }
 
     @property
     def supports_origins(self) -> bool:
-        """Origins (forks, subagent tasks) are not recorded on PostgreSQL yet."""
-        return False
+        """Origins (forks, spawned chats, subagent tasks) are recorded in ``web_origins``."""
+        return True
 
     async def children(self, session_id: str) -> builtins.list[tuple[ChatMeta, str]]:
-        """No chat on PostgreSQL records where it came from yet."""
-        return []
+        """The chats that came from this one by ``spawn`` or as a ``subagent`` task, oldest first, with the kind."""
+        cols = ", ".join(f"c.{c.strip()}" for c in _META.split(","))
+        rows = await self.fetch(
+            f"SELECT {cols}, o.kind FROM {{web_origins}} o JOIN {{web_chats}} c ON c.id = o.session_id "
+            "WHERE o.origin_session_id = %s AND o.kind IN ('spawn', 'subagent') ORDER BY c.created_at, c.id",
+            (session_id,),
+        )
+        out = []
+        for row in rows:
+            meta = _meta(tuple(row[:-1]))
+            if meta is not None:
+                out.append((meta, str(row[-1])))
+        return out
+
+    # ------------------------------------------------------------------ answer variants
 
     @property
     def supports_variants(self) -> bool:
-        """Replaced answers are not kept on PostgreSQL yet: a regenerate replaces the answer."""
-        return False
+        """A regenerate keeps the answer it replaces, in ``web_variants``."""
+        return True
 
     async def variants(self, session_id: str) -> dict[int, builtins.list[dict[str, Any]]]:
-        """None kept (see :attr:`supports_variants`)."""
-        return {}
+        """Kept answers by user turn, oldest first: ``{turn: [{entries, created_at}, ...]}``."""
+        rows = await self.fetch(
+            "SELECT user_turn, entries_json, created_at FROM {web_variants} WHERE session_id = %s "
+            "ORDER BY user_turn, seq",
+            (session_id,),
+        )
+        out: dict[int, builtins.list[dict[str, Any]]] = {}
+        for turn, body, created in rows:
+            out.setdefault(int(turn), []).append({"entries": json.loads(body), "created_at": float(created)})
+        return out
 
     async def add_variant(self, session_id: str, user_turn: int, entries: builtins.list[dict[str, Any]]) -> None:
-        """Refused: see :attr:`supports_variants`."""
-        raise UserError(
-            "earlier answers are not kept with a PostgreSQL --db yet", hint="serve with an SQLite --db to keep them"
+        """Keep an answer a regenerate replaced: the entries that followed user message ``user_turn``."""
+        await self.execute(
+            "INSERT INTO {web_variants} (session_id, user_turn, entries_json, created_at) VALUES (%s, %s, %s, %s)",
+            (session_id, user_turn, json.dumps(entries, default=str), time.time()),
         )
 
     async def drop_variants(self, session_id: str, *, from_turn: int) -> None:
-        """Nothing to drop (see :attr:`supports_variants`)."""
+        """Forget the kept answers of user messages ``from_turn`` and later (a rewind removed them)."""
+        await self.execute(
+            "DELETE FROM {web_variants} WHERE session_id = %s AND user_turn >= %s", (session_id, from_turn)
+        )
 
     # ------------------------------------------------------------------ UI data
 
-    async def put_ui_data(self, session_id: str, payload: bytes) -> str:
-        """Keep one UI component's full props (JSON bytes) with the chat; the ref to fetch them by."""
+    async def put_ui_data(self, session_id: str, payload: bytes) -> str | None:
+        """Keep one UI component's full props (JSON bytes) with the chat; the ref to fetch them by
+        (``None`` when there is no such chat)."""
         ref = new_ui_data_ref()
-        await self.execute(
-            "INSERT INTO {web_ui_data} (session_id, ref, payload, created_at) VALUES (%s, %s, %s, %s)",
-            (session_id, ref, payload, time.time()),
+        stored = await self.execute(
+            "INSERT INTO {web_ui_data} (session_id, ref, payload, created_at) "
+            "SELECT %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {web_chats} WHERE id = %s)",
+            (session_id, ref, payload, time.time(), session_id),
         )
-        return ref
+        return ref if stored else None
 
     async def get_ui_data(self, session_id: str, ref: str) -> bytes | None:
         """The JSON bytes stored under ``ref`` in this chat, or ``None``."""
@@ -267,7 +444,10 @@ class PostgresChatStore(ChatStore):
         return [_record(r) for r in rows]
 
     async def close(self) -> None:
-        """Close the three connection pools."""
+        """Close the three connection pools and the schedule store; drop the local copies of uploads."""
+        await self.close_schedule_store()
+        if self._pg_uploads_dir is not None:
+            shutil.rmtree(self._pg_uploads_dir, ignore_errors=True)
         await self.db.close()
         await self.pg_session.close()
         await self.pg_checkpointer.close()

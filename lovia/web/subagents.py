@@ -130,9 +130,9 @@ def wire_subagents(deps: SubagentDeps) -> int:
     """Run the children of every default-mode ``Subagents`` plugin as web chats; returns how many were wired.
 
     A plugin given its own ``run_child`` or ``deliver`` is left alone, and so is every plugin when
-    the store cannot link a chat to its parent (PostgreSQL, for now): the children then run inside
-    the parent's run, as without a server. Call it once per app (``create_app`` does unless
-    ``wire_subagents=False``).
+    the store cannot link a chat to its parent (``supports_origins`` is false; SQLite and
+    PostgreSQL both can): the children then run inside the parent's run, as without a server.
+    Call it once per app (``create_app`` does unless ``wire_subagents=False``).
     """
     if not deps.store.supports_origins:
         return 0

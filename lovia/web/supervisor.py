@@ -44,7 +44,7 @@ from .run_deps import RunDepsFn, RunTrigger, build_run_deps
 from .run_errors import run_error_code
 from .serialization import segment_timing, snapshot_views
 from .sse import Frame, event_to_frame
-from .store import ChatStore
+from .store import ChatStore, RunRow
 from .workspaces import WorkspaceSessions
 
 if TYPE_CHECKING:
@@ -323,21 +323,50 @@ class RunSupervisor:
             return self.agent_for(None)
 
     async def takeover_deps(self, session_id: str, agent: str | None) -> Any:
-        """The deps of a resume nobody requested: ``run_deps`` with no request and no client context."""
-        trigger = RunTrigger(session_id=session_id, agent=self.resume_agent(agent), source="user", resumed=True)
+        """The deps of a resume nobody requested: ``run_deps`` with no request and the run's stored client context."""
+        context = await self.store.get_active_context(session_id) or {}
+        trigger = RunTrigger(
+            session_id=session_id,
+            agent=self.resume_agent(agent),
+            source="user",
+            client_context=context,
+            resumed=True,
+        )
         return await build_run_deps(self.settings.run_deps, trigger)
 
     async def resume(
-        self, session_id: str, run_id: str, *, agent: str | None = None, deps: Any = None
+        self,
+        session_id: str,
+        run_id: str,
+        *,
+        agent: str | None = None,
+        deps: Any = None,
+        client_context: dict[str, Any] | None = None,
     ) -> LiveRun | None:
-        """Continue the chat's interrupted run from its checkpoint; ``None`` when nothing is stored."""
+        """Continue the chat's interrupted run from its checkpoint; ``None`` when nothing is stored.
+
+        The resumed run keeps the client context it started with (``client_context``, else the
+        one the store kept beside its run id).
+        """
         snapshot = await self.store.checkpointer.load(run_id)
         if snapshot is None:
-            await self.store.set_active_run(session_id, None)
+            await self.store.clear_active_run_id(session_id, expected=run_id)
             return None
+        if client_context is None:
+            client_context = await self.store.get_active_context(session_id)
         chosen = self.resume_agent(agent)
         entries = list(snapshot.entries)
-        live = LiveRun(session_id, run_id, chosen, Mailbox(), entries, len(entries), resumed=True, deps=deps)
+        live = LiveRun(
+            session_id,
+            run_id,
+            chosen,
+            Mailbox(),
+            entries,
+            len(entries),
+            resumed=True,
+            deps=deps,
+            client_context=dict(client_context or {}),
+        )
         options = CheckpointOptions(
             self.store.checkpointer, run_id, if_run_exists="resume_only", delete_on_success=True
         )
@@ -415,8 +444,21 @@ class RunSupervisor:
         assert live.handle is not None
         bind_ui_data(self.store, live.session_id)  # this task's context: the run's tools inherit it
         try:
-            await self.store.set_active_run(live.session_id, live.run_id)
-            await self.store.record_run(live.run_id, live.session_id, status="running")
+            context = live.client_context or None  # kept for a resume after a restart
+            await self.store.set_active_run_id(live.session_id, live.run_id, context=context)
+            await self.store.start_run(
+                RunRow(
+                    id=live.run_id,
+                    session_id=live.session_id,
+                    agent=live.agent.name,
+                    source=live.source,
+                    status="running",
+                    error=None,
+                    started_at=time.time(),
+                    finished_at=None,
+                    usage=None,
+                )
+            )
             self.hub.publish(
                 "run_started",
                 {"session_id": live.session_id, "run_id": live.run_id, "agent": live.agent.name, "source": live.source},
@@ -487,8 +529,8 @@ class RunSupervisor:
         live.status = "completed"
         live.output, live.usage = to_json_safe(result.output), usage
         live.result = result
-        await self.store.set_active_run(live.session_id, None)
-        await self.store.record_run(live.run_id, live.session_id, status="completed", usage=usage, finished=True)
+        await self.store.clear_active_run_id(live.session_id, expected=live.run_id)
+        await self.store.finish_run(live.run_id, status="completed", usage=usage)
         await self.store.update(live.session_id)
         await self._closing_frames(live)
         live.broadcast(Frame("done", {"output": live.output, "usage": usage, "run_id": live.run_id}))
@@ -544,7 +586,8 @@ class RunSupervisor:
             agent_name=live.agent.name,
         )
         live.usage = usage.to_dict()
-        await self.store.record_run(live.run_id, live.session_id, status=live.status, usage=live.usage, finished=True)
+        reason = None if payload is None else f"{payload['type']}: {payload['message']}"
+        await self.store.finish_run(live.run_id, status=live.status, error=reason, usage=live.usage)
         await self.store.update(live.session_id)
         if payload is None:
             await self._closing_frames(live)
@@ -583,7 +626,7 @@ class RunSupervisor:
             await self.store.checkpointer.delete(run_id)
         else:
             await self._keep_failed(run_id, snapshot, kept, error, agent_name)
-        await self.store.set_active_run(session_id, None)
+        await self.store.clear_active_run_id(session_id, expected=run_id)
         return snapshot.usage if snapshot is not None else Usage()
 
     async def _keep_failed(

@@ -21,7 +21,19 @@ T0 = 1_800_000_000.0
 
 async def claim_then_die(db: str) -> None:
     store = SQLiteScheduleStore(db)
-    row = ScheduleRow(id="a", input="ping", trigger_kind="every", trigger_expr="10", next_fire=T0)
+    row = ScheduleRow(
+        id="a",
+        agent=None,
+        input="ping",
+        session_id=None,
+        trigger_kind="every",
+        trigger_expr="10",
+        next_fire=T0,
+        active=True,
+        last_session_id=None,
+        created_at=T0,
+        updated_at=T0,
+    )
     await store.add(row)
     assert await store.claim(next_state(row, now=T0), slot=T0, owner="doomed", now=T0, advance=True)
     os.kill(os.getpid(), signal.SIGKILL)
@@ -39,7 +51,7 @@ async def race(dsn: str, schema: str, clock_file: str, log: str) -> None:
             fh.write(f"{os.getpid()} {state['slot']}\n")
         return None, None
 
-    sched = Scheduler(store, fire, clock=clock, owner=f"pid{os.getpid()}")
+    sched = Scheduler.for_store(store, fire, clock=clock, owner=f"pid{os.getpid()}")
     while True:
         with open(clock_file, encoding="utf-8") as fh:
             text = fh.read().strip()

@@ -84,12 +84,12 @@ def test_bad_triggers_are_refused_with_a_hint(kind: str, expr: str) -> None:
 
 
 def test_next_state_limits() -> None:
-    row = ScheduleRow(id="s", input="x", trigger_kind="every", trigger_expr="10", next_fire=T0, max_fires=2)
+    row = _row("s", input="x", next_fire=T0, max_fires=2)
     first = next_state(row, now=T0)
     assert (first.active, first.fire_count, first.next_fire) == (True, 1, T0 + 10)
     second = next_state(first, now=T0 + 10)
     assert (second.active, second.finished_reason) == (False, "max_fires")
-    expiring = ScheduleRow(id="s", input="x", trigger_kind="every", trigger_expr="10", next_fire=T0, expires_at=T0 + 5)
+    expiring = _row("s", input="x", next_fire=T0, expires_at=T0 + 5)
     assert next_state(expiring, now=T0).finished_reason == "expired"
 
 
@@ -111,7 +111,18 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 
 def _row(sid: str = "s1", **kw: Any) -> ScheduleRow:
-    base: dict[str, Any] = {"input": "ping", "trigger_kind": "every", "trigger_expr": "10", "next_fire": T0 + 10}
+    base: dict[str, Any] = {
+        "input": "ping",
+        "trigger_kind": "every",
+        "trigger_expr": "10",
+        "next_fire": T0 + 10,
+        "agent": None,
+        "session_id": None,
+        "active": True,
+        "last_session_id": None,
+        "created_at": T0,
+        "updated_at": T0,
+    }
     base.update(kw)
     return ScheduleRow(id=sid, **base)
 
@@ -167,18 +178,19 @@ def test_sqlite_schema_is_versioned_and_a_newer_one_refused(tmp_path: Path) -> N
     path = tmp_path / "v.db"
     asyncio.run(SQLiteScheduleStore(path).close())
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM lovia_schema WHERE component = 'schedule'").fetchone() == (2,)
+        assert conn.execute("SELECT version FROM lovia_schema WHERE component = 'schedule'").fetchone() == (3,)
         conn.execute("UPDATE lovia_schema SET version = 99 WHERE component = 'schedule'")
     with pytest.raises(SchemaTooNewError) as info:
         SQLiteScheduleStore(path)
     assert info.value.hint
 
 
-def test_a_version_1_schedule_store_gains_the_client_context_column(tmp_path: Path) -> None:
+def test_a_version_1_schedule_store_gains_the_context_and_until_columns(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     asyncio.run(SQLiteScheduleStore(path).close())
     with sqlite3.connect(path) as conn:  # back to the first layout, with a schedule in it
         conn.execute("ALTER TABLE web_schedules DROP COLUMN client_context")
+        conn.execute("ALTER TABLE web_schedules DROP COLUMN until")
         conn.execute("UPDATE lovia_schema SET version = 1 WHERE component = 'schedule'")
         conn.execute(
             "INSERT INTO web_schedules (id, input, trigger_kind, trigger_expr, next_fire, created_at, updated_at)"
@@ -188,24 +200,15 @@ def test_a_version_1_schedule_store_gains_the_client_context_column(tmp_path: Pa
     async def reopen() -> list[ScheduleRow]:
         store = SQLiteScheduleStore(path)
         try:
-            await store.add(
-                ScheduleRow(
-                    id="new",
-                    input="x",
-                    trigger_kind="every",
-                    trigger_expr="60",
-                    next_fire=1,
-                    client_context={"kb": "ops"},
-                )
-            )
+            await store.add(_row("new", input="x", trigger_expr="60", next_fire=1, context={"kb": "ops"}))
             return [r for r in await store.list() if r.id in ("old", "new")]
         finally:
             await store.close()
 
-    rows = {r.id: r.client_context for r in asyncio.run(reopen())}
+    rows = {r.id: r.context for r in asyncio.run(reopen())}
     assert rows == {"old": None, "new": {"kb": "ops"}}
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM lovia_schema WHERE component = 'schedule'").fetchone() == (2,)
+        assert conn.execute("SELECT version FROM lovia_schema WHERE component = 'schedule'").fetchone() == (3,)
 
 
 def test_factory_picks_the_store_by_url(tmp_path: Path) -> None:
@@ -230,7 +233,7 @@ class Recorder:
 async def test_manual_clock_fires_each_slot_and_coalesces_missed_ones(tmp_path: Path) -> None:
     store = SQLiteScheduleStore(tmp_path / "s.db")
     clock, rec = ManualClock(T0), Recorder()
-    sched = Scheduler(store, rec, clock=clock)
+    sched = Scheduler.for_store(store, rec, clock=clock)
     await store.add(_row("a"))
     assert await sched.run_due() == 0
     clock.advance(10)
@@ -250,7 +253,7 @@ async def test_at_schedule_finishes_and_a_failed_fire_is_recorded(tmp_path: Path
     async def broken(row: ScheduleRow) -> tuple[str | None, str | None]:
         raise UserError("agent gone", hint="fix it")
 
-    sched = Scheduler(store, broken, clock=clock)
+    sched = Scheduler.for_store(store, broken, clock=clock)
     await store.add(_row("once", trigger_kind="at", trigger_expr=str(T0 + 1), next_fire=T0 + 1))
     clock.advance(2)
     assert await sched.run_due() == 0
@@ -271,12 +274,12 @@ async def test_restart_neither_loses_nor_repeats_a_slot(tmp_path: Path) -> None:
     rec1 = Recorder()
     await first.add(_row("a"))
     clock.advance(10)
-    assert await Scheduler(first, rec1, clock=clock).run_due() == 1
+    assert await Scheduler.for_store(first, rec1, clock=clock).run_due() == 1
     await first.close()
     clock.advance(100)  # down for ten slots
     second = SQLiteScheduleStore(path)
     rec2 = Recorder()
-    sched = Scheduler(second, rec2, clock=clock)
+    sched = Scheduler.for_store(second, rec2, clock=clock)
     assert (await sched.run_due(), await sched.run_due()) == (1, 0)
     slots = [c.slot for c in await second.claims("a")]
     assert sorted(slots) == [T0 + 10, T0 + 20] and len(set(slots)) == 2
@@ -301,7 +304,7 @@ def test_sigkill_between_claim_and_start_is_reclaimed(tmp_path: Path) -> None:
         assert claim.fired_at is None  # the killed process claimed the slot but started nothing
         rec = Recorder()
         clock = ManualClock(claim.claimed_at + 6)  # before the schedule's next slot (T0 + 10)
-        sched = Scheduler(store, rec, clock=clock, owner="rescuer", reclaim_after=5)
+        sched = Scheduler.for_store(store, rec, clock=clock, owner="rescuer", reclaim_after=5)
         assert await sched.run_due() == 1 and rec.fires == ["a"]
         assert await sched.run_due() == 0
         (again,) = await store.claims("a")

@@ -90,7 +90,7 @@ def test_an_approved_schedule_fires_on_the_clock_and_the_fire_cancels_it(served:
     assert len(rows) == 1
     row = rows[0]
     assert row["session_id"] == sid and row["trigger_kind"] == "every" and row["next_fire"] == T0 + 60
-    assert row["max_fires"] == 9 and row["active"] and "it says ready" in row["input"]
+    assert row["max_fires"] == 9 and row["active"] and "it says ready" in row["until"]
     wait_for(lambda: not httpx.get(f"{srv.url}/api/sessions/{sid}").json()["live"])
 
     clock.advance(61)  # the slot is due: the server fires it into the same chat
@@ -177,5 +177,10 @@ async def test_list_and_cancel_without_a_server(tmp_path: Path) -> None:
 
 def test_a_store_without_a_location_is_refused_with_a_hint() -> None:
     with pytest.raises(UserError) as info:
-        Scheduling(ChatStore.in_memory()).schedules()
+        Scheduling(object()).schedules()
     assert info.value.hint
+
+
+def test_a_chat_store_lends_its_own_schedule_store() -> None:
+    store = ChatStore.in_memory()  # no file: the schedules live in the store's own in-memory database
+    assert Scheduling(store).schedules() is store.schedule_store

@@ -166,11 +166,28 @@ def test_a_swapped_in_agent_is_wired_too(db: str, release: threading.Event) -> N
 
 
 def test_no_wiring_on_a_store_without_origins(release: threading.Event) -> None:
+    from lovia.web import ChatStore
+    from lovia.web.api import RouterDeps
+    from lovia.web.subagents import wire_subagents
+
+    class Unlinked(ChatStore):
+        @property
+        def supports_origins(self) -> bool:
+            return False
+
+    base = ChatStore.in_memory()
+    store = Unlinked(base.session, checkpointer=base.checkpointer, meta_path=":memory:")
+    agent = delegating_agent(release)
+    assert wire_subagents(RouterDeps(agents={agent.name: agent}, store=store)) == 0
+    assert agent.plugins[0].run_child is None  # bounded mode: children stay inside the parent run
+
+
+def test_postgres_stores_wire_the_children_too(release: threading.Event) -> None:
     from lovia.web.api import RouterDeps
     from lovia.web.store_pg import PostgresChatStore
     from lovia.web.subagents import wire_subagents
 
-    agent = delegating_agent(release)
+    agent = delegating_agent(release)  # no connection is made: wiring only asks the store what it supports
     deps = RouterDeps(agents={agent.name: agent}, store=PostgresChatStore("postgresql://127.0.0.1/test"))
-    assert wire_subagents(deps) == 0
-    assert agent.plugins[0].run_child is None  # bounded mode: children stay inside the parent run
+    assert wire_subagents(deps) == 1
+    assert agent.plugins[0].run_child is not None

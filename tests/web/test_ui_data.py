@@ -165,17 +165,16 @@ def _rows_left(store: ChatStore, session_id: str) -> int:
     return int(row[0])
 
 
-def test_a_branched_chat_keeps_the_data(tmp_path: Path) -> None:
-    store = ChatStore.sqlite(tmp_path / "web.db")  # forks are SQLite-only for now
-    with ThreadServer(create_app(agent(), store=store)) as srv:
-        sid, result = chat(srv.url, "run_query")
-        ref = json.loads(result["output"])[ENVELOPE_KEY]["data"]
-        fork = httpx.post(f"{srv.url}/api/sessions/{sid}/fork", json={}, timeout=30)
-        assert fork.status_code == 200, fork.text
-        new = fork.json()["session_id"]
-        assert httpx.delete(f"{srv.url}/api/sessions/{sid}", timeout=30).status_code == 200
-        r = httpx.get(f"{srv.url}/api/sessions/{new}/ui-data/{ref}", timeout=30)
-        assert r.status_code == 200 and len(r.json()["rows"]) == ROWS
+def test_a_branched_chat_keeps_the_data(site: tuple[ThreadServer, ChatStore]) -> None:
+    srv, _store = site
+    sid, result = chat(srv.url, "run_query")
+    ref = json.loads(result["output"])[ENVELOPE_KEY]["data"]
+    fork = httpx.post(f"{srv.url}/api/sessions/{sid}/fork", json={}, timeout=30)
+    assert fork.status_code == 200, fork.text
+    new = fork.json()["session_id"]
+    assert httpx.delete(f"{srv.url}/api/sessions/{sid}", timeout=30).status_code == 200
+    r = httpx.get(f"{srv.url}/api/sessions/{new}/ui-data/{ref}", timeout=30)
+    assert r.status_code == 200 and len(r.json()["rows"]) == ROWS
 
 
 def test_over_the_limit_is_a_tool_error_the_model_sees(site: tuple[ThreadServer, ChatStore]) -> None:

@@ -213,10 +213,77 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
                 )""",
             ),
         ),
+        # Links between chats (forks, spawned and subagent chats) and the answers a regenerate kept.
+        Migration(
+            3,
+            "create_web_links",
+            (
+                """CREATE TABLE IF NOT EXISTS {web_origins} (
+                    session_id TEXT PRIMARY KEY,
+                    kind TEXT NOT NULL,
+                    origin_session_id TEXT NOT NULL,
+                    user_turn INTEGER,
+                    title TEXT NOT NULL DEFAULT ''
+                )""",
+                "CREATE INDEX IF NOT EXISTS {web_origins_origin} ON {web_origins} (origin_session_id)",
+                """CREATE TABLE IF NOT EXISTS {web_variants} (
+                    seq BIGSERIAL PRIMARY KEY,
+                    session_id TEXT NOT NULL,
+                    user_turn INTEGER NOT NULL,
+                    entries_json TEXT NOT NULL,
+                    created_at DOUBLE PRECISION NOT NULL
+                )""",
+                "CREATE INDEX IF NOT EXISTS {web_variants_session} ON {web_variants} (session_id, user_turn, seq)",
+            ),
+        ),
+        # The client context of the run in flight (a resume gets it back) and a fork's cut point.
+        Migration(
+            4,
+            "add_web_chat_context_and_origin_ref",
+            (
+                "ALTER TABLE {web_chats} ADD COLUMN active_context TEXT",
+                "ALTER TABLE {web_chats} ADD COLUMN origin_ref TEXT",
+            ),
+        ),
+        # Run records name their agent, why they started and how they failed (lovia.web.store_schedules).
+        Migration(
+            5,
+            "add_web_run_details",
+            (
+                "ALTER TABLE {web_runs} ADD COLUMN IF NOT EXISTS agent TEXT",
+                "ALTER TABLE {web_runs} ADD COLUMN IF NOT EXISTS source TEXT",
+                "ALTER TABLE {web_runs} ADD COLUMN IF NOT EXISTS error TEXT",
+            ),
+        ),
+        # Files uploaded into a chat: the bytes live in the database, so every replica can read them.
+        Migration(
+            6,
+            "create_web_uploads",
+            (
+                """CREATE TABLE IF NOT EXISTS {web_uploads} (
+                    id TEXT PRIMARY KEY,
+                    session_id TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    mime_type TEXT NOT NULL,
+                    size BIGINT NOT NULL,
+                    content BYTEA NOT NULL,
+                    created_at DOUBLE PRECISION NOT NULL
+                )""",
+                "CREATE INDEX IF NOT EXISTS {web_uploads_session} ON {web_uploads} (session_id, created_at)",
+            ),
+        ),
     ),
 }
 
-_INDEXES = ("session_runs_session_id", "snapshot_heads_updated", "web_runs_session", "web_frames_run")
+_INDEXES = (
+    "session_runs_session_id",
+    "snapshot_heads_updated",
+    "web_runs_session",
+    "web_frames_run",
+    "web_origins_origin",
+    "web_variants_session",
+    "web_uploads_session",
+)
 _TABLES = (
     "session_runs",
     "session_heads",
@@ -228,6 +295,9 @@ _TABLES = (
     "web_frames",
     "web_commands",
     "web_ui_data",
+    "web_origins",
+    "web_variants",
+    "web_uploads",
 )
 
 

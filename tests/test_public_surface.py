@@ -161,12 +161,29 @@ def _class_has(cls: type, name: str) -> bool:
     return name in {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else False
 
 
+def _bare_field(text: str) -> bool:
+    """Whether ``text`` is a pydantic ``Field(...)`` call that sets constraints but no default."""
+    try:
+        call = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    return (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and call.func.id == "Field"
+        and not call.args
+        and not any(k.arg in ("default", "default_factory") for k in call.keywords)
+    )
+
+
 def _check_fields(path: str, cls: type, fields: dict[str, str | None], protocol: bool) -> Iterator[str]:
     try:
         ctor = None if protocol else inspect.signature(cls)
     except (TypeError, ValueError):
         ctor = None
     for name, default in fields.items():
+        if default is not None and _bare_field(default):
+            default = None  # ``Field(max_length=...)`` without a default: a required pydantic field
         if not _class_has(cls, name):
             yield f"{path}.{name}: missing field"
             continue

@@ -8,6 +8,7 @@ a :class:`~lovia.exceptions.UserError` whose hint shows a good one.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,12 +23,16 @@ from .demo_model import clock
 from .workspaces import DEFAULT_WORKSPACE_MODE, resolve_workspace, with_workspace
 
 if TYPE_CHECKING:
-    from .config.schema import ModelProfile, WebConfig
+    from ..plugins.memory import Memory
+    from ..tools import Tool
+    from ..workspace import LocalWorkspace
+    from .config.schema import ModelProfile, SearchConfig, WebConfig
     from .store import ChatStore
 
 __all__ = [
     "DEFAULT_AGENT_NAME",
     "DEFAULT_INSTRUCTIONS_FILE",
+    "DEFAULT_MEMORY_DIR",
     "DEFAULT_MAX_TURNS",
     "DEFAULT_RETRIES",
     "DEFAULT_WORKSPACE_MODE",
@@ -39,7 +44,10 @@ __all__ = [
     "resolve_max_retries",
     "resolve_max_tokens",
     "resolve_max_turns",
+    "resolve_memory",
     "resolve_provider_timeout",
+    "resolve_tools",
+    "resolve_vision_tool",
 ]
 
 DEFAULT_AGENT_NAME = "lovia"
@@ -53,6 +61,14 @@ GENERIC_INSTRUCTIONS = (
     "answer in Markdown when formatting helps."
 )
 _MAX_INSTRUCTIONS_BYTES = 256 * 1024
+
+DEFAULT_MEMORY_DIR = "./.lovia/memory"
+"""Where the default agent's Memory lives unless ``--memory-dir`` / ``LOVIA_MEMORY_DIR`` says otherwise."""
+
+TAVILY_BASE_URL_ENV = "LOVIA_TAVILY_BASE_URL"
+"""Points the Tavily backend at another endpoint speaking its API (a proxy, or a local test server)."""
+
+logger = logging.getLogger("lovia.web")
 
 
 def _number(flag: str, env: str, cli: object, *, kind: type, minimum: float, example: str) -> Any:
@@ -154,6 +170,72 @@ def resolve_aux_model(profile: ModelProfile | None) -> Provider | None:
     return build_provider(Connection.from_profile(profile), extra_body=profile.extra_body)
 
 
+def resolve_memory(cli_dir: str | None, no_memory: bool) -> Memory | None:
+    """The default agent's :class:`~lovia.plugins.memory.Memory`: ``None`` with ``--no-memory``,
+    else rooted at ``--memory-dir``, else ``LOVIA_MEMORY_DIR``, else :data:`DEFAULT_MEMORY_DIR`."""
+    if no_memory:
+        return None
+    from ..plugins.memory import Memory
+
+    root = (cli_dir or "").strip() or os.environ.get("LOVIA_MEMORY_DIR", "").strip() or DEFAULT_MEMORY_DIR
+    return Memory(root=os.path.expanduser(root))
+
+
+def _search_tool(search: SearchConfig | None) -> Tool[Any] | None:
+    from ..tools.search import DuckDuckGoSearch, TavilySearch, web_search
+
+    backend = search.backend if search is not None else "auto"
+    if backend == "off":
+        return None
+    key = (search.tavily_api_key if search is not None else None) or os.environ.get("TAVILY_API_KEY")
+    if backend in ("auto", "tavily") and key:
+        base = os.environ.get(TAVILY_BASE_URL_ENV, "").strip() or "https://api.tavily.com"
+        return web_search(TavilySearch(api_key=key, base_url=base))
+    if backend == "tavily":
+        logger.warning("lovia web: search backend 'tavily' has no API key; serving without web search")
+        return None
+    try:
+        return web_search(DuckDuckGoSearch())
+    except UserError as exc:  # the optional ddgs package is not installed
+        if backend == "duckduckgo":
+            logger.warning("lovia web: %s (%s); serving without web search", exc.message, exc.hint)
+        return None
+
+
+def resolve_tools(search: SearchConfig | None = None) -> list[Tool[Any]]:
+    """The default agent's built-in tools: the clock, and ``web_search`` when ``search`` allows one.
+
+    ``backend="auto"`` uses Tavily when a key is set (``tavily_api_key`` or ``TAVILY_API_KEY``),
+    else DuckDuckGo when its optional package is installed, else no search tool; ``"off"`` never
+    adds one. A named backend that cannot work is logged and left out (the server still starts).
+    """
+    tools: list[Tool[Any]] = [clock]
+    found = _search_tool(search)
+    if found is not None:
+        tools.append(found)
+    return tools
+
+
+def resolve_vision_tool(
+    provider: Provider | str, workspace: LocalWorkspace | None, profile: ModelProfile | None
+) -> Tool[Any] | None:
+    """``describe_image`` on the vision ``profile``'s model, when the chat ``provider`` cannot read
+    images itself and there is a workspace to read them from; else ``None``."""
+    from ..providers.base import supports_vision
+
+    if profile is None or workspace is None or supports_vision(provider):
+        return None
+    from .config.probe import build_provider
+    from .config.schema import Connection
+    from .vision import make_describe_image_tool
+
+    vision = build_provider(Connection.from_profile(profile), extra_body=profile.extra_body, supports_vision=True)
+    if vision is None:
+        logger.warning("lovia web: the vision profile %r cannot be used yet; no describe_image tool", profile.id)
+        return None
+    return make_describe_image_tool(vision)
+
+
 def _flag(args: argparse.Namespace, name: str, default: Any = None) -> Any:
     return getattr(args, name, default)
 
@@ -193,7 +275,7 @@ def build_default_agent(
         name=name,
         instructions=resolve_instructions(_flag(args, "instructions"), _flag(args, "instructions_file")),
         model=provider,
-        tools=[clock],
+        tools=resolve_tools(config.search if config is not None else None),
         settings=ModelSettings(max_tokens=resolve_max_tokens(_flag(args, "max_tokens"))),
         retry=RetryPolicy(max_attempts=resolve_max_retries(_flag(args, "max_retries")) + 1),
         plugins=plugins,
@@ -201,4 +283,7 @@ def build_default_agent(
     workspace = resolve_workspace(
         _flag(args, "workspace"), _flag(args, "workspace_mode"), bool(_flag(args, "no_workspace", False))
     )
+    describe = resolve_vision_tool(provider, workspace, config.vision_profile() if config is not None else None)
+    if describe is not None:
+        agent = agent.clone(tools=[*agent.tools, describe])
     return with_workspace(agent, workspace)

@@ -5,22 +5,15 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
 
 from ..plugins.todo import todos_from_entries
 from .errors import ApiRoute, ErrorCode, WebError
 from .questions import QuestionRegistry, question_payload
+from .schemas import AnswerRequest
 from .store import ChatStore
 from .supervisor import RunSupervisor
 
 __all__ = ["AgentViewsState", "AnswerRequest", "agentviews_router", "api_error"]
-
-
-class AnswerRequest(BaseModel):
-    """Body of ``POST /api/chat/answer``: the answer to the chat's pending question."""
-
-    session_id: str = Field(min_length=1, max_length=200)
-    answer: str = Field(max_length=100_000)
 
 
 def api_error(status: int, code: ErrorCode, message: str, hint: str | None = None) -> WebError:

@@ -3,78 +3,42 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
 
 from ..exceptions import UserError
 from .errors import ApiRoute, WebError
 from .routes_uploads import attachment_content
 from .run_deps import RunTrigger, build_run_deps, checked_context
+from .schemas import ApprovalRequest, ChatRequest, InjectCancelRequest, InjectRequest
 from .sse import Frame, event_stream, live_tail
 from .store import ChatMeta
 from .supervisor import LiveRun, Subscription, TooManyRuns
+from .titles import provisional_title
 
 if TYPE_CHECKING:
     from .state import WebState
 
 __all__ = [
-    "ApproveRequest",
+    "ApprovalRequest",
     "ChatRequest",
+    "InjectCancelRequest",
     "InjectRequest",
-    "UninjectRequest",
     "chat_router",
     "sse_response",
     "too_many_runs",
 ]
 
 
-class ChatRequest(BaseModel):
-    """Body of ``POST /api/chat/stream`` and ``POST /api/chat``."""
-
-    message: str = Field(default="", max_length=200_000)
-    session_id: str | None = Field(default=None, max_length=200)
-    agent: str | None = None
-    attachments: list[str] = Field(default_factory=list, max_length=20)
-    """Upload ids (``POST /api/sessions/{id}/uploads``) sent with this message as content parts."""
-    context: dict[str, Any] | None = None
-    """The page's client context (a JSON object of at most 64 KB) for ``create_app(run_deps=...)``."""
-
-
-class ApproveRequest(BaseModel):
-    """Body of ``POST /api/chat/approve``."""
-
-    session_id: str
-    call_id: str
-    decision: str = Field(pattern="^(approve|deny)$")
-
-
-class InjectRequest(BaseModel):
-    """Body of ``POST /api/chat/inject``: a steering message for the live run's next turn."""
-
-    session_id: str
-    message: str = Field(min_length=1, max_length=200_000)
-
-
-class UninjectRequest(BaseModel):
-    """Body of ``POST /api/chat/uninject``: take back a queued message the run has not seen yet."""
-
-    session_id: str
-    id: int = Field(ge=0)
-
-
 _LIST_HINT = "list the chats with GET /api/sessions"
 
 
-def title_from(message: str) -> str:
-    """A chat title from its first message (whitespace collapsed, at most 60 characters)."""
-    text = re.sub(r"\s+", " ", message).strip()
-    return text if len(text) <= 60 else text[:59].rstrip() + "…"
+title_from = provisional_title
+"""The older name of :func:`lovia.web.titles.provisional_title`."""
 
 
 async def _frames(head: list[Frame], sub: Subscription) -> AsyncIterator[bytes]:
@@ -106,6 +70,25 @@ def too_many_runs(exc: TooManyRuns) -> WebError:
     return WebError(429, "too_many_runs", exc.message, hint=exc.hint, headers={"Retry-After": "5"})
 
 
+def _upload_ids(body: ChatRequest) -> list[str]:
+    """The upload ids ``body`` attaches; an attachment given as a ``{path, mime, kind}`` object is refused.
+
+    Raises:
+        WebError: 422 ``invalid_request`` for an attachment object (this server attaches uploads by id).
+    """
+    ids: list[str] = []
+    for item in body.attachments or ():
+        if not isinstance(item, str):
+            raise WebError(
+                422,
+                "invalid_request",
+                f"attachment {item.path[:100]!r} is named by path; this server attaches uploads by id",
+                hint="upload the file with POST /api/sessions/{id}/uploads and send the id it answers",
+            )
+        ids.append(item)
+    return ids
+
+
 def _steer(live: Any, body: ChatRequest, message: str) -> None:
     if body.attachments:
         raise WebError(
@@ -134,6 +117,7 @@ def _opener(state: WebState) -> Callable[..., Awaitable[Opened]]:
         body: ChatRequest, request: Request | None, *, blocking: bool = False, subscribe: bool = False
     ) -> Opened:
         checked_context(body.context)
+        _upload_ids(body)  # an attachment this server cannot read is refused before anything runs
         if sup.closing:
             raise WebError(503, "shutting_down", "the server is shutting down", hint="retry once it is back")
         if body.agent is not None and body.agent not in sup.agents:
@@ -183,7 +167,7 @@ async def _start(
     if meta is None:
         meta = await store.create(title=title_from(message), agent=body.agent, session_id=sid)
         sup.hub.publish("session_created", {"session": meta.to_dict()})
-    content = await attachment_content(state, sid, message, body.attachments, agent=body.agent)
+    content = await attachment_content(state, sid, message, _upload_ids(body), agent=body.agent)
     if meta.active_run_id:  # an interrupted run nobody resumed: keep its completed turns
         await sup.finalize_partial(sid, meta.active_run_id)
     try:
@@ -232,9 +216,17 @@ def _stream_routes(router: APIRouter, state: WebState) -> None:
                 except TooManyRuns as exc:
                     raise too_many_runs(exc) from exc
                 agent = sup.resume_agent(meta.agent)
-                trigger = RunTrigger(session_id=session_id, agent=agent, source="user", request=request, resumed=True)
+                context = await store.get_active_context(session_id) or {}  # what the run started with
+                trigger = RunTrigger(
+                    session_id=session_id,
+                    agent=agent,
+                    source="user",
+                    request=request,
+                    client_context=context,
+                    resumed=True,
+                )
                 deps = await build_run_deps(state.run_deps, trigger)
-                await sup.resume(session_id, meta.active_run_id, agent=meta.agent, deps=deps)
+                await sup.resume(session_id, meta.active_run_id, agent=meta.agent, deps=deps, client_context=context)
             sub = await sup.subscribe(session_id)
         return sse_response([Frame("session", {"session_id": session_id, "title": meta.title})], sub)
 
@@ -261,14 +253,14 @@ def _control_routes(router: APIRouter, state: WebState) -> None:  # noqa: C901  
         return {"id": live.mailbox.push(body.message)}
 
     @router.post("/uninject")
-    async def uninject(body: UninjectRequest) -> dict[str, Any]:
+    async def uninject(body: InjectCancelRequest) -> dict[str, Any]:
         live = sup.live(body.session_id)
         if live is None:
             raise WebError(404, "run_not_found", "no live run in this chat", hint="the run has finished")
         return {"removed": live.mailbox.remove(body.id)}
 
     @router.post("/approve")
-    async def approve(body: ApproveRequest) -> dict[str, Any]:
+    async def approve(body: ApprovalRequest) -> dict[str, Any]:
         live = sup.live(body.session_id)
         if live is None or live.handle is None:
             raise WebError(404, "run_not_found", "no live run in this chat", hint="the run has finished")

@@ -9,54 +9,29 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse, Response
-from pydantic import BaseModel, Field, model_validator
 
 from ..parts import ImagePart
 from ..session import Segment
-from ..transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
+from ..transcript import InputEntry, ToolResultEntry, TranscriptEntry, entries_to_messages, entry_to_dict
 from .errors import ApiRoute, WebError
 from .params import Limit, Offset, Since
-from .serialization import parse_ref, segments_runs, segments_to_out
+from .schemas import CreateSessionRequest, RewindRequest, SessionPatch
+from .serialization import (
+    EXPORT_HTML_CSP,
+    drop_system_entries,
+    export_html,
+    export_md,
+    export_txt,
+    parse_ref,
+    segments_runs,
+    segments_to_out,
+)
 from .store import ChatMeta
 
 if TYPE_CHECKING:
     from .state import WebState
 
-__all__ = ["RenameRequest", "RewindRequest", "sessions_router", "transcript_markdown", "transcript_text"]
-
-
-class RenameRequest(BaseModel):
-    """Body of ``PATCH /api/sessions/{id}``: a new title, pin state, or both."""
-
-    title: str | None = Field(default=None, max_length=200)
-    pinned: bool | None = None
-
-
-class RewindRequest(BaseModel):
-    """Body of ``POST /api/sessions/{id}/rewind``: drop a user message and all after it, named by
-    its ``ref`` (``"<run_id>:<n>"``, from the chat's detail) or by ``user_turn``, its zero-based
-    index among the chat's user messages.
-
-    ``keep_answer`` (a regenerate) keeps that message's answer as an earlier variant of the turn,
-    listed under the chat's ``variants``; without it (an edit) the turn's variants go too.
-    """
-
-    ref: str | None = Field(default=None, max_length=200)
-    user_turn: int | None = Field(default=None, ge=0)
-    keep_answer: bool = False
-
-    @model_validator(mode="after")
-    def _one_target(self) -> RewindRequest:
-        if (self.ref is None) == (self.user_turn is None):
-            raise ValueError("name the user message by exactly one of 'ref' or 'user_turn'")
-        return self
-
-
-class CreateRequest(BaseModel):
-    """Body of ``POST /api/sessions``."""
-
-    title: str = Field(default="", max_length=200)
-    agent: str | None = None
+__all__ = ["RewindRequest", "SessionPatch", "sessions_router"]
 
 
 def _user_positions(entries: list[TranscriptEntry]) -> list[int]:
@@ -105,47 +80,6 @@ def _tool_image(segments: list[Segment], call_id: str, index: int) -> tuple[str,
     return None
 
 
-# One template per kind of entry ({0}, {1}: its parts); blocks are joined with newlines.
-_MARKDOWN = {
-    "user": "## User\n\n{0}\n",
-    "assistant": "## Assistant\n\n{0}\n",
-    "call": "- tool call `{0}` `{1}`",
-    "result": "- tool result: `{0}`\n",
-    "error": "- tool result (error): `{0}`\n",
-}
-_TEXT = {
-    "user": "User: {0}\n",
-    "assistant": "Assistant: {0}\n",
-    "call": "[tool call] {0} {1}",
-    "result": "[tool result] {0}\n",
-    "error": "[tool result (error)] {0}\n",
-}
-
-
-def _export(heading: str, entries: list[TranscriptEntry], templates: dict[str, str]) -> str:
-    blocks = [heading, ""]
-    for e in entries:
-        if isinstance(e, InputEntry) and e.role == "user":
-            blocks.append(templates["user"].format(e.text))
-        elif isinstance(e, AssistantTextEntry):
-            blocks.append(templates["assistant"].format(e.content))
-        elif isinstance(e, ToolCallEntry):
-            blocks.append(templates["call"].format(e.name, e.arguments))
-        elif isinstance(e, ToolResultEntry):
-            blocks.append(templates["error" if e.is_error else "result"].format(e.output[:300]))
-    return "\n".join(blocks).rstrip() + "\n"
-
-
-def transcript_markdown(title: str, entries: list[TranscriptEntry]) -> str:
-    """A readable Markdown export of a transcript."""
-    return _export(f"# {title or 'Chat'}", entries, _MARKDOWN)
-
-
-def transcript_text(title: str, entries: list[TranscriptEntry]) -> str:
-    """A plain-text export: who said what, tool calls and results on one line each."""
-    return _export(title or "Chat", entries, _TEXT)
-
-
 def sessions_router(state: WebState) -> APIRouter:
     """The ``/api/sessions`` and ``/api/runs`` routes bound to one app state."""
     router = APIRouter(prefix="/api", route_class=ApiRoute)
@@ -165,6 +99,22 @@ async def _require(state: WebState, session_id: str) -> ChatMeta:
     return meta
 
 
+def _export_response(meta: ChatMeta, entries: list[TranscriptEntry], format: str) -> Response:
+    """The md, txt or html export of a chat's entries (422 for another format)."""
+    msgs = entries_to_messages(drop_system_entries(entries))
+    if format == "txt":
+        return PlainTextResponse(f"{meta.title or 'Chat'}\n\n{export_txt(msgs)}", media_type="text/plain")
+    if format == "html":
+        page = export_html(msgs, title=meta.title, session_id=meta.id)
+        headers = {"Content-Security-Policy": EXPORT_HTML_CSP, "X-Content-Type-Options": "nosniff"}
+        return Response(page, media_type="text/html", headers=headers)
+    if format != "md":
+        raise WebError(
+            422, "invalid_request", f"unknown export format {format!r}", hint="use format=md, json, txt or html"
+        )
+    return PlainTextResponse(export_md(msgs, title=meta.title, session_id=meta.id), media_type="text/markdown")
+
+
 def _read_routes(router: APIRouter, state: WebState) -> None:
     store, sup = state.store, state.supervisor
 
@@ -174,7 +124,7 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
         return {"sessions": [{**m.to_dict(), "live": sup.live(m.id) is not None} for m in metas]}
 
     @router.post("/sessions")
-    async def create_session(body: CreateRequest) -> dict[str, Any]:
+    async def create_session(body: CreateSessionRequest) -> dict[str, Any]:
         meta = (await store.create(title=body.title, agent=body.agent)).to_dict()
         sup.hub.publish("session_created", {"session": meta})
         return meta
@@ -220,13 +170,7 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
                 {"session": meta.to_dict(), "entries": [entry_to_dict(e) for e in entries]}, indent=2, default=str
             )
             return PlainTextResponse(body, media_type="application/json")
-        if format == "txt":
-            return PlainTextResponse(transcript_text(meta.title, entries), media_type="text/plain")
-        if format != "md":
-            raise WebError(
-                422, "invalid_request", f"unknown export format {format!r}", hint="use format=md, json or txt"
-            )
-        return PlainTextResponse(transcript_markdown(meta.title, entries), media_type="text/markdown")
+        return _export_response(meta, entries, format)
 
     @router.get("/runs")
     async def runs() -> dict[str, Any]:
@@ -277,7 +221,7 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
     store, sup = state.store, state.supervisor
 
     @router.patch("/sessions/{session_id}")
-    async def rename(session_id: str, body: RenameRequest) -> dict[str, Any]:
+    async def rename(session_id: str, body: SessionPatch) -> dict[str, Any]:
         await _require(state, session_id)
         title = body.title.strip() if body.title is not None else None
         await store.update(session_id, title=title, pinned=body.pinned, touch=False)
@@ -288,11 +232,9 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
     @router.delete("/sessions/{session_id}")
     async def delete(session_id: str) -> dict[str, Any]:
         await _require(state, session_id)
-        # Its background subagent tasks are its own: stopped and deleted with it (a spawned chat stays).
-        for child, kind in await store.children(session_id):
-            if kind == "subagent":
-                await _delete_chat(state, child.id)
-        await _delete_chat(state, session_id)
+        # Its background subagent tasks (and theirs) are its own: stopped and deleted with it (a spawned chat stays).
+        for chat_id in reversed(await store.task_tree(session_id)):
+            await _delete_chat(state, chat_id)
         return {"deleted": session_id}
 
     @router.delete("/sessions")
@@ -301,9 +243,7 @@ def _write_routes(router: APIRouter, state: WebState) -> None:
         for session_id in ids:
             await sup.stop(session_id)
             async with sup.lock(session_id):
-                await store.delete(session_id)
-            if state.schedules is not None:
-                await state.schedules.delete_for_session(session_id)
+                await store.delete(session_id)  # with its schedules
         sup.hub.publish("sessions_cleared", {})
         return {"deleted": len(ids)}
 
@@ -359,9 +299,7 @@ async def _delete_chat(state: WebState, session_id: str) -> None:
     sup = state.supervisor
     await sup.stop(session_id)
     async with sup.lock(session_id):
-        await state.store.delete(session_id)
-    if state.schedules is not None:  # a chat's schedules go with it
-        await state.schedules.delete_for_session(session_id)
+        await state.store.delete(session_id)  # with its schedules (the store is bound to the app's)
     await sup.workspaces.close(session_id)
     sup.hub.publish("session_deleted", {"session_id": session_id})
 

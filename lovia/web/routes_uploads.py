@@ -26,13 +26,14 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
 from starlette.requests import ClientDisconnect
 
-from ..parts import IMAGE_MIME_BY_SUFFIX, ContentPart, FilePart, ImagePart, TextPart
+from ..parts import ContentPart, FilePart, ImagePart, TextPart
 from ..providers.base import supports_vision
 from ..transcript import InputEntry, TranscriptEntry
 from .errors import ApiRoute, ErrorCode, WebError
+from .media import MODEL_IMAGE_MIME_BY_EXT, model_image_mime
+from .schemas import ForkRequest
 from .serialization import parse_ref, segments_runs
 from .store import ChatMeta, ChatStore, UploadRecord
 from .supervisor import RunSupervisor
@@ -53,7 +54,7 @@ DEFAULT_MAX_UPLOAD_MB = 25.0
 
 DEFAULT_UPLOAD_EXTENSIONS = frozenset(
     {
-        *IMAGE_MIME_BY_SUFFIX,
+        *MODEL_IMAGE_MIME_BY_EXT,
         "pdf", "txt", "md", "csv", "tsv", "json", "jsonl", "xml", "yaml", "yml", "toml", "log",
         "html", "css", "js", "ts", "py", "sql", "sh", "docx", "xlsx", "pptx", "svg",
     }
@@ -104,7 +105,7 @@ def _suffix(name: str) -> str:
 
 
 def _is_image(name: str) -> bool:
-    return _suffix(name) in IMAGE_MIME_BY_SUFFIX
+    return model_image_mime(name) is not None
 
 
 def _model_label(model: object) -> str:
@@ -177,7 +178,7 @@ def _part_for(upload: UploadRecord) -> ContentPart | None:
     if not os.path.exists(upload.path):
         return None
     if _is_image(upload.name):
-        return ImagePart.from_path(upload.path, mime_type=IMAGE_MIME_BY_SUFFIX[_suffix(upload.name)])
+        return ImagePart.from_path(upload.path, mime_type=model_image_mime(upload.name))
     return FilePart.from_path(upload.path, mime_type=upload.mime_type, filename=upload.name)
 
 
@@ -212,14 +213,6 @@ async def attachment_content(
     return parts
 
 
-class ForkRequest(BaseModel):
-    """Body of ``POST /api/sessions/{id}/fork``: branch before the user message ``ref`` names (or
-    ``user_turn``, its zero-based index among the user messages), or copy the chat whole."""
-
-    ref: str | None = Field(default=None, max_length=200)
-    user_turn: int | None = Field(default=None, ge=0)
-
-
 def uploads_router(state: WebState) -> APIRouter:
     """The upload and fork routes bound to one app state."""
     router = APIRouter(prefix="/api/sessions", route_class=ApiRoute)
@@ -242,7 +235,7 @@ def _upload_routes(router: APIRouter, state: WebState) -> None:
         if _is_image(name):
             _check_vision(state, meta)
         content_type = (request.headers.get("content-type") or "").split(";")[0].strip()
-        mime = IMAGE_MIME_BY_SUFFIX.get(_suffix(name)) or content_type or mimetypes.guess_type(name)[0]
+        mime = model_image_mime(name) or content_type or mimetypes.guess_type(name)[0]
         upload_id = f"up_{uuid.uuid4().hex[:16]}"
         folder = store.uploads_dir / session_id
         folder.mkdir(parents=True, exist_ok=True)
@@ -308,20 +301,10 @@ def _fork_routes(router: APIRouter, state: WebState) -> None:
                     "open the chat to resume it (or stop it), then branch",
                 )
             segments = await store.session.segments(session_id)  # finished runs only: a live one is not there
-            keep = _cut([e for s in segments for e in s.entries], user_turn)
-            if keep == 0:
+            _cut([e for s in segments for e in s.entries], user_turn)  # 404 for a message the chat lacks
+            new_id = await store.fork(session_id, user_turn=user_turn)
+            new = await store.get(new_id) if new_id is not None else None
+            if new is None:
                 raise _error(409, "nothing_to_fork", "there is no finished history before that point")
-            title = f"{meta.title or 'Chat'} (branch)"
-            new = await store.create(title=title, agent=meta.agent)
-            start = 0
-            for seg in segments:  # append-only copy: each run becomes a new run of the new chat
-                taken = seg.entries[: max(0, keep - start)]
-                start += len(seg.entries)
-                if taken:
-                    await store.session.append(new.id, taken, meta=seg.meta)
-            await store.set_origin(
-                new.id, kind="fork", origin_session_id=session_id, user_turn=user_turn, title=meta.title
-            )
-            await store.copy_ui_data(session_id, new.id)  # the copied envelopes name the same refs
         sup.hub.publish("session_created", {"session": new.to_dict()})
-        return {"session_id": new.id, "title": title}
+        return {"session_id": new.id, "title": new.title}

@@ -10,11 +10,12 @@ keep what this projection merges away (reasoning ids, raw tool values).
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 from ..messages import Message
-from ..parts import ImagePart
+from ..parts import FilePart, ImagePart, TextPart
 from ..session import Segment
 from ..transcript import (
     InputEntry,
@@ -25,17 +26,34 @@ from ..transcript import (
     entries_to_messages,
     entry_to_dict,
 )
+from .schemas import ChatSessionInfo, MessageOut, RunRecordInfo
+
+RunStatus = Literal["running", "completed", "failed", "cancelled", "interrupted"]
+
+if TYPE_CHECKING:  # the store imports this module: its types are for annotations only
+    from .store import ChatMeta
+    from .store_schedules import RunRow
 
 __all__ = [
+    "EXPORT_HTML_CSP",
     "Run",
     "Runs",
+    "display_text",
     "drop_system_entries",
+    "export_html",
+    "export_md",
+    "export_txt",
     "message_to_json_dict",
+    "message_to_out",
+    "origin_kind",
     "parse_ref",
+    "run_record",
     "segment_timing",
     "segments_runs",
     "segments_to_out",
+    "session_info",
     "snapshot_views",
+    "stamp_refs",
     "tool_image_stubs",
     "tool_result_flags",
     "user_turn_refs",
@@ -194,3 +212,159 @@ def snapshot_views(
 def segments_to_out(segments: Sequence[Segment], *, created_at: float, updated_at: float) -> list[dict[str, Any]]:
     """:func:`view_messages` of stored segments."""
     return view_messages(segments_runs(segments), created_at=created_at, updated_at=updated_at)
+
+
+# --------------------------------------------------------------------------- typed views and exports
+
+
+def origin_kind(value: str | None) -> Literal["fork", "spawn"] | None:
+    """``"fork"`` or ``"spawn"`` when ``value`` names one of those origins, else ``None``."""
+    return value if value in ("fork", "spawn") else None  # type: ignore[return-value]
+
+
+def session_info(meta: ChatMeta, *, last_run_status: str | None = None) -> ChatSessionInfo:
+    """A chat's listing entry from its index row."""
+    return ChatSessionInfo(
+        id=meta.id,
+        title=meta.title,
+        agent=meta.agent,
+        created_at=meta.created_at,
+        updated_at=meta.updated_at,
+        pinned=meta.pinned,
+        parent_id=meta.parent_id,
+        last_run_status=last_run_status,
+        origin_kind=origin_kind(meta.origin_kind),
+    )
+
+
+def run_record(row: RunRow) -> RunRecordInfo:
+    """A persisted run row as the API shows it (any object with the ``RunRow`` fields)."""
+    return RunRecordInfo(
+        run_id=row.id,
+        session_id=row.session_id,
+        agent=row.agent,
+        source=row.source,
+        status=cast("RunStatus", row.status),  # the store writes only these statuses
+        error=row.error,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        usage=row.usage,
+    )
+
+
+def display_text(m: Message) -> str:
+    """What a reader sees of a message: its text, with a ``[image]``/``[file name]`` mark per attachment."""
+    if m.content is None or isinstance(m.content, str):
+        return m.content or ""
+    out: list[str] = []
+    for part in m.content:
+        if isinstance(part, TextPart):
+            out.append(part.text)
+        elif isinstance(part, ImagePart):
+            out.append("[image]")
+        elif isinstance(part, FilePart):
+            out.append(f"[file {part.filename}]" if part.filename else "[file]")
+    return "\n".join(out)
+
+
+def message_to_out(m: Message, *, timestamp: float | None = None) -> MessageOut:
+    """One message as a :class:`~lovia.web.schemas.MessageOut` (no ref, duration or tool flags yet)."""
+    out = MessageOut.model_validate(message_to_json_dict(m))
+    out.timestamp = timestamp
+    return out
+
+
+def stamp_refs(outs: list[MessageOut], runs: Runs) -> list[MessageOut]:
+    """``outs`` with each user message's ``ref`` set from ``runs``, in chat order."""
+    refs = iter(user_turn_refs(runs))
+    for out in outs:
+        if out.role == "user":
+            out.ref = next(refs, None)
+    return outs
+
+
+def _code(text: str) -> str:
+    """``text`` as one Markdown code span, fenced by more backticks than any run it holds."""
+    ticks = "`" * (max((len(r) for r in _tick_runs(text)), default=0) + 1)
+    return f"{ticks} {text} {ticks}" if "`" in text else f"`{text}`"
+
+
+def _tick_runs(text: str) -> list[str]:
+    runs, current = [], ""
+    for ch in text:
+        if ch == "`":
+            current += ch
+        elif current:
+            runs.append(current)
+            current = ""
+    if current:
+        runs.append(current)
+    return runs
+
+
+def _blocks(msgs: Sequence[Message]) -> list[tuple[str, str]]:
+    """``(kind, text)`` per thing a reader sees: user/assistant text, tool calls and results."""
+    out: list[tuple[str, str]] = []
+    for m in msgs:
+        if m.role in ("system", "developer"):
+            continue
+        if m.role == "tool":
+            out.append(("result", display_text(m)[:300]))
+            continue
+        text = display_text(m)
+        if text.strip():
+            out.append((m.role if m.role in ("user", "assistant") else "assistant", text))
+        for call in m.tool_calls:
+            out.append(("call", f"{call.name} {call.arguments}"))
+    return out
+
+
+def export_txt(msgs: list[Message]) -> str:
+    """A plain-text export: who said what, with tool calls and results on a line each."""
+    labels = {"user": "User: ", "assistant": "Assistant: ", "call": "[tool call] ", "result": "[tool result] "}
+    lines = [labels[kind] + text + ("" if kind == "call" else "\n") for kind, text in _blocks(msgs)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def export_md(msgs: list[Message], *, title: str, session_id: str) -> str:
+    """A Markdown export headed by the chat's title and id (tool values as code spans)."""
+    blocks = [f"# {title or 'Chat'}", "", f"_Chat `{session_id}`_", ""]
+    for kind, text in _blocks(msgs):
+        if kind in ("user", "assistant"):
+            blocks.append(f"## {kind.title()}\n\n{text}\n")
+        elif kind == "call":
+            blocks.append(f"- tool call {_code(text)}")
+        else:
+            blocks.append(f"- tool result: {_code(text)}\n")
+    return "\n".join(blocks).rstrip() + "\n"
+
+
+EXPORT_HTML_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; form-action 'none'"
+"""The Content-Security-Policy of an HTML export: no scripts, no external resources, inline CSS only."""
+
+_HTML_CSS = (
+    "body{font:15px/1.5 system-ui,sans-serif;max-width:48rem;margin:2rem auto;padding:0 1rem;color:#222}"
+    "section{border-left:3px solid #ccc;padding:.25rem .75rem;margin:1rem 0}"
+    ".user{border-color:#3a7bd5}.assistant{border-color:#4caf50}.call,.result{border-color:#999;color:#555}"
+    "h2{font-size:.8rem;text-transform:uppercase;margin:0;color:#666}"
+    "pre{white-space:pre-wrap;margin:.25rem 0;font:inherit}"
+    ".call pre,.result pre{font-family:ui-monospace,monospace;font-size:.85rem}"
+)
+
+
+def export_html(msgs: list[Message], *, title: str, session_id: str) -> str:
+    """A standalone HTML page of the chat: every text escaped, a strict CSP, inline CSS, no external resources."""
+    esc = html.escape
+    labels = {"user": "User", "assistant": "Assistant", "call": "Tool call", "result": "Tool result"}
+    sections = [
+        f'<section class="{kind}"><h2>{labels[kind]}</h2><pre>{esc(text)}</pre></section>'
+        for kind, text in _blocks(msgs)
+    ]
+    name = esc(title or "Chat")
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{EXPORT_HTML_CSP}">'
+        '<meta name="referrer" content="no-referrer">'
+        f"<title>{name}</title><style>{_HTML_CSS}</style></head>\n<body><h1>{name}</h1>"
+        f"<p>Chat <code>{esc(session_id)}</code></p>\n" + "\n".join(sections) + "\n</body></html>\n"
+    )

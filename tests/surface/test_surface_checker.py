@@ -45,5 +45,5 @@ def test_a_changed_default_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_pending_names_never_fail_the_check() -> None:
     assert surface._covered("lovia.web.sse.DoneData", surface.PENDING)
-    assert surface._covered("lovia.web.store.ChatStore.upsert(agent)", surface.PENDING)
+    assert surface._covered("lovia.web.supervisor.RunSupervisor.drain(timeout)", surface.PENDING)
     assert not surface._covered("lovia.parts.TextPart", surface.PENDING)

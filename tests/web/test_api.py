@@ -168,7 +168,7 @@ def test_rewind_conflicts_with_a_live_run(server: ThreadServer, gate: Gate) -> N
 
 
 def test_store_without_rewind_reports_it() -> None:
-    store = ChatStore(session=NoRewindSession(InMemorySession()), checkpointer=InMemoryCheckpointer())
+    store = ChatStore(NoRewindSession(InMemorySession()), checkpointer=InMemoryCheckpointer(), meta_path=":memory:")
     with ThreadServer(create_app(scripted_agent(), store=store)) as srv:
         assert httpx.get(f"{srv.url}/api/info").json()["features"]["rewind"] is False
         sid = httpx.post(f"{srv.url}/api/chat", json={"message": "hi"}).json()["session_id"]

@@ -83,6 +83,10 @@ def test_an_older_chat_index_gains_the_pinned_column(tmp_path: Path) -> None:
                 "updated_at": 1.0,
                 "active_run_id": None,
                 "pinned": False,
+                "parent_id": None,
+                "origin_kind": None,
+                "origin_session_id": None,
+                "origin_ref": None,
                 "live": False,
             }
         ]

@@ -156,7 +156,7 @@ def test_regenerate_replaces_the_last_answer(server: ThreadServer, page: Any) ->
 
 
 def test_store_without_rewind_hides_edit_and_regenerate(page: Any) -> None:
-    store = ChatStore(session=NoRewindSession(InMemorySession()), checkpointer=InMemoryCheckpointer())
+    store = ChatStore(NoRewindSession(InMemorySession()), checkpointer=InMemoryCheckpointer(), meta_path=":memory:")
     with ThreadServer(create_app(scripted_agent(), store=store)) as srv:
         page.goto(srv.url)
         send(page, "hello without rewind")

@@ -70,6 +70,8 @@ def test_every_api_route_needs_the_token(served: Any) -> None:
         assert r.json()["detail"]["code"] == "server_token", (method, path)
         wrong = _call(srv, method, path, {"Authorization": "Bearer nope"})
         assert wrong.status_code == 401, (method, path)
+        bad_cookie = _call(srv, method, path, {"Cookie": "lovia_token=nope"})
+        assert bad_cookie.status_code == 401, (method, path)
 
 
 def test_every_state_change_from_another_site_is_refused(served: Any) -> None:

@@ -6,7 +6,6 @@ import sqlite3
 from typing import Any
 
 import httpx
-import pytest
 
 from lovia.web import create_app
 
@@ -83,28 +82,6 @@ def test_keep_answer_with_nothing_to_keep_and_bad_turns(db: str) -> None:
         assert _detail(srv.url, sid)["variants"] == []
         missing = httpx.post(f"{srv.url}/api/sessions/nope/rewind", json={"user_turn": 0, "keep_answer": True})
         assert missing.status_code == 404 and missing.json()["detail"]["code"] == "session_not_found"
-
-
-def test_postgres_regenerate_replaces_the_answer_and_says_so() -> None:
-    import uuid
-
-    from lovia.web.store_pg import PostgresChatStore
-
-    from .replica_helpers import PG, drop_schema, pg_up
-
-    if not pg_up():
-        pytest.skip(f"PostgreSQL is not reachable at {PG}")
-    schema = f"variants_{uuid.uuid4().hex[:10]}"
-    try:
-        store = PostgresChatStore(PG, schema=schema)
-        with ThreadServer(create_app(scripted_agent(), store=store)) as srv:
-            sid = sse(srv.url, "/api/chat/stream", {"message": "count one"}).of("session")[0]["session_id"]
-            assert _regenerate(srv.url, sid, 0, "count one")["kept_answer"] is False
-            data = _detail(srv.url, sid)
-            assert data["variants"] == [] and data["transcript"][-1]["content"] == "Answer number 2."
-            assert httpx.get(f"{srv.url}/api/sessions/{sid}/children").json() == {"children": []}
-    finally:
-        drop_schema(schema)
 
 
 def test_keep_answer_by_ref(db: str) -> None:

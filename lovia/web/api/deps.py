@@ -24,11 +24,12 @@ from ..followups import FollowupFn, FollowupRequest, coerce_suggestions, generat
 from ..questions import QuestionRegistry
 from ..routes_uploads import DEFAULT_MAX_UPLOAD_MB, DEFAULT_UPLOAD_EXTENSIONS
 from ..run_deps import RunDepsFn
-from ..schedule_store import PostgresScheduleStore, ScheduleStore, SQLiteScheduleStore
+from ..schedule_store import ScheduleStore
 from ..scheduler import Clock, Scheduler
 from ..store import ChatStore
 from ..store_pg import PostgresChatStore
 from ..supervisor import LiveRun, RunSettings, RunSupervisor
+from ..titles import TITLE_INSTRUCTIONS, generate_title
 from ..workspaces import WorkspaceSessions
 
 if TYPE_CHECKING:
@@ -40,11 +41,6 @@ __all__ = ["DEFAULT_FOLLOWUP_TIMEOUT", "TITLE_INSTRUCTIONS", "RouterDeps"]
 DEFAULT_FOLLOWUP_TIMEOUT = 20.0
 """Seconds the follow-up suggester may take before the route answers ``[]``."""
 
-TITLE_INSTRUCTIONS = (
-    "Write a short title (three to six words) for the chat that starts with the exchange below. "
-    "Answer with the title only: no quotes, no trailing punctuation."
-)
-"""The system prompt of the title model."""
 
 logger = logging.getLogger("lovia.web")
 
@@ -69,8 +65,8 @@ class RouterDeps:
         max_turns: per-run turn limit.
         scheduler_poll: seconds between checks for due schedules.
         questions: the ``ask_human`` question registry (``None``: the question routes answer 501).
-        schedules: where schedules live; ``None`` opens one beside ``store`` (the same SQLite file
-            or PostgreSQL schema), which :meth:`lifespan` then closes.
+        schedules: where schedules live; ``None``: the store's own (``store.schedule_store``, in the
+            same SQLite file or PostgreSQL schema, closed with the store).
         clock: the scheduler's time source (default ``time.time``).
         max_upload_bytes: per-file upload limit.
         upload_allowed_ext: extensions uploads may have (``None``: any).
@@ -125,7 +121,6 @@ class RouterDeps:
     wire_subagents: bool = True
     _supervisor: RunSupervisor = field(init=False, repr=False)
     _scheduler: Scheduler = field(init=False, repr=False)
-    _owns_schedules: bool = field(init=False, repr=False, default=False)
     _titling: set[asyncio.Task[None]] = field(init=False, repr=False, default_factory=set)
 
     def __post_init__(self) -> None:
@@ -162,14 +157,11 @@ class RouterDeps:
         else:
             self._supervisor = RunSupervisor(self.store, dict(self.agents), **options)
         if self.schedules is None:
-            self.schedules = _schedules_beside(self.store)
-            self._owns_schedules = True
+            self.schedules = self.store.schedule_store  # the store's own: it closes it
+        else:
+            self.store.bind_schedules(self.schedules)  # a deleted chat's schedules go with it
         self._supervisor.on_completed = self._after_run
-        from ..routes_schedules import fire_in_chat
-
-        self._scheduler = Scheduler(
-            self.schedules, lambda row: fire_in_chat(self, row), clock=self.clock, poll_interval=self.scheduler_poll
-        )
+        self._scheduler = Scheduler(self, poll_interval=self.scheduler_poll, clock=self.clock)
         from ..scheduling import register_server
 
         register_server(self)  # Scheduling(store) plugins on this store reach these runs and schedules
@@ -278,20 +270,17 @@ class RouterDeps:
         task.add_done_callback(self._titling.discard)
 
     async def _retitle(self, session_id: str, user_msg: str, output: Any) -> None:
-        from ...runner import Runner
-
         assert self.title_model is not None
-        helper: Agent[Any] = Agent(name="chat-titler", instructions=TITLE_INSTRUCTIONS, model=self.title_model)
-        prompt = f"USER: {user_msg[:2000]}\n\nASSISTANT: {str(output or '')[:2000]}"
+        before = await self.store.get(session_id)
+        expected = before.title if before is not None else None  # a rename meanwhile is kept
         try:
-            result = await Runner.run(helper, prompt, max_turns=1)
+            title = await generate_title(user_msg, output, model=self.title_model)
         except Exception as exc:
             logger.warning("titling chat %s failed (kept its first-message title): %s", session_id, exc)
             return
-        title = " ".join(str(result.output or "").split()).strip("\"'` .")[:80]
         if not title or await self.store.get(session_id) is None:
             return
-        await self.store.update(session_id, title=title)
+        await self.store.set_title_if_unchanged(session_id, title, expected=expected)
         updated = await self.store.get(session_id)
         if updated is not None:
             self.emit("session_updated", {"session": updated.to_dict()})
@@ -302,13 +291,18 @@ class RouterDeps:
     async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:
         """Run the machinery behind the API while the block (or the app) runs.
 
-        On entry: the question registry, the schedule poller, and (on PostgreSQL) the replica
-        supervisor's takeover of orphaned runs. On exit: live runs are wound down to resumable
-        checkpoints and chat workspaces close; a schedule store this object opened is closed.
+        On entry: the question registry, the settling of runs a dead server left ``running``
+        (:meth:`~lovia.web.store.ChatStore.sweep_stale_runs`), the schedule poller, and (on
+        PostgreSQL) the replica supervisor's takeover of orphaned runs. On exit: live runs are wound
+        down to resumable checkpoints and chat workspaces close.
         Usable directly as ``FastAPI(lifespan=deps.lifespan)``.
         """
         if self.questions is not None:
             self.questions.start()
+        try:
+            await self.store.sweep_stale_runs()
+        except Exception:  # a stale record is cosmetic: it must not keep the server from starting
+            logger.exception("settling the runs a dead server left running failed")
         self._scheduler.start()
         startup = getattr(self._supervisor, "startup", None)
         if startup is not None:
@@ -317,17 +311,8 @@ class RouterDeps:
             yield
         finally:
             await self._scheduler.stop()
-            if self._owns_schedules and self.schedules is not None:
-                await self.schedules.close()
             await self._supervisor.shutdown()
             for task in list(self._titling):
                 task.cancel()
             if self.questions is not None:
                 await self.questions.aclose()
-
-
-def _schedules_beside(store: ChatStore) -> ScheduleStore:
-    """The schedule store in the chats' own database (PostgreSQL schema or SQLite file)."""
-    if isinstance(store, PostgresChatStore):
-        return PostgresScheduleStore(store.dsn, schema=store.schema)
-    return SQLiteScheduleStore(store.path)

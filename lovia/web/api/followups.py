@@ -7,20 +7,14 @@ POST because it may spend model tokens. The suggester sees only the chat's finis
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
 
 from ...transcript import entries_to_messages
 from ..errors import ApiRoute, WebError
 from ..followups import FollowupRequest
+from ..schemas import FollowupsResponse
 from .deps import RouterDeps
 
 __all__ = ["FollowupsResponse", "build_followups_router"]
-
-
-class FollowupsResponse(BaseModel):
-    """The suggested questions (``[]``: the feature is off, or nothing usable came back)."""
-
-    followups: list[str] = Field(default_factory=list)
 
 
 def build_followups_router(deps: RouterDeps) -> APIRouter:

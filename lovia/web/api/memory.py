@@ -12,40 +12,18 @@ import datetime as dt
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
 
 from ...agent import Agent
 from ...plugins.memory import Memory
 from ...plugins.memory.plugin import normalize_facts, parse_bullets
 from ..errors import ApiRoute, WebError
+from ..schemas import MAX_NOTES_CHARS, MemoryDreamResult, MemoryNotes, MemoryUpdate
 from .deps import RouterDeps
 
 __all__ = ["MemoryDreamResult", "MemoryNotes", "MemoryUpdate", "build_memory_router", "memory_plugin", "notes_used"]
 
-MAX_BODY_CHARS = 1_000_000
+MAX_BODY_CHARS = MAX_NOTES_CHARS
 """The longest notes body ``PUT /api/memory`` reads (longer: 422 before any budget check)."""
-
-
-class MemoryNotes(BaseModel):
-    """The agent's notes: the editable body, its size, the budget, and when it was last dreamed."""
-
-    content: str
-    used: int
-    budget: int
-    dreamed_at: float | None = None
-
-
-class MemoryDreamResult(MemoryNotes):
-    """The notes after a dream, with the note counts before and after it."""
-
-    before: int
-    after: int
-
-
-class MemoryUpdate(BaseModel):
-    """Body of ``PUT /api/memory``: the whole new notes body (``- `` bullet lines; others are ignored)."""
-
-    content: str = Field(max_length=MAX_BODY_CHARS)
 
 
 def memory_plugin(agent: Agent[Any]) -> Memory | None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import socket
 
-__all__ = ["owner_alive"]
+__all__ = ["OWNER", "owner_alive"]
+
+OWNER = f"{socket.gethostname()}:{os.getpid()}"
+"""This process as ``host:pid``: recorded on the runs it owns and the schedule claims it takes."""
 
 
 def owner_alive(owner: str) -> bool | None:

@@ -15,9 +15,10 @@ from fastapi import APIRouter
 
 from ..exceptions import UserError
 from .errors import ApiRoute, ErrorCode, WebError
-from .run_deps import RunDepsFn, RunTrigger, build_run_deps, checked_context
+from .run_deps import RunDepsFn, checked_context
+from .schedule_fire import fire_in_chat
 from .schedule_store import ScheduleStore
-from .scheduler import Scheduler, fire_input
+from .scheduler import Scheduler
 from .schemas import SchedulePatch, ScheduleSpec
 from .store import ChatStore, ScheduleRow
 from .supervisor import RunSupervisor
@@ -47,44 +48,6 @@ title_from = provisional_title
 
 def _error(status: int, code: ErrorCode, message: str, hint: str | None = None) -> WebError:
     return WebError(status, code, message, hint=hint)
-
-
-async def fire_in_chat(state: WebState, row: ScheduleRow) -> tuple[str | None, str | None]:
-    """Start the run of one fire of ``row``; returns ``(session_id, run_id)``.
-
-    At the concurrent-run cap, or when ``run_deps`` refuses, it raises before any chat is made
-    (the scheduler records the fire as failed and the schedule moves on to its next time).
-    """
-    store, sup = state.store, state.supervisor
-    if sup.closing:
-        raise UserError("the server is shutting down", hint="the slot is fired again after the restart")
-    meta = await store.get(row.session_id) if row.session_id else None
-    if meta is None and row.session_id is not None:
-        raise UserError(f"chat {row.session_id!r} is gone", hint="delete this schedule or bind it to another chat")
-    sid = meta.id if meta is not None else f"chat_{uuid.uuid4().hex[:16]}"
-    async with sup.lock(sid):
-        live = sup.live(sid)
-        if live is not None:  # join the run in flight rather than queue a second one
-            live.mailbox.push(fire_input(row))
-            return sid, live.run_id
-        sup.check_capacity()
-        agent_name = row.agent or (meta.agent if meta is not None else None)
-        context = dict(row.context or {})
-        trigger = RunTrigger(
-            session_id=sid, agent=sup.agent_for(agent_name), source=f"schedule:{row.id}", client_context=context
-        )
-        deps = await build_run_deps(state.run_deps, trigger)
-        if meta is None:
-            meta = await store.create(title=title_from(row.input), agent=row.agent, session_id=sid)
-            sup.hub.publish("session_created", {"session": meta.to_dict()})
-        if meta.active_run_id:
-            await sup.finalize_partial(sid, meta.active_run_id)
-        started = sup.start(
-            sid, fire_input(row), agent=agent_name, source=f"schedule:{row.id}", deps=deps, client_context=context
-        )
-    await store.update(sid)
-    sup.hub.publish("schedule_fired", {"schedule_id": row.id, "session_id": sid, "run_id": started.run_id})
-    return sid, started.run_id
 
 
 def schedules_router(state: WebState) -> APIRouter:

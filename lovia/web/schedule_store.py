@@ -16,18 +16,20 @@ migration and its version record per transaction, never edited once released; ap
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import os
 import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ..exceptions import SchemaTooNewError, StoreError
-from .store_schedules import ScheduleRow
+from ..types import JsonObject
 
 __all__ = [
     "PostgresScheduleStore",
@@ -37,6 +39,113 @@ __all__ = [
     "SQLiteScheduleStore",
     "open_schedule_store",
 ]
+
+
+def json_object(value: Any) -> JsonObject | None:
+    """A stored JSON object cell (text, bytes or a mapping) as a dict; ``None`` when empty or not an object."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (str, bytes)):
+        value = json.loads(value)
+    return cast(JsonObject, dict(value)) if isinstance(value, Mapping) else None
+
+
+@dataclass(slots=True)
+class ScheduleRow:
+    """One schedule: what to send, to which chat and agent, and when it fires next.
+
+    ``session_id`` ``None`` opens a new chat on every fire. ``until`` is an optional stop condition
+    in plain words, checked by the run after each fire (see :func:`lovia.web.scheduler.fire_input`);
+    ``max_fires`` and ``expires_at`` stop the schedule regardless. ``context`` is the page's client
+    context when the schedule was made; each fire's ``run_deps`` gets it. ``last_run_id`` and
+    ``last_error`` describe the latest fire.
+    """
+
+    id: str
+    agent: str | None
+    input: str
+    session_id: str | None
+    trigger_kind: str
+    trigger_expr: str
+    next_fire: float
+    active: bool
+    last_session_id: str | None
+    created_at: float
+    updated_at: float
+    until: str | None = None
+    max_fires: int | None = None
+    expires_at: float | None = None
+    fire_count: int = 0
+    finished_reason: str | None = None
+    context: JsonObject | None = None
+    last_run_id: str | None = field(default=None, kw_only=True)
+    last_error: str | None = field(default=None, kw_only=True)
+
+    @classmethod
+    def from_row(cls, row: Any) -> ScheduleRow:
+        """Build from a mapping of field names, or from a ``SELECT`` of the schedule store's columns in order."""
+        if isinstance(row, Mapping):
+            names = {f.name for f in dataclasses.fields(cls)}
+            values = {k: v for k, v in row.items() if k in names}
+            if "context" in values:
+                values["context"] = json_object(values["context"])
+            values.setdefault("agent", None)
+            values.setdefault("session_id", None)
+            values.setdefault("active", True)
+            values.setdefault("last_session_id", None)
+            return cls(**values)
+        cells = list(row)
+        cells += [None] * (19 - len(cells))
+        return cls(
+            id=cells[0],
+            session_id=cells[1],
+            agent=cells[2],
+            input=cells[3],
+            trigger_kind=cells[4],
+            trigger_expr=cells[5],
+            next_fire=float(cells[6]),
+            active=bool(cells[7]),
+            fire_count=int(cells[8] or 0),
+            max_fires=cells[9],
+            expires_at=cells[10],
+            finished_reason=cells[11],
+            last_session_id=cells[12],
+            last_run_id=cells[13],
+            last_error=cells[14],
+            created_at=float(cells[15]),
+            updated_at=float(cells[16]),
+            context=json_object(cells[17]),
+            until=cells[18],
+        )
+
+    def values(self) -> tuple[Any, ...]:
+        """The column values, in the schedule store's column order (see :meth:`from_row`)."""
+        return (
+            self.id,
+            self.session_id,
+            self.agent,
+            self.input,
+            self.trigger_kind,
+            self.trigger_expr,
+            self.next_fire,
+            int(self.active),
+            self.fire_count,
+            self.max_fires,
+            self.expires_at,
+            self.finished_reason,
+            self.last_session_id,
+            self.last_run_id,
+            self.last_error,
+            self.created_at,
+            self.updated_at,
+            json.dumps(self.context) if self.context else None,
+            self.until,
+        )
+
+    def to_dict(self) -> JsonObject:
+        """JSON-safe form (what ``/api/schedules`` returns)."""
+        return dataclasses.asdict(self)
+
 
 T = TypeVar("T")
 COMPONENT = "schedule"
@@ -154,16 +263,6 @@ class ScheduleStore(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Release the connection(s)."""
-
-
-def _owner_default() -> str:
-    import socket
-
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-OWNER = _owner_default()
-"""This process (``host:pid``), recorded on the claims it takes."""
 
 
 # --------------------------------------------------------------------------- SQLite

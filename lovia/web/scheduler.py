@@ -26,15 +26,13 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from .._owners import OWNER
 from ..exceptions import UserError
-from .schedule_store import OWNER, ScheduleStore
-from .store_schedules import ScheduleRow
+from .schedule_fire import FireState, fire_in_chat, fire_input
+from .schedule_store import ScheduleRow, ScheduleStore
 from .triggers import TRIGGER_KINDS, advance_next_fire, initial_next_fire, validate_trigger
-
-if TYPE_CHECKING:
-    from .api.deps import RouterDeps
 
 __all__ = [
     "TRIGGER_KINDS",
@@ -42,6 +40,7 @@ __all__ = [
     "FireFn",
     "ManualClock",
     "Scheduler",
+    "SchedulerDeps",
     "advance_next_fire",
     "fire_input",
     "initial_next_fire",
@@ -58,18 +57,11 @@ FireFn = Callable[[ScheduleRow], Awaitable[tuple[str | None, str | None]]]
 """Starts the run of one fire; returns ``(session_id, run_id)``."""
 
 
-def fire_input(sched: ScheduleRow) -> str:
-    """The message one fire of ``sched`` sends: its input, plus its stop condition when it has one.
+class SchedulerDeps(FireState, Protocol):
+    """What :class:`Scheduler` reads of the server (:class:`~lovia.web.api.RouterDeps` has it all)."""
 
-    A schedule with ``until`` asks the run to check the condition after doing the task and to
-    cancel the schedule (``cancel_schedule``) once it holds.
-    """
-    if not sched.until or not sched.until.strip():
-        return sched.input
-    return (
-        f"{sched.input}\n\n[Schedule {sched.id}] After doing the task, check whether this stop condition holds: "
-        f"{sched.until.strip()}\nIf it does, call cancel_schedule with schedule_id={sched.id!r}."
-    )
+    schedules: ScheduleStore | None
+    clock: Clock | None
 
 
 class ManualClock:
@@ -129,15 +121,13 @@ class Scheduler:
 
     def __init__(
         self,
-        deps: RouterDeps,
+        deps: SchedulerDeps,
         *,
         poll_interval: float = 1.0,
         clock: Clock | None = None,
         owner: str = OWNER,
         reclaim_after: float = 30.0,
     ) -> None:
-        from .routes_schedules import fire_in_chat
-
         store = deps.schedules if deps.schedules is not None else deps.store.schedule_store
 
         async def fire(row: ScheduleRow) -> tuple[str | None, str | None]:

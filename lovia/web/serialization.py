@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, cast
 
 from ..messages import Message
 from ..parts import FilePart, ImagePart, TextPart
@@ -30,8 +30,7 @@ from .schemas import ChatSessionInfo, MessageOut, RunRecordInfo
 
 RunStatus = Literal["running", "completed", "failed", "cancelled", "interrupted"]
 
-if TYPE_CHECKING:  # the store imports this module: its types are for annotations only
-    from .store import ChatMeta
+if TYPE_CHECKING:
     from .store_schedules import RunRow
 
 __all__ = [
@@ -222,7 +221,29 @@ def origin_kind(value: str | None) -> Literal["fork", "spawn"] | None:
     return value if value in ("fork", "spawn") else None  # type: ignore[return-value]
 
 
-def session_info(meta: ChatMeta, *, last_run_status: str | None = None) -> ChatSessionInfo:
+class ChatRow(Protocol):
+    """What :func:`session_info` reads of a chat (:class:`lovia.web.store.ChatMeta` has it; the store
+    imports this module, so this one names the fields instead of importing the class)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def agent(self) -> str | None: ...
+    @property
+    def created_at(self) -> float: ...
+    @property
+    def updated_at(self) -> float: ...
+    @property
+    def pinned(self) -> bool: ...
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def origin_kind(self) -> str | None: ...
+
+
+def session_info(meta: ChatRow, *, last_run_status: str | None = None) -> ChatSessionInfo:
     """A chat's listing entry from its index row."""
     return ChatSessionInfo(
         id=meta.id,

@@ -23,7 +23,6 @@ import builtins
 import contextlib
 import json
 import os
-import socket
 import sqlite3
 import tempfile
 import threading
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .._owners import OWNER
 from ..checkpointer import Checkpointer
 from ..exceptions import CorruptRecordError, StoreError
 from ..session import Session
@@ -139,10 +139,6 @@ def new_ui_data_ref() -> str:
     """A fresh ref for a stored UI value (unguessable, URL-safe)."""
     return f"ud_{uuid.uuid4().hex}"
 
-
-OWNER = f"{socket.gethostname()}:{os.getpid()}"
-"""This server process (``host:pid``), recorded on the runs it starts so ``lovia runs ls`` can tell
-a run whose server is gone (SIGKILL) from a live one."""
 
 _META_COLUMNS = (
     "s.id, s.title, s.agent, s.created_at, s.updated_at, s.active_run_id, s.pinned, o.kind, o.origin_session_id, "

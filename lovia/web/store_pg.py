@@ -30,9 +30,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .._owners import OWNER
 from ..stores.postgres._db import Database
 from .store import (
-    OWNER,
     SUBAGENT,
     ChatMeta,
     ChatStore,

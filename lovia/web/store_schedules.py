@@ -20,120 +20,14 @@ import dataclasses
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from dataclasses import dataclass
+from typing import Any, cast
 
+from .._owners import OWNER
 from ..types import JsonObject
-
-if TYPE_CHECKING:
-    from .schedule_store import ScheduleStore
+from .schedule_store import ScheduleRow, ScheduleStore, json_object
 
 __all__ = ["PostgresScheduleRunMixin", "RunRow", "ScheduleRow", "ScheduleRunMixin"]
-
-
-def _json_object(value: Any) -> JsonObject | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, (str, bytes)):
-        value = json.loads(value)
-    return cast(JsonObject, dict(value)) if isinstance(value, Mapping) else None
-
-
-@dataclass(slots=True)
-class ScheduleRow:
-    """One schedule: what to send, to which chat and agent, and when it fires next.
-
-    ``session_id`` ``None`` opens a new chat on every fire. ``until`` is an optional stop condition
-    in plain words, checked by the run after each fire (see :func:`lovia.web.scheduler.fire_input`);
-    ``max_fires`` and ``expires_at`` stop the schedule regardless. ``context`` is the page's client
-    context when the schedule was made; each fire's ``run_deps`` gets it. ``last_run_id`` and
-    ``last_error`` describe the latest fire.
-    """
-
-    id: str
-    agent: str | None
-    input: str
-    session_id: str | None
-    trigger_kind: str
-    trigger_expr: str
-    next_fire: float
-    active: bool
-    last_session_id: str | None
-    created_at: float
-    updated_at: float
-    until: str | None = None
-    max_fires: int | None = None
-    expires_at: float | None = None
-    fire_count: int = 0
-    finished_reason: str | None = None
-    context: JsonObject | None = None
-    last_run_id: str | None = field(default=None, kw_only=True)
-    last_error: str | None = field(default=None, kw_only=True)
-
-    @classmethod
-    def from_row(cls, row: Any) -> ScheduleRow:
-        """Build from a mapping of field names, or from a ``SELECT`` of the schedule store's columns in order."""
-        if isinstance(row, Mapping):
-            names = {f.name for f in dataclasses.fields(cls)}
-            values = {k: v for k, v in row.items() if k in names}
-            if "context" in values:
-                values["context"] = _json_object(values["context"])
-            values.setdefault("agent", None)
-            values.setdefault("session_id", None)
-            values.setdefault("active", True)
-            values.setdefault("last_session_id", None)
-            return cls(**values)
-        cells = list(row)
-        cells += [None] * (19 - len(cells))
-        return cls(
-            id=cells[0],
-            session_id=cells[1],
-            agent=cells[2],
-            input=cells[3],
-            trigger_kind=cells[4],
-            trigger_expr=cells[5],
-            next_fire=float(cells[6]),
-            active=bool(cells[7]),
-            fire_count=int(cells[8] or 0),
-            max_fires=cells[9],
-            expires_at=cells[10],
-            finished_reason=cells[11],
-            last_session_id=cells[12],
-            last_run_id=cells[13],
-            last_error=cells[14],
-            created_at=float(cells[15]),
-            updated_at=float(cells[16]),
-            context=_json_object(cells[17]),
-            until=cells[18],
-        )
-
-    def values(self) -> tuple[Any, ...]:
-        """The column values, in the schedule store's column order (see :meth:`from_row`)."""
-        return (
-            self.id,
-            self.session_id,
-            self.agent,
-            self.input,
-            self.trigger_kind,
-            self.trigger_expr,
-            self.next_fire,
-            int(self.active),
-            self.fire_count,
-            self.max_fires,
-            self.expires_at,
-            self.finished_reason,
-            self.last_session_id,
-            self.last_run_id,
-            self.last_error,
-            self.created_at,
-            self.updated_at,
-            json.dumps(self.context) if self.context else None,
-            self.until,
-        )
-
-    def to_dict(self) -> JsonObject:
-        """JSON-safe form (what ``/api/schedules`` returns)."""
-        return dataclasses.asdict(self)
 
 
 @dataclass(slots=True)
@@ -168,7 +62,7 @@ class RunRow:
                 error=row.get("error"),
                 started_at=float(row.get("started_at") or 0.0),
                 finished_at=None if row.get("finished_at") is None else float(row["finished_at"]),
-                usage=_json_object(row.get("usage", row.get("usage_json"))),
+                usage=json_object(row.get("usage", row.get("usage_json"))),
             )
         cells = list(row)
         return cls(
@@ -180,7 +74,7 @@ class RunRow:
             error=cells[5],
             started_at=float(cells[6]),
             finished_at=None if cells[7] is None else float(cells[7]),
-            usage=_json_object(cells[8]),
+            usage=json_object(cells[8]),
         )
 
     def to_dict(self) -> JsonObject:
@@ -195,8 +89,6 @@ RUN_COLUMNS = "run_id, session_id, agent, source, status, error, started_at, fin
 
 
 def _owner() -> str:
-    from .store import OWNER
-
     return OWNER
 
 

@@ -35,6 +35,21 @@ def free_port() -> int:
 # --------------------------------------------------------------------------- servers
 
 
+async def _close_pg_store(app: Any) -> None:
+    """Close a PostgreSQL chat store the test handed to ``create_app`` in the loop that opened its pools.
+
+    The app leaves a caller's store open, and the pools are bound to the server thread's loop, so
+    the test could not close them later; unclosed, each store holds up to ~20 connections until
+    garbage collection and a run of PostgreSQL tests exhausts the server's ``max_connections``.
+    """
+    from lovia.web.store_pg import PostgresChatStore
+
+    deps = getattr(getattr(app, "state", None), "deps", None)
+    store = getattr(deps, "store", None)
+    if isinstance(store, PostgresChatStore):
+        await store.close()
+
+
 class ThreadServer:
     """A uvicorn server for ``app`` on a free loopback port, in a background thread."""
 
@@ -46,8 +61,17 @@ class ThreadServer:
         self.port = free_port()
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", ws="none", lifespan="on")
         self.server = _server_class()(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True)
         self.app = app
+
+    def _run(self) -> None:
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        try:
+            await self.server.serve()
+        finally:
+            await _close_pg_store(self.app)
 
     @property
     def url(self) -> str:

@@ -251,3 +251,19 @@ def test_web_branding_example():
     assert "GET /ui/acme.js: 200" in lines
     assert "GET /ui/index.html: 404 (templates stay private)" in lines
     assert "GET /ui/../web_branding.py: 404" in lines
+
+
+def test_web_approvals_example_decides_equal_call_ids_per_chat():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "web_approvals.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    out = proc.stdout
+    assert "pending: {'chat_billing': ['call_1'], 'chat_search': ['call_1']}" in out
+    assert out.count("(restarting") == 1 and "(restarting billing)" in out
+    assert "chat_billing: tool result 'billing restarted'" in out
+    assert "chat_search: tool result \"Tool error: the call to 'restart_service' was not approved.\"" in out
+    assert "still pending: []" in out

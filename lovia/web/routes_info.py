@@ -1,18 +1,15 @@
-"""Info routes: ``/api/info``, agent introspection, and the process-wide ``/api/events`` stream."""
+"""Info routes: ``/api/info`` and agent introspection."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
-from fastapi.responses import StreamingResponse
 
 from ..agent import Agent
 from ..handoff import Handoff
 from .errors import ApiRoute, WebError
 from .routes_workspace import has_workspace
-from .sse import Frame, event_stream, live_tail
 
 if TYPE_CHECKING:
     from .state import WebState
@@ -62,7 +59,7 @@ def agent_info(agent: Agent[Any], *, detail: bool = False) -> dict[str, Any]:
 
 
 def info_router(state: WebState) -> APIRouter:
-    """``/api/info``, ``/api/agents``, ``/api/agents/{name}`` and ``/api/events``."""
+    """``/api/info``, ``/api/agents`` and ``/api/agents/{name}`` (``/api/events``: :mod:`lovia.web.api.events`)."""
     router = APIRouter(prefix="/api", route_class=ApiRoute)
 
     @router.get("/info")
@@ -100,20 +97,5 @@ def info_router(state: WebState) -> APIRouter:
                 404, "agent_not_found", f"no agent {name!r}", hint=f"agents: {', '.join(sorted(state.agents))}"
             )
         return agent_info(found, detail=True)
-
-    @router.get("/events")
-    async def events() -> StreamingResponse:
-        hub = state.supervisor.hub
-        queue = hub.subscribe()
-
-        async def frames() -> AsyncIterator[bytes]:
-            try:
-                yield Frame("hello", {"live": [r.session_id for r in state.supervisor.live_runs]}).encode()
-                async for chunk in live_tail(queue):
-                    yield chunk
-            finally:
-                hub.unsubscribe(queue)
-
-        return event_stream(frames())
 
     return router

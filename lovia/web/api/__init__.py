@@ -28,6 +28,7 @@ from ..routes_sessions import sessions_router  # noqa: E402
 from ..routes_uploads import uploads_router  # noqa: E402
 from ..routes_workspace import workspace_router  # noqa: E402
 from .deps import RouterDeps  # noqa: E402
+from .events import build_events_router  # noqa: E402
 from .followups import build_followups_router  # noqa: E402
 from .memory import build_memory_router  # noqa: E402
 
@@ -46,6 +47,7 @@ def build_api_router(deps: RouterDeps) -> APIRouter:
     router = APIRouter(route_class=ApiRoute)
     for part in (
         info_router(deps),
+        build_events_router(deps),
         chat_router(deps),
         sessions_router(deps),
         schedules_router(deps),

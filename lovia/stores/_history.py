@@ -1,18 +1,22 @@
 """Internal: incremental session history, shared by the bundled durable session stores.
 
 A store keeps, per session it served in this process, the segments it already decoded together
-with the session's change counters from its ``session_heads`` row:
+with two change counters of the session, each written in the same transaction as the change it
+counts, so a load that finds the counters it cached knows nothing changed, whoever changed it
+(another process, another host):
 
-* ``version`` is bumped by every change (an append, ``rewind``, ``trim_tool_results``, ``clear``)
-  in the same transaction as the change, so a load that reads the head row and finds the version
-  it cached knows nothing changed, whoever changed it (another process, another host);
-* ``epoch`` is bumped only by the maintenance calls, which rewrite stored rows; while it is
-  unchanged, the session only grew and the rows with an id above the last one cached are exactly
-  what is new (appends to one session are serialised by the head row, so ids grow in commit order).
+* ``epoch`` is bumped only by the maintenance calls (``rewind``, ``trim_tool_results``,
+  ``clear``), which rewrite or delete stored rows;
+* ``version`` grows with every append. In PostgreSQL it is a counter in the ``session_heads`` row
+  that every change bumps (appends to one session are serialised by that row, so ids grow in
+  commit order). In SQLite it is the session's largest row id: ids are never reused and there is
+  one writer at a time, so the row an append inserts is its own counter.
 
-A load is then one primary-key lookup when nothing changed, plus the new rows when something was
-appended, and a full read only after maintenance. Cached entries are immutable; callers receive
-fresh lists, and segment meta is copied on the way out.
+While the epoch is unchanged the session only grew, and the rows with an id above the last one
+cached are exactly what is new. A load is then one indexed lookup when nothing changed, plus the
+new rows when something was appended, and a full read only after maintenance. States are ordered
+by ``(epoch, version)``: both only grow. Cached entries are immutable; callers receive fresh
+lists, and segment meta is copied on the way out.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any, Protocol
 from ..session import Segment
 from ..transcript import TranscriptEntry
 
-__all__ = ["HistoryCache", "HistoryState", "history_of"]
+__all__ = ["EMPTY_ID", "HistoryCache", "HistoryState", "history_of"]
 
 # Sessions a store remembers at once (least recently used are forgotten first).
 MAX_SESSIONS = 256
@@ -99,38 +103,68 @@ class HistoryCache:
         """``base`` (``None``: an empty session) plus the ``(row id, segment)`` pairs ``new``, at
         ``epoch``/``version``; remembered unless a newer version is already cached."""
         with self._lock:
-            if base is not None and len(base.segments) == base.n_segments and len(base.entries) == base.n_entries:
-                segments, entries = base.segments, base.entries  # the tip: extend in place, O(new)
-            elif base is not None:
-                segments, entries = base.segments[: base.n_segments], base.entries[: base.n_entries]
-            else:
-                segments, entries = [], []
-            last_id = base.last_id if base is not None else EMPTY_ID
-            if new:
-                segments.extend([segment for _, segment in new])
-                entries.extend(chain.from_iterable([segment.entries for _, segment in new]))
-                last_id = max(last_id, max([row_id for row_id, _ in new]))
-            state = HistoryState(epoch, version, last_id, segments, len(segments), entries, len(entries))
-            current = self._states.get(session_id)
-            if current is None or current.version <= version:
-                self._states[session_id] = state
-                self._states.move_to_end(session_id)
-                while len(self._states) > self._max:
-                    self._states.popitem(last=False)
+            state = self._extend(base, new, epoch=epoch, version=version)
+            self._remember(session_id, state)
             return state
 
+    def _extend(
+        self, base: HistoryState | None, new: Sequence[tuple[int, Segment]], *, epoch: int, version: int
+    ) -> HistoryState:
+        # Under the lock. Extending the tip's lists in place leaves every existing state's view
+        # unchanged (each is bounded by its own counts), so a state built and never remembered
+        # (its transaction failed) costs nothing but a copy at the next extension.
+        if base is not None and len(base.segments) == base.n_segments and len(base.entries) == base.n_entries:
+            segments, entries = base.segments, base.entries  # the tip: extend in place, O(new)
+        elif base is not None:
+            segments, entries = base.segments[: base.n_segments], base.entries[: base.n_entries]
+        else:
+            segments, entries = [], []
+        last_id = base.last_id if base is not None else EMPTY_ID
+        if new:
+            segments.extend([segment for _, segment in new])
+            entries.extend(chain.from_iterable([segment.entries for _, segment in new]))
+            last_id = max(last_id, max([row_id for row_id, _ in new]))
+        return HistoryState(epoch, version, last_id, segments, len(segments), entries, len(entries))
+
+    def _remember(self, session_id: str, state: HistoryState) -> None:
+        # Under the lock.
+        current = self._states.get(session_id)
+        if current is None or (current.epoch, current.version) <= (state.epoch, state.version):
+            self._states[session_id] = state
+            self._states.move_to_end(session_id)
+            while len(self._states) > self._max:
+                self._states.popitem(last=False)
+
     def after_append(
-        self, session_id: str, row_id: int, prev_id: int | None, segment: Segment, *, epoch: int, version: int
-    ) -> None:
-        """Record this process's own append when it directly follows the cached state: the head
-        moved by exactly this append and the session's previous row is the last one cached (a row
-        written by hand, bumping nothing, must not be skipped)."""
-        base = self.get(session_id)
-        if base is None:
-            if version == 1 and epoch == 0 and prev_id is None:
-                self.advance(session_id, None, [(row_id, segment)], epoch=epoch, version=version)
-        elif base.epoch == epoch and base.version == version - 1 and (prev_id or EMPTY_ID) == base.last_id:
-            self.advance(session_id, base, [(row_id, segment)], epoch=epoch, version=version)
+        self,
+        session_id: str,
+        row_id: int,
+        prev_id: int | None,
+        segment: Segment,
+        *,
+        epoch: int,
+        version: int,
+        previous: int,
+    ) -> HistoryState | None:
+        """The state this process's own append leads to, when it directly follows the cached
+        state: the session was at ``previous`` (its version just before this append) in the cached
+        epoch, and its previous row is the last one cached (a row written by hand must not be
+        skipped). Built, not remembered: call :meth:`publish` with it once the append committed,
+        so the transaction's commit is the only work between its last statement and the publish."""
+        with self._lock:
+            base = self._states.get(session_id)
+            if base is None:
+                if previous != 0 or prev_id is not None:  # not the session's first row
+                    return None
+            elif not (base.epoch == epoch and base.version == previous and (prev_id or EMPTY_ID) == base.last_id):
+                return None
+            return self._extend(base, [(row_id, segment)], epoch=epoch, version=version)
+
+    def publish(self, session_id: str, state: HistoryState | None) -> None:
+        """Remember ``state`` from :meth:`after_append` (``None``: nothing to do)."""
+        if state is not None:
+            with self._lock:
+                self._remember(session_id, state)
 
 
 class _HasHistory(Protocol):

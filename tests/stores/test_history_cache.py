@@ -3,7 +3,7 @@
 A store that already served a session keeps what it decoded and, on the next load, reads only
 what changed (see ``lovia/stores/_history.py``). Here another real process appends, rewinds,
 trims or clears the same session (SQLite file and PostgreSQL), a SIGKILLed writer leaves no
-half-counted change, the head bump is shown to share the change's transaction, and a hypothesis
+half-counted change, every counter is shown to share its change's transaction, and a hypothesis
 state machine compares cached loads with fresh ones after random interleavings of two writers.
 """
 
@@ -170,26 +170,46 @@ async def test_a_sigkilled_writer_never_leaves_a_change_uncounted(backend):
         await _assert_cached_matches_fresh(store, backend, sid)
 
 
-async def test_the_head_bump_shares_the_appends_transaction(tmp_path):
-    """Make the counter update fail: the row it would have counted must not be stored either."""
+async def test_sqlite_appends_are_their_own_counter_and_maintenance_bumps_in_its_transaction(tmp_path):
+    """In SQLite an append is counted by its own row (the session's largest id), so it touches no
+    other table; each maintenance call bumps the epoch in its own transaction: make that bump
+    fail and the change it would have counted must not be stored either."""
     path = tmp_path / "t.db"
     async with SQLiteSession(path) as store:
         await store.append("s", run_entries("a"), run_id="a")
     with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TRIGGER no_bump BEFORE UPDATE ON session_heads BEGIN SELECT RAISE(ABORT, 'no'); END")
-    async with SQLiteSession(path) as store:
-        before = await store.load("s")
+        assert conn.execute("SELECT COUNT(*) FROM session_heads").fetchone() == (0,)  # never maintained
+        for event in ("INSERT", "UPDATE"):
+            conn.execute(
+                f"CREATE TRIGGER no_bump_{event} BEFORE {event} ON session_heads BEGIN SELECT RAISE(ABORT, 'no'); END"
+            )
+    async with SQLiteSession(path) as store, SQLiteSession(path) as other:
+        assert await other.load("s") == run_entries("a")  # cached by the other store
+        await store.append("s", run_entries("b"), run_id="b")  # no head write: the trigger never fires
+        before = run_entries("a") + run_entries("b")
+        assert await other.load("s") == before  # the new largest id told the other store
         for change in (
-            store.append("s", run_entries("b"), run_id="b"),
             store.rewind("s", keep_entries=0),
             store.trim_tool_results("s", keep_chars=1, keep_runs=0),
             store.clear("s"),
         ):
             with pytest.raises(StoreError):
                 await change
-        assert await store.load("s") == before
+        assert await store.load("s") == before and await other.load("s") == before
     async with SQLiteSession(path) as fresh:
         assert await fresh.load("s") == before
+
+
+async def test_sqlite_rows_removed_by_hand_are_noticed(tmp_path):
+    """Deleting the newest row outside lovia lowers the largest id: the cache reads the session again."""
+    path = tmp_path / "h.db"
+    async with SQLiteSession(path) as store:
+        for tag in ("a", "b", "c"):
+            await store.append("s", run_entries(tag), run_id=tag)
+        assert await store.load("s") == run_entries("a") + run_entries("b") + run_entries("c")
+        with sqlite3.connect(path) as conn:
+            conn.execute("DELETE FROM session_runs WHERE run_id = 'c'")
+        assert await store.load("s") == run_entries("a") + run_entries("b")
 
 
 @pytest.mark.postgres

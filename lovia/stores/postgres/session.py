@@ -175,7 +175,13 @@ class PostgresSession:
                 run_id=rid, entries=stored, meta=decode_meta(meta_json, session_id=session_id, run_id=rid)
             )
             prev_id = int(row[3]) if row[3] is not None else None
-            self._cache.after_append(session_id, int(row[2]), prev_id, segment, epoch=int(row[0]), version=int(row[1]))
+            version = int(row[1])
+            self._cache.publish(
+                session_id,
+                self._cache.after_append(
+                    session_id, int(row[2]), prev_id, segment, epoch=int(row[0]), version=version, previous=version - 1
+                ),
+            )
         return rid
 
     async def clear(self, session_id: str) -> None:

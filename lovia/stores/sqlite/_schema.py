@@ -74,6 +74,12 @@ MIGRATIONS: dict[Component, tuple[Migration, ...]] = {
             ),
             already_applied="SELECT 1 FROM pragma_table_info('session_runs') WHERE name = 'checksum'",
         ),
+        # Appends stop bumping session_heads: the session's largest row id counts them (ids are
+        # AUTOINCREMENT and SQLite has one writer, so they grow in commit order), and the head row
+        # keeps only the maintenance epoch. The layout is unchanged; the version is recorded so an
+        # older lovia, whose cache trusts the append bump, refuses the file instead of serving a
+        # stale history from it.
+        Migration(3, "appends_counted_by_row_id", ()),
     ),
     "checkpoint": (
         Migration(

@@ -3,10 +3,15 @@
 Layout: ``session_runs(id AUTOINCREMENT, session_id, run_id, entries_json, meta_json, created_at,
 UNIQUE(session_id, run_id))`` indexed on ``(session_id, id)``; run order is the autoincrement id.
 Each row carries a CRC-32 of its entries and meta text (``checksum``), verified whenever the row
-is decoded. ``session_heads(session_id PK, version, epoch)`` holds the change counters of the
-incremental history cache (:mod:`lovia.stores._history`). Append is ``INSERT OR IGNORE``
-(idempotent by run id) plus the head bump, in one transaction; maintenance reads and rewrites the
-affected rows and bumps the head inside one ``BEGIN IMMEDIATE`` transaction.
+is decoded.
+
+The incremental history cache (:mod:`lovia.stores._history`) learns what changed from two
+counters. An append is counted by its own row: ids are ``AUTOINCREMENT`` (never reused) and SQLite
+has one writer at a time, so ids grow in commit order and the session's largest id is its
+append counter, written in the append's transaction by construction. Append is therefore one
+``INSERT OR IGNORE`` (idempotent by run id) and touches no other table. Maintenance (rewind, trim,
+clear) rewrites or deletes rows and bumps ``session_heads.epoch`` in the same ``BEGIN IMMEDIATE``
+transaction; a cache built at another epoch is read again in full.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from .._codec import (
     encode_meta,
     verify_checksum,
 )
-from .._history import HistoryCache, HistoryState
+from .._history import EMPTY_ID, HistoryCache, HistoryState
 from .._listing import session_info
 from .._maintenance import check_non_negative, plan_rewind, trim_entries
 from ._db import Database, read, write
@@ -41,7 +46,22 @@ _Row = tuple[int, str, str, "str | None", "int | None"]
 _SELECT_FROM = (
     "SELECT id, run_id, entries_json, meta_json, checksum FROM session_runs WHERE session_id = ? AND id > ? ORDER BY id"
 )
-_BUMP_EPOCH = "UPDATE session_heads SET version = version + 1, epoch = epoch + 1 WHERE session_id = ?"
+# ``version`` is no longer read (schema version 3 counts appends by row id); it is still bumped so
+# the column keeps meaning "changes made", as in the files that version 2 wrote.
+_BUMP_EPOCH = (
+    "INSERT INTO session_heads (session_id, version, epoch) VALUES (?, 1, 1) "
+    "ON CONFLICT (session_id) DO UPDATE SET version = version + 1, epoch = epoch + 1"
+)
+# The session's row before the one just inserted, and its epoch, for the cache (see after_append).
+_PREVIOUS = (
+    "SELECT (SELECT MAX(id) FROM session_runs WHERE session_id = ?1 AND id < ?2), "
+    "(SELECT epoch FROM session_heads WHERE session_id = ?1)"
+)
+# The session's epoch (0 before any maintenance) and its largest row id (0 when empty).
+_COUNTERS = (
+    "SELECT (SELECT epoch FROM session_heads WHERE session_id = ?1), "
+    "(SELECT MAX(id) FROM session_runs WHERE session_id = ?1)"
+)
 
 
 def _select_rows(conn: sqlite3.Connection, session_id: str) -> list[_Row]:
@@ -55,21 +75,20 @@ def _decode_row(session_id: str, row: _Row) -> list[TranscriptEntry]:
 
 
 def _refresh(conn: sqlite3.Connection, cache: HistoryCache, session_id: str) -> HistoryState:
-    """The session now, reading only what changed since the cached version (see ``_history``)."""
+    """The session now, reading only what changed since the cached state (see the module docstring)."""
     with read(conn):
-        head = conn.execute("SELECT epoch, version FROM session_heads WHERE session_id = ?", (session_id,)).fetchone()
+        epoch, last_id = conn.execute(_COUNTERS, (session_id,)).fetchone()
+        epoch, last_id = epoch or 0, last_id or EMPTY_ID
         base = cache.get(session_id)
-        if base is not None and head is not None and base.epoch == head[0]:
-            if base.version == head[1]:
+        if base is not None and base.epoch == epoch and base.version <= last_id:
+            if base.version == last_id:
                 return base
             rows = conn.execute(_SELECT_FROM, (session_id, base.last_id)).fetchall()
         else:
+            # Never cached, maintained since, or rows removed by hand (the largest id went down).
             base = None
             rows = _select_rows(conn, session_id)
-    new = decode_segments(session_id, rows)
-    if head is None:  # never appended to (or its head row was removed by hand): not cached
-        return HistoryCache(0).advance(session_id, None, new, epoch=-1, version=-1)
-    return cache.advance(session_id, base, new, epoch=head[0], version=head[1])
+    return cache.advance(session_id, base, decode_segments(session_id, rows), epoch=epoch, version=last_id)
 
 
 def _trim(conn: sqlite3.Connection, session_id: str, keep_chars: int, keep_runs: int) -> int:
@@ -180,6 +199,9 @@ class SQLiteSession:
         stored = list(entries)
         text, meta_json = encode_entries(stored), encode_meta(meta)
         params = (session_id, rid, text, meta_json, time.time(), checksum(text, meta_json))
+        # What the cache keeps of this run (its meta as stored, not the caller's dict), built here
+        # so the worker's part is the transaction itself.
+        segment = Segment(run_id=rid, entries=stored, meta=decode_meta(meta_json, session_id=session_id, run_id=rid))
         cache = self._cache
 
         def insert(conn: sqlite3.Connection) -> None:
@@ -192,18 +214,11 @@ class SQLiteSession:
                 if cur.rowcount != 1:
                     return  # already stored under this run id: nothing changed
                 row_id = int(cur.lastrowid or 0)
-                (prev_id,) = conn.execute(
-                    "SELECT MAX(id) FROM session_runs WHERE session_id = ? AND id < ?", (session_id, row_id)
-                ).fetchone()
-                epoch, version = conn.execute(
-                    "INSERT INTO session_heads (session_id, version, epoch) VALUES (?, 1, 0) "
-                    "ON CONFLICT (session_id) DO UPDATE SET version = version + 1 RETURNING epoch, version",
-                    (session_id,),
-                ).fetchall()[0]
-            segment = Segment(
-                run_id=rid, entries=stored, meta=decode_meta(meta_json, session_id=session_id, run_id=rid)
-            )
-            cache.after_append(session_id, row_id, prev_id, segment, epoch=epoch, version=version)
+                prev_id, epoch = conn.execute(_PREVIOUS, (session_id, row_id)).fetchone()
+                state = cache.after_append(
+                    session_id, row_id, prev_id, segment, epoch=epoch or 0, version=row_id, previous=prev_id or EMPTY_ID
+                )
+            cache.publish(session_id, state)
 
         await self._db.write(insert, size=len(text) + len(meta_json or ""))
         return rid

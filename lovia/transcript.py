@@ -378,31 +378,47 @@ _DIRECT_BUILDERS: dict[str, Any] = {
 }
 
 
-def _entries_direct(items: list[Any]) -> list[TranscriptEntry]:
-    """``[entry_from_dict(d, strict=False) for d in items]`` for well-formed dicts, through the
-    direct builders, with the three most common kinds built inline (a session load builds tens of
-    thousands); anything malformed raises a plain exception (see the note above)."""
+def _entries_direct_rows(rows: list[Any]) -> tuple[list[TranscriptEntry], list[int]]:
+    """The entries of many rows (each a list of entry dicts) in one flat list, with each row's end
+    offset in it: ``[entry_from_dict(d, strict=False) for d in row]`` for well-formed dicts,
+    through the direct builders, with the four most common shapes built inline (a session load
+    builds tens of thousands); anything malformed raises a plain exception (see the note above)."""
     out: list[TranscriptEntry] = []
-    append, new, build = out.append, _new, _DIRECT_BUILDERS
-    call_slots, input_slots, text_slots = _CallSlots, _InputSlots, _TextSlots
-    for d in items:
-        kind = d["type"]
-        if kind == "tool_call":
-            e = new(call_slots)
-            e.call_id, e.name, e.arguments, e.type = d["call_id"], d["name"], d["arguments"], "tool_call"
-            e.__class__ = ToolCallEntry
-        elif kind == "input" and d["content"].__class__ is str:
-            e = new(input_slots)
-            e.role, e.content, e.type = d["role"], d["content"], "input"
-            e.__class__ = InputEntry
-        elif kind == "assistant_text":
-            e = new(text_slots)
-            e.content, e.id, e.type = d["content"], d.get("id"), "assistant_text"
-            e.__class__ = AssistantTextEntry
-        else:
-            e = build[kind](d)
-        append(e)
-    return out
+    ends: list[int] = []
+    append, new, build, end = out.append, _new, _DIRECT_BUILDERS, ends.append
+    call_slots, input_slots, text_slots, result_slots = _CallSlots, _InputSlots, _TextSlots, _ResultSlots
+    for items in rows:
+        if items.__class__ is not list:
+            raise TypeError("a stored row is not a JSON array")
+        for d in items:
+            kind = d["type"]
+            if kind == "tool_call":
+                e = new(call_slots)
+                e.call_id, e.name, e.arguments, e.type = d["call_id"], d["name"], d["arguments"], "tool_call"
+                e.__class__ = ToolCallEntry
+            elif kind == "input" and d["content"].__class__ is str:
+                e = new(input_slots)
+                e.role, e.content, e.type = d["role"], d["content"], "input"
+                e.__class__ = InputEntry
+            elif kind == "tool_result" and not d.get("parts"):
+                e = new(result_slots)
+                e.call_id, e.output, e.raw, e.parts = d["call_id"], d["output"], d.get("raw"), None
+                e.is_error, e.type = True if d.get("is_error", False) else False, "tool_result"
+                e.__class__ = ToolResultEntry
+            elif kind == "assistant_text":
+                e = new(text_slots)
+                e.content, e.id, e.type = d["content"], d.get("id"), "assistant_text"
+                e.__class__ = AssistantTextEntry
+            else:
+                e = build[kind](d)
+            append(e)
+        end(len(out))
+    return out, ends
+
+
+def _entries_direct(items: list[Any]) -> list[TranscriptEntry]:
+    """The entries of one row (see :func:`_entries_direct_rows`)."""
+    return _entries_direct_rows([items])[0]
 
 
 def known_fields(data: Mapping[str, Any]) -> dict[str, Any]:

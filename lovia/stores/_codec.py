@@ -13,7 +13,7 @@ import threading
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic_core import from_json
 
@@ -22,13 +22,15 @@ from .._text import clean_value
 from ..checkpointer import RunHead
 from ..exceptions import CorruptRecordError, UserError
 from ..session import Segment
-from ..transcript import TranscriptEntry, _entries_direct, entry_from_dict, entry_to_dict
+from ..transcript import TranscriptEntry, _entries_direct_rows, entry_from_dict, entry_to_dict
 
 __all__ = [
     "KNOWN_ENTRY_TYPES",
     "checksum",
     "verify_checksum",
+    "Decoded",
     "decode_entries",
+    "decode_history",
     "decode_segment",
     "decode_segments",
     "gc_paused",
@@ -129,18 +131,27 @@ class _Retry(Exception):
     """The bulk decode met something it does not handle itself: decode row by row instead."""
 
 
-def decode_segments(session_id: str, rows: Sequence[SegmentRow]) -> list[tuple[int, Segment]]:
+class Decoded(NamedTuple):
+    """Decoded session rows, flat: every entry in row order, and per row ``(run_id, meta, end)``
+    where ``end`` is one past the row's last entry in ``entries``."""
+
+    entries: list[TranscriptEntry]
+    marks: list[tuple[str, dict[str, Any] | None, int]]
+    last_id: int
+
+
+def decode_history(session_id: str, rows: Sequence[SegmentRow]) -> Decoded:
     """Many rows of one session (a full or partial load), verified and decoded, in row order.
 
     The result, and the error when a row is damaged, are exactly those of :func:`decode_segment`
     applied to each row in turn; only the cost differs. Every row's checksum is verified first;
     the entries of the verified rows are then parsed in one JSON call (their texts are exactly
     what lovia wrote, each a JSON array, so joining them with commas inside brackets yields the
-    list of the rows' arrays) and built with the transcript's direct builders, with the cyclic
-    collector paused (:func:`gc_paused`). Anything unexpected (a checksum mismatch, a row without
-    a checksum that fails to decode, a malformed entry) abandons the bulk path without side
-    effects and decodes row by row, which raises the :class:`CorruptRecordError` naming the first
-    damaged row.
+    list of the rows' arrays) and built into one flat list with the transcript's direct builders,
+    with the cyclic collector paused (:func:`gc_paused`): no per-row list or segment object is
+    made. Anything unexpected (a checksum mismatch, a row without a checksum, a malformed entry)
+    abandons the bulk path without side effects and decodes row by row, which raises the
+    :class:`CorruptRecordError` naming the first damaged row.
     """
     if rows:
         try:
@@ -150,15 +161,34 @@ def decode_segments(session_id: str, rows: Sequence[SegmentRow]) -> list[tuple[i
                 return _decode_bulk(session_id, rows)
         except Exception:
             pass  # start over row by row: the same result, or the error naming the first bad row
-    return [decode_segment(session_id, *row) for row in rows]
+    entries: list[TranscriptEntry] = []
+    marks: list[tuple[str, dict[str, Any] | None, int]] = []
+    last_id = 0
+    for row in rows:
+        row_id, segment = decode_segment(session_id, *row)
+        entries.extend(segment.entries)
+        marks.append((segment.run_id, segment.meta, len(entries)))
+        last_id = max(last_id, row_id)
+    return Decoded(entries, marks, last_id)
 
 
-def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> list[tuple[int, Segment]]:
+def decode_segments(session_id: str, rows: Sequence[SegmentRow]) -> list[tuple[int, Segment]]:
+    """:func:`decode_history` as ``(row id, segment)`` pairs."""
+    decoded = decode_history(session_id, rows)
+    out: list[tuple[int, Segment]] = []
+    start = 0
+    for row, (run_id, meta, end) in zip(rows, decoded.marks, strict=True):
+        out.append((int(row[0]), Segment(run_id=run_id, entries=decoded.entries[start:end], meta=meta)))
+        start = end
+    return out
+
+
+def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> Decoded:
     crc = zlib.crc32
     texts: list[bytes] = []
     for _, _, entries_json, meta_json, stored in rows:
         if stored is None:
-            continue  # unverified: decoded on its own below
+            raise _Retry("unverified")  # rare (a row written by hand): decoded on its own
         data = entries_json.encode("utf-8", "surrogatepass")
         value = crc(data)
         if meta_json is not None:
@@ -167,25 +197,17 @@ def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> list[tuple[int,
             raise _Retry("checksum")
         texts.append(data)
     # Only keys are interned: values repeat too rarely to repay the cache lookups (~15% of the parse).
-    arrays = from_json(b"[" + b",".join(texts) + b"]", cache_strings="keys") if texts else []
-    if len(arrays) != len(texts):
+    arrays = from_json(b"[" + b",".join(texts) + b"]", cache_strings="keys")
+    del texts
+    if len(arrays) != len(rows):
         raise _Retry("shape")
-    parsed, new_segment = iter(arrays), object.__new__
-    out: list[tuple[int, Segment]] = []
-    for row in rows:
-        row_id, run_id, _, meta_json, stored = row
-        if stored is None:
-            out.append(decode_segment(session_id, *row))
-            continue
-        items = next(parsed)
-        if items.__class__ is not list:
-            raise _Retry("shape")
-        entries = _entries_direct(items)
-        meta = None if meta_json is None else decode_meta(meta_json, session_id=session_id, run_id=run_id)
-        segment = new_segment(Segment)  # what Segment(run_id, entries, meta) builds, minus a call
-        segment.run_id, segment.entries, segment.meta = run_id, entries, meta
-        out.append((row_id, segment))
-    return out
+    entries, ends = _entries_direct_rows(arrays)
+    del arrays  # the parsed dicts go now, while the collector is paused: it never scans them
+    marks = [
+        (run_id, None if meta_json is None else decode_meta(meta_json, session_id=session_id, run_id=run_id), end)
+        for (_, run_id, _, meta_json, _), end in zip(rows, ends, strict=True)
+    ]
+    return Decoded(entries, marks, int(rows[-1][0]))  # both stores select rows ORDER BY id
 
 
 _gc_lock = threading.Lock()

@@ -24,18 +24,21 @@ from __future__ import annotations
 import copy
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any, Protocol
 
 from ..session import Segment
 from ..transcript import TranscriptEntry
+from ._codec import Decoded
 
-__all__ = ["EMPTY_ID", "HistoryCache", "HistoryState", "history_of"]
+__all__ = ["EMPTY_ID", "HistoryCache", "HistoryState", "Mark", "history_of"]
 
 # Sessions a store remembers at once (least recently used are forgotten first).
 MAX_SESSIONS = 256
+
+
+Mark = tuple[str, "dict[str, Any] | None", int]
+"""One stored run in a :class:`HistoryState`: ``(run_id, meta, end)``, ``end`` one past its last entry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +48,7 @@ class HistoryState:
     epoch: int
     version: int
     last_id: int
-    segments: list[Segment]
+    segments: list[Mark]
     n_segments: int
     entries: list[TranscriptEntry]
     n_entries: int
@@ -56,14 +59,16 @@ class HistoryState:
 
     def segment_list(self) -> list[Segment]:
         """Fresh segments (entry lists and meta copied: callers may mutate them)."""
-        return [
-            Segment(run_id=s.run_id, entries=list(s.entries), meta=copy.deepcopy(s.meta))
-            for s in self.segments[: self.n_segments]
-        ]
+        out: list[Segment] = []
+        entries, start = self.entries, 0
+        for run_id, meta, end in self.segments[: self.n_segments]:
+            out.append(Segment(run_id=run_id, entries=entries[start:end], meta=copy.deepcopy(meta)))
+            start = end
+        return out
 
     def last_meta(self) -> dict[str, Any] | None:
         """A copy of the newest segment's meta."""
-        return copy.deepcopy(self.segments[self.n_segments - 1].meta) if self.n_segments else None
+        return copy.deepcopy(self.segments[self.n_segments - 1][1]) if self.n_segments else None
 
 
 EMPTY_ID = 0
@@ -95,21 +100,19 @@ class HistoryCache:
         self,
         session_id: str,
         base: HistoryState | None,
-        new: Sequence[tuple[int, Segment]],
+        new: Decoded,
         *,
         epoch: int,
         version: int,
     ) -> HistoryState:
-        """``base`` (``None``: an empty session) plus the ``(row id, segment)`` pairs ``new``, at
+        """``base`` (``None``: an empty session) plus the decoded rows ``new``, at
         ``epoch``/``version``; remembered unless a newer version is already cached."""
         with self._lock:
             state = self._extend(base, new, epoch=epoch, version=version)
             self._remember(session_id, state)
             return state
 
-    def _extend(
-        self, base: HistoryState | None, new: Sequence[tuple[int, Segment]], *, epoch: int, version: int
-    ) -> HistoryState:
+    def _extend(self, base: HistoryState | None, new: Decoded, *, epoch: int, version: int) -> HistoryState:
         # Under the lock. Extending the tip's lists in place leaves every existing state's view
         # unchanged (each is bounded by its own counts), so a state built and never remembered
         # (its transaction failed) costs nothing but a copy at the next extension.
@@ -120,10 +123,19 @@ class HistoryCache:
         else:
             segments, entries = [], []
         last_id = base.last_id if base is not None else EMPTY_ID
-        if new:
-            segments.extend([segment for _, segment in new])
-            entries.extend(chain.from_iterable([segment.entries for _, segment in new]))
-            last_id = max(last_id, max([row_id for row_id, _ in new]))
+        if new.marks:
+            offset = len(entries)
+            if not entries:
+                entries = new.entries  # decoded for this state alone: adopt it
+            else:
+                entries.extend(new.entries)
+            if offset:
+                segments.extend([(run_id, meta, end + offset) for run_id, meta, end in new.marks])
+            elif not segments:
+                segments = new.marks
+            else:
+                segments.extend(new.marks)
+            last_id = max(last_id, new.last_id)
         return HistoryState(epoch, version, last_id, segments, len(segments), entries, len(entries))
 
     def _remember(self, session_id: str, state: HistoryState) -> None:
@@ -158,7 +170,8 @@ class HistoryCache:
                     return None
             elif not (base.epoch == epoch and base.version == previous and (prev_id or EMPTY_ID) == base.last_id):
                 return None
-            return self._extend(base, [(row_id, segment)], epoch=epoch, version=version)
+            one = Decoded(list(segment.entries), [(segment.run_id, segment.meta, len(segment.entries))], row_id)
+            return self._extend(base, one, epoch=epoch, version=version)
 
     def publish(self, session_id: str, state: HistoryState | None) -> None:
         """Remember ``state`` from :meth:`after_append` (``None``: nothing to do)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...session import Segment, SessionInfo, new_run_id
 from ...transcript import TranscriptEntry
-from .._codec import checksum, decode_meta, decode_segment, decode_segments, encode_entries, encode_meta
+from .._codec import checksum, decode_history, decode_meta, decode_segment, encode_entries, encode_meta
 from .._history import HistoryCache, HistoryState
 from .._maintenance import check_non_negative, plan_rewind, trim_entries
 from ._db import Database
@@ -123,12 +123,12 @@ class PostgresSession:
             rows = await cur.fetchall()
             if not rows:  # never appended to (or its head row was removed by hand): read, do not cache
                 cur = await conn.execute(self._select_all, (session_id,))
-                segments = decode_segments(session_id, await cur.fetchall())
+                segments = decode_history(session_id, await cur.fetchall())
                 return HistoryCache(0).advance(session_id, None, segments, epoch=-1, version=-1)
         epoch, version = int(rows[0][0]), int(rows[0][1])
         if base is not None and base.epoch == epoch and base.version == version:
             return base
-        new = decode_segments(session_id, [row[2:] for row in rows if row[2] is not None])
+        new = decode_history(session_id, [row[2:] for row in rows if row[2] is not None])
         return self._cache.advance(
             session_id, base if base is not None and base.epoch == epoch else None, new, epoch=epoch, version=version
         )

@@ -28,8 +28,8 @@ from ...transcript import TranscriptEntry
 from .._codec import (
     checksum,
     decode_entries,
+    decode_history,
     decode_meta,
-    decode_segments,
     encode_entries,
     encode_meta,
     verify_checksum,
@@ -88,7 +88,7 @@ def _refresh(conn: sqlite3.Connection, cache: HistoryCache, session_id: str) -> 
             # Never cached, maintained since, or rows removed by hand (the largest id went down).
             base = None
             rows = _select_rows(conn, session_id)
-    return cache.advance(session_id, base, decode_segments(session_id, rows), epoch=epoch, version=last_id)
+    return cache.advance(session_id, base, decode_history(session_id, rows), epoch=epoch, version=last_id)
 
 
 def _trim(conn: sqlite3.Connection, session_id: str, keep_chars: int, keep_runs: int) -> int:

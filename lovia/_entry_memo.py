@@ -3,7 +3,7 @@
 Every model turn hands the provider the whole transcript, which only grows within a run (and
 between runs of one session). Transcript entries are immutable, so a conversion computed for a
 prefix stays valid: :class:`PrefixMemo` remembers the last few conversions and, when a new
-transcript starts with the very same entry objects, reuses the output up to the last *cut*
+transcript starts with the same entries (in practice the very same objects), reuses the output up to the last *cut*
 (an index where the converter starts afresh: nothing before it merges with what follows) and
 converts only the entries from there on.
 
@@ -14,7 +14,6 @@ them as read-only (the returned list itself is fresh).
 
 from __future__ import annotations
 
-import operator
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,16 +57,11 @@ class PrefixMemo(Generic[E, T]):
         self._chains: list[_Chain[E, T]] = []
         self._lock = threading.Lock()
 
-    def _find(self, entries: Sequence[E]) -> _Chain[E, T] | None:
+    def _find(self, entries: list[E]) -> _Chain[E, T] | None:
         n = len(entries)
         for chain in self._chains:
             m = len(chain.entries)
-            if (
-                m <= n
-                and chain.cut > 0
-                and chain.entries[m - 1] is entries[m - 1]
-                and all(map(operator.is_, chain.entries, entries))
-            ):
+            if m <= n and chain.cut > 0 and chain.entries[m - 1] is entries[m - 1] and _same(chain.entries, entries, m):
                 return chain
         return None
 
@@ -75,27 +69,41 @@ class PrefixMemo(Generic[E, T]):
         """``convert(entries)``, converting only the entries after the last reusable cut."""
         entries = entries if isinstance(entries, list) else list(entries)
         h = self._head(entries) if self._head is not None else 0
-        if h:
-            return self._convert(entries[:h]) + self._body(entries[h:])
-        return self._body(entries)
+        body = self._body(entries[h:])  # a copy the memo may keep: the caller's list can change later
+        return self._convert(entries[:h]) + body if h else body
 
     def _body(self, entries: list[E]) -> list[T]:
+        # ``entries`` is the memo's own list. Every pass over it below is a C loop (slice, compare,
+        # extend): a turn late in a long run costs about what an early one does.
         with self._lock:
             chain = self._find(entries)
-        start, base = (chain.cut, chain.outputs[: chain.cut_outputs]) if chain is not None else (0, [])
+        start = chain.cut if chain is not None else 0
+        outputs = chain.outputs[: chain.cut_outputs] if chain is not None else []
         # The newest cut after ``start``: the next call reuses everything before it.
         cut = start
         for i in range(len(entries) - 1, start, -1):
             if self._is_cut(entries[i - 1], entries[i]):
                 cut = i
                 break
-        head = self._convert(entries[start:cut]) if cut > start else []
-        tail = self._convert(entries[cut:])
-        outputs = base + head + tail
-        fresh = _Chain(list(entries), outputs, cut, len(base) + len(head))
+        if cut > start:
+            outputs += self._convert(entries[start:cut])
+        cut_outputs = len(outputs)
+        outputs += self._convert(entries[cut:])
+        fresh = _Chain(entries, outputs, cut, cut_outputs)
         with self._lock:
             if chain is not None and chain in self._chains:
                 self._chains.remove(chain)
             self._chains.insert(0, fresh)
             del self._chains[self._slots :]
         return list(outputs)
+
+
+def _same(prefix: list[E], entries: list[E], m: int) -> bool:
+    """Whether ``entries`` starts with ``prefix`` (``m`` long). List equality tests identity first,
+    in C, so the common case (the very same entry objects) costs a pointer compare per entry; an
+    equal but distinct entry converts the same way, and one whose fields cannot be compared (a
+    ``raw`` value whose ``==`` raises) is a mismatch."""
+    try:
+        return (entries[:m] if m < len(entries) else entries) == prefix
+    except Exception:
+        return False

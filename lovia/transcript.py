@@ -294,6 +294,79 @@ def _result_from(d: Mapping[str, Any]) -> ToolResultEntry:
     )
 
 
+# The stored row form of an entry, what the bundled stores write since SQLite session schema 4
+# and checkpoint schema 5 (PostgreSQL: schema 3 of both): a JSON array ``[code, field, ...]`` with
+# the kind's fields in a fixed order and trailing fields that hold their default left out, e.g.
+# ``[3, "c1", "add", "{}"]`` for a tool call. Parsing it makes no dict and no key strings, and it
+# is about a third smaller than the dict form, which is still read (rows written before) and stays
+# the public JSON form (:func:`entries_to_json`). A newer lovia may add fields at the end: they
+# are ignored.
+_ROW_CODES: dict[str, int] = {"input": 0, "assistant_text": 1, "reasoning": 2, "tool_call": 3, "tool_result": 4}
+_ROW_KINDS: dict[int, str] = {code: kind for kind, code in _ROW_CODES.items()}
+_ROW_FIELDS: dict[str, tuple[str, ...]] = {
+    "input": ("role", "content"),
+    "assistant_text": ("content", "id"),
+    "reasoning": ("content", "id", "provider", "metadata"),
+    "tool_call": ("call_id", "name", "arguments"),
+    "tool_result": ("call_id", "output", "raw", "is_error", "parts"),
+}
+# Trailing values left out of a row when they equal the field's default (tested by identity or
+# emptiness exactly as the builders read them back).
+_ROW_DEFAULTS: dict[str, tuple[Any, ...]] = {
+    "input": (),
+    "assistant_text": (None,),
+    "reasoning": (None, None, {}),
+    "tool_call": (),
+    "tool_result": (None, False, None),
+}
+
+
+def _entry_to_row(entry: TranscriptEntry) -> list[Any]:
+    """The stored row form of an entry (see the note above ``_ROW_CODES``)."""
+    d = entry_to_dict(entry)
+    kind = d["type"]
+    fields = _ROW_FIELDS[kind]
+    row = [_ROW_CODES[kind], *(d.get(name) for name in fields)]
+    optional = _ROW_DEFAULTS[kind]
+    first_optional = len(row) - len(optional)  # index in ``row`` of the first optional field
+    while len(row) > first_optional:
+        value, default = row[-1], optional[len(row) - 1 - first_optional]
+        if not (value is default or (value == {} and isinstance(value, dict) and default == {})):
+            break
+        row.pop()
+    return row
+
+
+def _row_kind(row: Sequence[Any]) -> str | None:
+    """The entry kind a stored row's code names, or ``None``. A code is looked up by value, as the
+    bulk decoder compares it, so both paths read every row alike."""
+    try:
+        return _ROW_KINDS.get(row[0]) if row else None
+    except TypeError:  # an unhashable code
+        return None
+
+
+def _row_to_dict(row: Sequence[Any]) -> dict[str, Any]:
+    """The dict form of a stored row (extra trailing fields dropped).
+
+    Raises:
+        ValueError: the row names no known entry type.
+    """
+    kind = _row_kind(row)
+    if kind is None:
+        raise ValueError(f"unknown transcript entry type {row[0] if row else None!r}")
+    d: dict[str, Any] = {"type": kind}
+    d.update(zip(_ROW_FIELDS[kind], row[1:], strict=False))  # extra trailing fields: a newer lovia
+    return d
+
+
+def _entry_from_stored(item: Any) -> TranscriptEntry:
+    """An entry from either stored form (row or dict), leniently (unknown fields ignored)."""
+    if isinstance(item, list):
+        return entry_from_dict(_row_to_dict(item), strict=False)
+    return entry_from_dict(item, strict=False)
+
+
 # One builder per kind: loading a long session is dominated by this dispatch, keep it flat.
 _BUILDERS: dict[str, Any] = {
     "input": _input_from,
@@ -378,19 +451,50 @@ _DIRECT_BUILDERS: dict[str, Any] = {
 }
 
 
-def _entries_direct_rows(rows: list[Any]) -> tuple[list[TranscriptEntry], list[int]]:
+def _direct_from_row(row: list[Any]) -> TranscriptEntry:
+    # The rarer row shapes: through the dict form and the direct builders.
+    kind = _ROW_KINDS[row[0]]  # an unknown code escapes as KeyError (see the note above)
+    d: dict[str, Any] = {"type": kind}
+    d.update(zip(_ROW_FIELDS[kind], row[1:], strict=False))  # extra trailing fields: a newer lovia
+    return _DIRECT_BUILDERS[kind](d)  # type: ignore[no-any-return]
+
+
+def _entries_direct_rows(rows: list[Any]) -> tuple[list[TranscriptEntry], list[int]]:  # noqa: C901 (one flat hot loop)
     """The entries of many rows (each a list of entry dicts) in one flat list, with each row's end
     offset in it: ``[entry_from_dict(d, strict=False) for d in row]`` for well-formed dicts,
     through the direct builders, with the four most common shapes built inline (a session load
     builds tens of thousands); anything malformed raises a plain exception (see the note above)."""
     out: list[TranscriptEntry] = []
     ends: list[int] = []
-    append, new, build, end = out.append, _new, _DIRECT_BUILDERS, ends.append
+    append, new, build, end, from_row = out.append, _new, _DIRECT_BUILDERS, ends.append, _direct_from_row
     call_slots, input_slots, text_slots, result_slots = _CallSlots, _InputSlots, _TextSlots, _ResultSlots
     for items in rows:
         if items.__class__ is not list:
             raise TypeError("a stored row is not a JSON array")
         for d in items:
+            if d.__class__ is list:  # the row form
+                code = d[0]
+                if code == 3:  # no optional fields: a short row raises IndexError, extra ones are a newer lovia's
+                    e = new(call_slots)
+                    e.call_id, e.name, e.arguments, e.type = d[1], d[2], d[3], "tool_call"
+                    e.__class__ = ToolCallEntry
+                elif code == 0 and d[2].__class__ is str:
+                    e = new(input_slots)
+                    e.role, e.content, e.type = d[1], d[2], "input"
+                    e.__class__ = InputEntry
+                elif code == 4 and 3 <= len(d) <= 4:
+                    e = new(result_slots)
+                    e.call_id, e.output, e.raw, e.parts = d[1], d[2], d[3] if len(d) == 4 else None, None
+                    e.is_error, e.type = False, "tool_result"
+                    e.__class__ = ToolResultEntry
+                elif code == 1 and len(d) == 2:
+                    e = new(text_slots)
+                    e.content, e.id, e.type = d[1], None, "assistant_text"
+                    e.__class__ = AssistantTextEntry
+                else:
+                    e = from_row(d)
+                append(e)
+                continue
             kind = d["type"]
             if kind == "tool_call":
                 e = new(call_slots)

@@ -22,7 +22,7 @@ from .._text import clean_value
 from ..checkpointer import RunHead
 from ..exceptions import CorruptRecordError, UserError
 from ..session import Segment
-from ..transcript import TranscriptEntry, _entries_direct_rows, entry_from_dict, entry_to_dict
+from ..transcript import TranscriptEntry, _entries_direct_rows, _entry_from_stored, _entry_to_row, _row_kind
 
 __all__ = [
     "KNOWN_ENTRY_TYPES",
@@ -45,9 +45,10 @@ _SEPARATORS = (",", ":")
 
 
 def encode_entries(entries: Sequence[TranscriptEntry]) -> str:
-    """Compact JSON array of entry dicts; a non-entry is a :class:`UserError`."""
+    """The stored JSON text of entries: an array of their row forms (see ``lovia.transcript``,
+    ``_ROW_CODES``); a non-entry is a :class:`UserError`."""
     try:
-        return dumps([entry_to_dict(e) for e in entries])
+        return dumps([_entry_to_row(e) for e in entries])
     except TypeError as exc:
         raise UserError(
             f"cannot store entries: {exc}",
@@ -196,8 +197,9 @@ def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> Decoded:
         if value != stored:
             raise _Retry("checksum")
         texts.append(data)
-    # Only keys are interned: values repeat too rarely to repay the cache lookups (~15% of the parse).
-    arrays = from_json(b"[" + b",".join(texts) + b"]", cache_strings="keys")
+    # Short strings are cached (role names, tool names, repeated arguments): in the row form they
+    # are most of the strings, and a hit saves building one (10-25% of the parse, bench/session_store.py).
+    arrays = from_json(b"[" + b",".join(texts) + b"]", cache_strings="all")
     del texts
     if len(arrays) != len(rows):
         raise _Retry("shape")
@@ -259,13 +261,17 @@ def decode_entries(text: str | bytes | None, *, session_id: str | None, run_id: 
     if not isinstance(data, list):
         raise _corrupt(f"stored entries of {_where(session_id, run_id)} are not a JSON array", session_id, run_id)
     try:
-        return [entry_from_dict(item, strict=False) for item in data]
-    except (ValueError, TypeError, KeyError, AttributeError):
+        return [_entry_from_stored(item) for item in data]
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError):
         pass  # fall through to find and name the bad entry
     for i, item in enumerate(data):
         where = _where(session_id, run_id)
-        kind = item.get("type") if isinstance(item, dict) else None
-        if kind not in KNOWN_ENTRY_TYPES:
+        if isinstance(item, list):
+            kind = _row_kind(item)
+            kind = kind if kind is not None else (item[0] if item else None)
+        else:
+            kind = item.get("type") if isinstance(item, dict) else None
+        if not (isinstance(kind, str) and kind in KNOWN_ENTRY_TYPES):  # a list or dict is unhashable
             raise CorruptRecordError(
                 f"entry {i} of {where} has unknown transcript entry type {kind!r}",
                 session_id=session_id,
@@ -273,8 +279,8 @@ def decode_entries(text: str | bytes | None, *, session_id: str | None, run_id: 
                 hint="it was probably written by a newer lovia: upgrade lovia to read it",
             )
         try:
-            entry_from_dict(item, strict=False)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            _entry_from_stored(item)
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
             raise _corrupt(f"entry {i} of {where} is malformed: {exc}", session_id, run_id) from exc
     raise _corrupt(f"stored entries of {_where(session_id, run_id)} are malformed", session_id, run_id)
 

@@ -1312,27 +1312,43 @@ async def test_too_new_database_is_refused_with_upgrade_lovia(tmp_path: Path) ->
         assert "upgrade lovia" in message, message
 
 
-def rewrite_entries(path: Path, table: str, change: Any) -> None:
-    # Rewritten as a (newer) lovia would write them: with a matching checksum.
+def rewrite_entries(path: Path, table: str, change: Any, *, form: str = "dict") -> None:
+    """Rewrite every stored entry as a (newer) lovia would write it, with a matching checksum:
+    ``change`` maps the entry's dict form to what is written, in the dict form or, with
+    ``form="row"``, as the compact row form with every known field and the dict's other values after
+    them (where a newer lovia puts the fields it adds)."""
     from lovia.stores._codec import checksum
+    from lovia.transcript import _ROW_CODES, _ROW_FIELDS, _row_to_dict
+
+    def written(d: dict[str, Any]) -> Any:
+        if form == "dict":
+            return d
+        known = _ROW_FIELDS[d["type"]]
+        return [
+            _ROW_CODES[d["type"]],
+            *(d.get(k) for k in known),
+            *(v for k, v in d.items() if k not in {*known, "type"}),
+        ]
 
     meta = "meta_json" if table == "session_runs" else "NULL"
     with sqlite3.connect(path) as conn:
         for rowid, raw, meta_json in conn.execute(f"SELECT rowid, entries_json, {meta} FROM {table}").fetchall():
-            text = json.dumps([change(d) for d in json.loads(raw)])
+            stored = [_row_to_dict(i) if isinstance(i, list) else i for i in json.loads(raw)]
+            text = json.dumps([written(change(d)) for d in stored])
             conn.execute(
                 f"UPDATE {table} SET entries_json = ?, checksum = ? WHERE rowid = ?",
                 (text, checksum(text, meta_json), rowid),
             )
 
 
-async def test_unknown_fields_are_ignored_when_reading(tmp_path: Path) -> None:
+@pytest.mark.parametrize("form", ["dict", "row"])
+async def test_unknown_fields_are_ignored_when_reading(tmp_path: Path, form: str) -> None:
     """Stored entries are read leniently: fields this version doesn't know are ignored."""
     path = tmp_path / "newer.db"
     await populated_file(path)
     expected = await read_back(path)
     for table in ("session_runs", "snapshot_turns"):
-        rewrite_entries(path, table, lambda d: {**d, "added_by_lovia_2": {"x": 1}})
+        rewrite_entries(path, table, lambda d: {**d, "added_by_lovia_2": {"x": 1}}, form=form)
     with sqlite3.connect(path) as conn:
         (head,) = conn.execute("SELECT head_json FROM snapshot_heads").fetchone()
         conn.execute(

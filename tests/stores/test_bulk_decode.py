@@ -1,6 +1,7 @@
 """The bulk decode of a session load (``decode_segments``): the same entries and the same errors as
-decoding row by row, the direct entry builders equal to ``entry_from_dict``, and the cyclic garbage
-collector paused only inside the decode and restored afterwards, also when the load raises.
+decoding row by row, the direct entry builders equal to ``entry_from_dict``, the compact row form
+read back exactly (and alike by both paths), and the cyclic garbage collector paused only inside
+the decode and restored afterwards, also when the load raises.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from lovia.transcript import (
     ToolCallEntry,
     ToolResultEntry,
     _entries_direct,
+    _entries_direct_rows,
+    _entry_from_stored,
+    _entry_to_row,
     entry_from_dict,
     entry_to_dict,
 )
@@ -174,6 +178,98 @@ def test_direct_builders_keep_entries_frozen_and_parts_typed():
         if isinstance(built, (InputEntry, AssistantTextEntry, ToolCallEntry)):  # the others hold dicts
             assert hash(built) == hash(dataclasses.replace(built))
         assert repr(built) == repr(entry_from_dict(entry_to_dict(built)))
+
+
+# ---------------------------------------------------------------------------- the row form
+
+
+def _stored_entry(data: dict[str, Any]) -> Any:
+    """The entry ``data`` describes, as it is stored (``None`` when it describes no entry)."""
+    try:
+        entry = entry_from_dict(data, strict=False)
+        return entry_from_dict(json.loads(json.dumps(entry_to_dict(entry))))  # JSON-safe values only
+    except Exception:
+        return None
+
+
+def _same_fields(built: Any, expected: Any) -> None:
+    assert type(built) is type(expected) and built == expected
+    for name in expected.__dataclass_fields__:
+        assert type(getattr(built, name)) is type(getattr(expected, name)), name
+
+
+@settings(max_examples=400, deadline=None)
+@given(_entry_dicts())
+def test_every_entry_reads_back_from_its_row_form_by_both_paths(data):
+    entry = _stored_entry(data)
+    if entry is None:
+        return
+    row = json.loads(json.dumps(_entry_to_row(entry)))  # exactly what a store writes and reads
+    _same_fields(_entry_from_stored(row), entry)  # row by row
+    (built,), ends = _entries_direct_rows([[row]])  # the bulk decoder
+    _same_fields(built, entry)
+    assert ends == [1]
+
+
+_ROW_VALUES = st.lists(st.one_of(*_FIELD_VALUES.values()), max_size=7)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from([0, 1, 2, 3, 4, 5, -1, True, 3.0, "3", None, [3]]), _ROW_VALUES)
+def test_any_row_shaped_array_reads_alike_by_both_paths(code, values):
+    row = [code, *values]
+    slow = _outcome(_entry_from_stored, row)
+    fast = _outcome(lambda r: _entries_direct_rows([[r]])[0][0], row)
+    assert fast[0] == slow[0], (fast, slow)
+    if slow[0] == "ok":
+        _same_fields(fast[1], slow[1])
+
+
+def test_row_form_leaves_out_trailing_defaults_and_ignores_fields_it_does_not_know():
+    assert encode_entries([ToolCallEntry(call_id="c1", name="add", arguments="{}")]) == '[[3,"c1","add","{}"]]'
+    assert encode_entries([ToolResultEntry(call_id="c1", output="5")]) == '[[4,"c1","5"]]'
+    assert encode_entries([AssistantTextEntry(content="hi")]) == '[[1,"hi"]]'
+    failed = ToolResultEntry(call_id="c1", output="boom", is_error=True)
+    assert encode_entries([failed]) == '[[4,"c1","boom",null,true]]'
+    assert len(encode_entries(_run(1))) < 0.75 * len(json.dumps([entry_to_dict(e) for e in _run(1)]))
+    # A newer lovia may add fields at the end of a row: both paths ignore them.
+    newer = '[[3,"c1","add","{}","later"],[4,"c1","5",null,false,null,{"x":1}],[1,"hi",null,7]]'
+    expected = [
+        ToolCallEntry(call_id="c1", name="add", arguments="{}"),
+        ToolResultEntry(call_id="c1", output="5"),
+        AssistantTextEntry(content="hi"),
+    ]
+    assert _codec.decode_entries(newer, session_id="s", run_id="r") == expected
+    rows = [(1, "r1", newer, None, checksum(newer)), *(_row(i, _run(i)) for i in range(2, BIG))]
+    assert decode_segments("s", rows) == _one_by_one("s", rows)
+    assert decode_segments("s", rows)[0][1].entries == expected
+
+
+def test_a_session_reads_rows_of_both_forms_in_one_load():
+    # Rows written before the row form existed (dict form) beside rows written after it.
+    old = [(i, f"r{i}", json.dumps([entry_to_dict(e) for e in _run(i)]), None, None) for i in range(BIG)]
+    old = [(i, run_id, text, None, checksum(text)) for i, run_id, text, _, _ in old]
+    rows = [row if i % 2 else _row(i, _run(i)) for i, row in enumerate(old)]
+    decoded = decode_segments("s", rows)
+    assert decoded == _one_by_one("s", rows)
+    assert [e for _, segment in decoded for e in segment.entries] == [e for i in range(BIG) for e in _run(i)]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('[[9,"x"]]', "unknown transcript entry type 9"),
+        ('[[[3],"x"]]', "unknown transcript entry type [3]"),
+        ("[[]]", "unknown transcript entry type None"),
+        ('[[3,"c1"]]', "missing field 'name'"),
+        ('[[0,"user"]]', "missing field 'content'"),
+    ],
+)
+def test_a_malformed_row_is_a_corrupt_record_naming_the_entry(text, needle):
+    message, session_id, run_id, hint = _error_of(lambda: _codec.decode_entries(text, session_id="s", run_id="r7"))
+    assert needle in message and "entry 0" in message and (session_id, run_id) == ("s", "r7") and hint
+    rows = [*(_row(i, _run(i)) for i in range(BIG)), (BIG, "r-bad", text, None, checksum(text))]
+    assert _error_of(lambda: decode_segments("s", rows)) == _error_of(lambda: _one_by_one("s", rows))
 
 
 # ---------------------------------------------------------------------------- decode_segments

@@ -229,8 +229,8 @@ async def test_postgres_migration_adds_checksums_to_existing_rows(schema):
         await session.append("u1", _run("more"), run_id="run_b")  # the head row was backfilled
         assert len(await session.segments("u1")) == 2
     assert _sql(schema, "SELECT component, version FROM lovia_schema ORDER BY component") == [
-        ("checkpoint", 2),
-        ("session", 2),
+        ("checkpoint", 3),
+        ("session", 3),
     ]
     assert all(s is not None for (s,) in _sql(schema, "SELECT checksum FROM session_runs"))
     _sql(schema, "UPDATE snapshot_turns SET entries_json = replace(entries_json, 'Migrate', 'Migrats')")

@@ -44,7 +44,7 @@ async def test_many_concurrent_first_opens_migrate_once(schema):
     finally:
         await asyncio.gather(*(s.close() for s in stores))
     rows = sql(schema, "SELECT component, version, migration FROM lovia_schema ORDER BY component")
-    assert rows == [("checkpoint", 2, "checksum_snapshot_turns"), ("session", 2, "checksums_and_session_heads")]
+    assert rows == [("checkpoint", 3, "compact_entry_rows"), ("session", 3, "compact_entry_rows")]
 
 
 @pytest.mark.parametrize("store_cls", [PostgresSession, PostgresCheckpointer])

@@ -55,7 +55,7 @@ async def test_new_file_records_each_component_version(stores):
     await session.load("x")
     await checkpointer.load("x")
     assert _versions(path) == {"session": latest_version("session"), "checkpoint": latest_version("checkpoint")}
-    assert latest_version("checkpoint") == 4 and latest_version("session") == 3
+    assert latest_version("checkpoint") == 5 and latest_version("session") == 4
 
 
 async def test_pre_versioning_file_is_adopted(tmp_path):
@@ -71,7 +71,7 @@ async def test_pre_versioning_file_is_adopted(tmp_path):
         assert await session.load("u1") == [InputEntry(role="user", content="hi")]
         assert await session.append("u1", [], run_id="r1") == "r1"
         assert len(await session.segments("u1")) == 1
-    assert _versions(path) == {"session": 3}
+    assert _versions(path) == {"session": 4}
 
 
 @pytest.mark.parametrize(
@@ -80,10 +80,12 @@ async def test_pre_versioning_file_is_adopted(tmp_path):
         "session_v1.sql",
         "session_v2.sql",
         "session_v3.sql",
+        "session_v4.sql",
         "checkpoint_v1.sql",
         "checkpoint_v2.sql",
         "checkpoint_v3.sql",
         "checkpoint_v4.sql",
+        "checkpoint_v5.sql",
     ],
 )
 async def test_frozen_fixture_of_every_version_opens_and_migrates(tmp_path, fixture):
@@ -105,7 +107,7 @@ async def test_frozen_fixture_of_every_version_opens_and_migrates(tmp_path, fixt
             assert lease.token == (1 if fixture.endswith("v1.sql") else 4)
         await session.load("u1")  # stores open lazily: make sure both components were opened
         await checkpointer.load("job-1")
-    assert _versions(path) == {"session": 3, "checkpoint": 4}
+    assert _versions(path) == {"session": 4, "checkpoint": 5}
 
 
 async def test_failed_migration_step_leaves_recorded_version(tmp_path):

@@ -21,7 +21,8 @@ Layout, version 1 of each component:
 
 Session version 2 adds ``session_runs.checksum`` (CRC-32 of entries + meta text) and
 ``session_heads(session_id PK, version, epoch)``; checkpoint version 2 adds
-``snapshot_turns.checksum`` (CRC-32 of the batch text).
+``snapshot_turns.checksum`` (CRC-32 of the batch text). Version 3 of both changes no layout: it
+records that entries may be stored in their compact row form (``lovia.transcript``).
 
 Entries are ``TEXT`` holding the shared codec's JSON, not ``JSONB``: the store never queries
 inside them, ``TEXT`` keeps the bytes exactly as encoded (``JSONB`` rejects ``\\u0000`` and
@@ -116,6 +117,9 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             ),
             backfill=_checksum_segments,
         ),
+        # As SQLite's session v4: entries may be stored in their compact row form; recorded so
+        # an older lovia refuses the namespace instead of failing on each such row.
+        Migration(3, "compact_entry_rows", ()),
     ),
     "checkpoint": (
         Migration(
@@ -154,6 +158,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
             ("ALTER TABLE {snapshot_turns} ADD COLUMN checksum BIGINT",),
             backfill=_checksum_batches,
         ),
+        Migration(3, "compact_entry_rows", ()),
     ),
     # The chat index of ``lovia web`` replicas (lovia.web.store_pg): chats, runs, live frames, commands.
     "web": (

@@ -80,6 +80,10 @@ MIGRATIONS: dict[Component, tuple[Migration, ...]] = {
         # older lovia, whose cache trusts the append bump, refuses the file instead of serving a
         # stale history from it.
         Migration(3, "appends_counted_by_row_id", ()),
+        # Entries may be stored in their compact row form (``[code, field, ...]``, see
+        # ``lovia.transcript``). The layout is unchanged and older rows still read; the version is
+        # recorded so an older lovia, which reads only the dict form, refuses the file up front.
+        Migration(4, "compact_entry_rows", ()),
     ),
     "checkpoint": (
         Migration(
@@ -155,6 +159,8 @@ MIGRATIONS: dict[Component, tuple[Migration, ...]] = {
             ),
             already_applied="SELECT 1 FROM pragma_table_info('snapshot_turns') WHERE name = 'checksum'",
         ),
+        # As session version 4: batches may hold entries in their compact row form.
+        Migration(5, "compact_entry_rows", ()),
     ),
 }
 

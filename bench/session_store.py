@@ -32,7 +32,7 @@ from lovia.stores.sqlite import _db  # noqa: E402
 from lovia.transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry  # noqa: E402
 
 APPENDS = 300
-LOADS = 15
+LOADS = 21
 RUNS_IN_BIG_SESSION = 2_500  # x 4 entries = 10,000
 RESULT = ("weather in Paris: 18C, light rain, wind 12 km/h from the south-west; humidity 81%. " * 3)[:200]
 
@@ -66,38 +66,55 @@ async def timed(n: int, step: Callable[[int], Awaitable[Any]], clock: Callable[[
     return statistics.median(samples)
 
 
-async def bench_lovia(folder: Path, *, wal: bool) -> dict[str, float]:
+async def bench_appends(folder: Path, *, wal: bool) -> dict[str, float]:
+    """Median seconds of one lovia append and of the bare insert+commit of the same bytes, taken
+    side by side: each lovia append is followed by the bare one."""
     bare = _bare_connection(folder, wal=wal)
     meta = encode_meta({"timing": {"started_at": 1.0, "finished_at": 2.0}})
     mine, theirs = [], []
-    async with SQLiteSession(folder / f"lovia-{wal}.db", wal=wal) as session:
+    async with SQLiteSession(folder / f"lovia-append-{wal}.db", wal=wal) as session:
         await session.load("append")  # open the file first
-        # Side by side: each lovia append is followed by a bare insert+commit of the same bytes.
         for i in range(APPENDS):
             run = lovia_run(i)
             t0 = time.perf_counter()
             await session.append("append", run, meta={"timing": {"started_at": 1.0, "finished_at": 2.0}})
             mine.append(time.perf_counter() - t0)
             theirs.append(_bare_append(bare, i, encode_entries(run), meta))
-        for i in range(RUNS_IN_BIG_SESSION):
-            await session.append("big", lovia_run(i))
-        assert len(await session.load("big")) == 10_000
-
-        async def cold(i: int) -> None:
-            session._cache.drop("big")  # forget what this process decoded: every row is read again
-            await session.load("big")
-
-        load_cold = await timed(LOADS, cold)
-        load_cpu = await timed(LOADS, cold, time.process_time)
-        load_warm = await timed(LOADS, lambda i: session.load("big"))
     bare.close()
-    return {
-        "append": statistics.median(mine),
-        "bare": statistics.median(theirs),
-        "load": load_cold,
-        "load_cpu": load_cpu,
-        "load_cached": load_warm,
-    }
+    return {"append": statistics.median(mine), "bare": statistics.median(theirs)}
+
+
+async def big_lovia_session(folder: Path, *, wal: bool) -> SQLiteSession:
+    session = SQLiteSession(folder / f"lovia-big-{wal}.db", wal=wal)
+    for i in range(RUNS_IN_BIG_SESSION):
+        await session.append("big", lovia_run(i))
+    assert len(await session.load("big")) == 10_000
+    return session
+
+
+async def lovia_cold_load(session: SQLiteSession) -> None:
+    session._cache.drop("big")  # forget what this process decoded: every row is read again
+    await session.load("big")
+
+
+async def bench_loads(stores: dict[str, Callable[[], Awaitable[Any]]]) -> dict[str, dict[str, list[float]]]:
+    """Per store, ``LOADS`` wall-clock and CPU seconds of a load, taken in rounds: each round loads
+    every store once, in a rotating order, so a busy moment of the machine hits all of them alike
+    and ratios can be taken round by round."""
+    out: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": []} for name in stores}
+    names = list(stores)
+    for k in range(LOADS):
+        for name in names[k % len(names) :] + names[: k % len(names)]:
+            t0, c0 = time.perf_counter(), time.process_time()
+            await stores[name]()
+            out[name]["wall"].append(time.perf_counter() - t0)
+            out[name]["cpu"].append(time.process_time() - c0)
+    return out
+
+
+def paired(mine: list[float], theirs: list[float]) -> float:
+    """Median of the round-by-round ratios."""
+    return statistics.median(a / b for a, b in zip(mine, theirs, strict=True))
 
 
 def _bare_connection(folder: Path, *, wal: bool) -> sqlite3.Connection:
@@ -123,22 +140,27 @@ def _bare_append(conn: sqlite3.Connection, i: int, text: str, meta: str | None) 
     return time.perf_counter() - t0
 
 
-async def bench_peer(folder: Path) -> dict[str, float] | None:
+async def big_peer_session(folder: Path) -> Any | None:
     try:
         from agents import SQLiteSession as PeerSession  # type: ignore[import-not-found]
     except ImportError:
         return None
-    small = PeerSession("append", folder / "peer.db")
-    append = await timed(APPENDS, lambda i: small.add_items(peer_run(i)))
     big = PeerSession("big", folder / "peer.db")
     for i in range(RUNS_IN_BIG_SESSION):
         await big.add_items(peer_run(i))
     assert len(await big.get_items()) == 10_000
-    load = await timed(LOADS, lambda i: big.get_items())
-    load_cpu = await timed(LOADS, lambda i: big.get_items(), time.process_time)
+    return big
+
+
+async def bench_peer_append(folder: Path) -> float | None:
+    try:
+        from agents import SQLiteSession as PeerSession
+    except ImportError:
+        return None
+    small = PeerSession("append", folder / "peer-append.db")
+    append = await timed(APPENDS, lambda i: small.add_items(peer_run(i)))
     small.close()
-    big.close()
-    return {"append": append, "load": load, "load_cpu": load_cpu}
+    return append
 
 
 def ms(seconds: float) -> str:
@@ -149,30 +171,44 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(dir=sys.argv[1] if len(sys.argv) > 1 else None) as tmp:
         folder = Path(tmp)
         print(f"files in {folder} (sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]})")
-        mine = {wal: await bench_lovia(folder, wal=wal) for wal in (True, False)}
-        bare = {wal: mine[wal]["bare"] for wal in (True, False)}
-        peer = await bench_peer(folder)
+        appends = {wal: await bench_appends(folder, wal=wal) for wal in (True, False)}
+        peer_append = await bench_peer_append(folder)
+        sessions = {wal: await big_lovia_session(folder, wal=wal) for wal in (True, False)}
+        peer = await big_peer_session(folder)
+        stores: dict[str, Callable[[], Awaitable[Any]]] = {
+            f"lovia wal={wal}": (lambda s=s: lovia_cold_load(s)) for wal, s in sessions.items()
+        }
+        if peer is not None:
+            stores["peer"] = peer.get_items
+        loads = await bench_loads(stores)
+        cached = {wal: await timed(LOADS, lambda i, s=s: s.load("big")) for wal, s in sessions.items()}
+        for s in sessions.values():
+            await s.close()
+        if peer is not None:
+            peer.close()
         print(f"{'store':34} {'append 4-entry run':>20} {'load 10k (cold)':>17} {'load 10k (cached)':>19}")
         for wal in (True, False):
-            m = mine[wal]
-            print(f"{f'lovia wal={wal}':34} {ms(m['append']):>20} {ms(m['load']):>17} {ms(m['load_cached']):>19}")
-            print(f"{f'bare sqlite3 insert+commit wal={wal}':34} {ms(bare[wal]):>20}")
-        if peer is not None:
-            print(f"{'agents.SQLiteSession (WAL)':34} {ms(peer['append']):>20} {ms(peer['load']):>17}")
+            cold = statistics.median(loads[f"lovia wal={wal}"]["wall"])
+            print(f"{f'lovia wal={wal}':34} {ms(appends[wal]['append']):>20} {ms(cold):>17} {ms(cached[wal]):>19}")
+            print(f"{f'bare sqlite3 insert+commit wal={wal}':34} {ms(appends[wal]['bare']):>20}")
+        if peer is not None and peer_append is not None:
+            peer_load = statistics.median(loads["peer"]["wall"])
+            print(f"{'agents.SQLiteSession (WAL)':34} {ms(peer_append):>20} {ms(peer_load):>17}")
         print()
         for wal in (True, False):
-            ratio = mine[wal]["append"] / bare[wal]
+            ratio = appends[wal]["append"] / appends[wal]["bare"]
             print(f"append wal={wal} / bare insert+commit: {ratio:.2f}x" + ("  (target <= 1.25x)" if not wal else ""))
-        if peer is None:
+        if peer is None or peer_append is None:
             print("agents (openai-agents) not importable: run with bench/.peers/bin/python for the peer ratios")
             return
-        print(f"append wal=True / peer:  {mine[True]['append'] / peer['append']:.2f}x  (target <= 0.5x)")
-        print(f"append wal=False / peer: {mine[False]['append'] / peer['append']:.2f}x")
+        print(f"append wal=True / peer:  {appends[True]['append'] / peer_append:.2f}x  (target <= 0.5x)")
+        print(f"append wal=False / peer: {appends[False]['append'] / peer_append:.2f}x")
         for wal in (True, False):
+            mine, theirs = loads[f"lovia wal={wal}"], loads["peer"]
             print(
-                f"load 10k cold wal={wal} / peer: {mine[wal]['load'] / peer['load']:.2f}x  (target <= 0.5x), "
-                f"in CPU time {mine[wal]['load_cpu'] / peer['load_cpu']:.2f}x; "
-                f"cached: {mine[wal]['load_cached'] / peer['load']:.3f}x"
+                f"load 10k cold wal={wal} / peer: {paired(mine['wall'], theirs['wall']):.2f}x  (target <= 0.5x), "
+                f"in CPU time {paired(mine['cpu'], theirs['cpu']):.2f}x; "
+                f"cached: {cached[wal] / statistics.median(theirs['wall']):.3f}x"
             )
 
 

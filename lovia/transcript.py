@@ -322,19 +322,32 @@ _ROW_DEFAULTS: dict[str, tuple[Any, ...]] = {
 
 
 def _entry_to_row(entry: TranscriptEntry) -> list[Any]:
-    """The stored row form of an entry (see the note above ``_ROW_CODES``)."""
-    d = entry_to_dict(entry)
-    kind = d["type"]
-    fields = _ROW_FIELDS[kind]
-    row = [_ROW_CODES[kind], *(d.get(name) for name in fields)]
-    optional = _ROW_DEFAULTS[kind]
-    first_optional = len(row) - len(optional)  # index in ``row`` of the first optional field
-    while len(row) > first_optional:
-        value, default = row[-1], optional[len(row) - 1 - first_optional]
-        if not (value is default or (value == {} and isinstance(value, dict) and default == {})):
-            break
-        row.pop()
-    return row
+    """The stored row form of an entry (see the note above ``_ROW_CODES``): the values
+    :func:`entry_to_dict` gives, in ``_ROW_FIELDS`` order, without trailing ``_ROW_DEFAULTS``."""
+    if isinstance(entry, ToolCallEntry):
+        return [3, entry.call_id, entry.name, entry.arguments]
+    if isinstance(entry, ToolResultEntry):
+        row = [4, entry.call_id, entry.output, to_json_safe(entry.raw), entry.is_error]
+        if entry.parts:
+            row.append([_part_to_dict(p) for p in entry.parts])
+        elif entry.is_error is False:
+            del row[4]
+            if row[3] is None:
+                del row[3]
+        return row
+    if isinstance(entry, InputEntry):
+        content = entry.content
+        return [0, entry.role, content if isinstance(content, str) else [_part_to_dict(p) for p in content]]
+    if isinstance(entry, AssistantTextEntry):
+        return [1, entry.content] if entry.id is None else [1, entry.content, entry.id]
+    if isinstance(entry, ReasoningEntry):
+        row = [2, entry.content, entry.id, entry.provider, to_json_safe(entry.metadata)]
+        if isinstance(row[4], dict) and not row[4]:
+            del row[4]
+            while len(row) > 2 and row[-1] is None:
+                row.pop()
+        return row
+    raise TypeError(f"not a transcript entry: {type(entry).__name__}")
 
 
 def _row_kind(row: Sequence[Any]) -> str | None:
@@ -472,24 +485,34 @@ def _entries_direct_rows(rows: list[Any]) -> tuple[list[TranscriptEntry], list[i
         if items.__class__ is not list:
             raise TypeError("a stored row is not a JSON array")
         for d in items:
-            if d.__class__ is list:  # the row form
-                code = d[0]
-                if code == 3:  # no optional fields: a short row raises IndexError, extra ones are a newer lovia's
+            if d.__class__ is list:  # the row form; the common shapes unpacked whole (one step, no index)
+                code, n = d[0], len(d)
+                if code == 3 and n == 4:
                     e = new(call_slots)
-                    e.call_id, e.name, e.arguments, e.type = d[1], d[2], d[3], "tool_call"
+                    _, e.call_id, e.name, e.arguments = d
+                    e.type = "tool_call"
                     e.__class__ = ToolCallEntry
-                elif code == 0 and d[2].__class__ is str:
+                elif code == 0 and n == 3 and d[2].__class__ is str:
                     e = new(input_slots)
-                    e.role, e.content, e.type = d[1], d[2], "input"
+                    _, e.role, e.content = d
+                    e.type = "input"
                     e.__class__ = InputEntry
-                elif code == 4 and 3 <= len(d) <= 4:
+                elif code == 4 and (n == 3 or n == 4):
                     e = new(result_slots)
-                    e.call_id, e.output, e.raw, e.parts = d[1], d[2], d[3] if len(d) == 4 else None, None
-                    e.is_error, e.type = False, "tool_result"
+                    if n == 3:
+                        _, e.call_id, e.output = d
+                        e.raw = None
+                    else:
+                        _, e.call_id, e.output, e.raw = d
+                    e.is_error = False
+                    e.parts = None
+                    e.type = "tool_result"
                     e.__class__ = ToolResultEntry
-                elif code == 1 and len(d) == 2:
+                elif code == 1 and n == 2:
                     e = new(text_slots)
-                    e.content, e.id, e.type = d[1], None, "assistant_text"
+                    _, e.content = d
+                    e.id = None
+                    e.type = "assistant_text"
                     e.__class__ = AssistantTextEntry
                 else:
                     e = from_row(d)

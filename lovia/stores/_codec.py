@@ -121,8 +121,9 @@ def decode_segment(
     )
 
 
-SegmentRow = tuple[int, str, str, "str | None", "int | None"]
-"""``(row id, run id, entries_json, meta_json, checksum)``: a stored session row as both stores select it."""
+SegmentRow = tuple[int, str, "str | bytes", "str | None", "int | None"]
+"""``(row id, run id, entries_json, meta_json, checksum)``: a stored session row as both stores select it
+(``entries_json`` as text, or as its UTF-8 bytes)."""
 
 # Below this many rows the cyclic collector is left alone: it would hardly run anyway.
 PAUSE_GC_FROM = 64
@@ -166,7 +167,7 @@ def decode_history(session_id: str, rows: Sequence[SegmentRow]) -> Decoded:
     marks: list[tuple[str, dict[str, Any] | None, int]] = []
     last_id = 0
     for row in rows:
-        row_id, segment = decode_segment(session_id, *row)
+        row_id, segment = decode_segment(session_id, *_as_text(session_id, row))
         entries.extend(segment.entries)
         marks.append((segment.run_id, segment.meta, len(entries)))
         last_id = max(last_id, row_id)
@@ -184,13 +185,25 @@ def decode_segments(session_id: str, rows: Sequence[SegmentRow]) -> list[tuple[i
     return out
 
 
+def _as_text(session_id: str, row: SegmentRow) -> tuple[int, str, str, str | None, int | None]:
+    row_id, run_id, entries_json, meta_json, stored = row
+    if isinstance(entries_json, bytes):
+        try:
+            entries_json = entries_json.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as exc:
+            raise _corrupt(
+                f"stored entries of {_where(session_id, run_id)} are not UTF-8 text", session_id, run_id
+            ) from exc
+    return row_id, run_id, entries_json, meta_json, stored
+
+
 def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> Decoded:
     crc = zlib.crc32
     texts: list[bytes] = []
     for _, _, entries_json, meta_json, stored in rows:
         if stored is None:
             raise _Retry("unverified")  # rare (a row written by hand): decoded on its own
-        data = entries_json.encode("utf-8", "surrogatepass")
+        data = entries_json if entries_json.__class__ is bytes else entries_json.encode("utf-8", "surrogatepass")  # type: ignore[union-attr]
         value = crc(data)
         if meta_json is not None:
             value = crc(b"\x00" + meta_json.encode("utf-8", "surrogatepass"), value)

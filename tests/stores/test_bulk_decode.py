@@ -28,6 +28,9 @@ from lovia.stores._codec import checksum, decode_segment, decode_segments, encod
 from lovia.transcript import (
     _BUILDERS,
     _DIRECT_BUILDERS,
+    _ROW_CODES,
+    _ROW_DEFAULTS,
+    _ROW_FIELDS,
     AssistantTextEntry,
     InputEntry,
     ReasoningEntry,
@@ -209,6 +212,24 @@ def test_every_entry_reads_back_from_its_row_form_by_both_paths(data):
     (built,), ends = _entries_direct_rows([[row]])  # the bulk decoder
     _same_fields(built, entry)
     assert ends == [1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_entry_dicts())
+def test_the_row_form_is_the_dict_form_in_field_order_without_trailing_defaults(data):
+    entry = _stored_entry(data)
+    if entry is None:
+        return
+    d = entry_to_dict(entry)
+    expected = [_ROW_CODES[d["type"]], *(d.get(name) for name in _ROW_FIELDS[d["type"]])]
+    defaults = _ROW_DEFAULTS[d["type"]]
+    first_optional = len(expected) - len(defaults)
+    while len(expected) > first_optional:
+        value, default = expected[-1], defaults[len(expected) - 1 - first_optional]
+        if not (value is default or (default == {} and isinstance(value, dict) and not value)):
+            break
+        expected.pop()
+    assert _entry_to_row(entry) == expected
 
 
 _ROW_VALUES = st.lists(st.one_of(*_FIELD_VALUES.values()), max_size=7)
@@ -472,3 +493,25 @@ async def test_postgres_cold_load_and_a_damaged_row_in_a_long_session(schema):
             await cold.load("s")
     assert (err.value.session_id, err.value.run_id) == ("s", "r40") and "checksum" in str(err.value)
     assert err.value.hint and "rewind or clear" in err.value.hint
+
+
+@pytest.mark.parametrize("signed", [True, False])
+async def test_sqlite_entries_that_are_not_utf8_name_their_row(tmp_path, signed):
+    # A load reads the entries as their bytes: bytes that are not UTF-8 (the file edited by hand)
+    # are a CorruptRecordError naming the row, and the other sessions still load.
+    path = tmp_path / "s.db"
+    async with SQLiteSession(path) as session:
+        for i in range(BIG):
+            await session.append("s", _run(i), run_id=f"r{i}")
+        await session.append("other", _run(0), run_id="o")
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE session_runs SET entries_json = CAST(x'5b5b302c227573657222ff5d5d' AS TEXT)"
+            + ("" if signed else ", checksum = NULL")
+            + " WHERE run_id = 'r9'"
+        )
+    async with SQLiteSession(path) as cold:
+        with pytest.raises(CorruptRecordError) as err:
+            await cold.load("s")
+        assert (err.value.session_id, err.value.run_id) == ("s", "r9") and err.value.hint
+        assert await cold.load("other") == _run(0)

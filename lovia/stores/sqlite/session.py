@@ -46,6 +46,9 @@ _Row = tuple[int, str, str, "str | None", "int | None"]
 _SELECT_FROM = (
     "SELECT id, run_id, entries_json, meta_json, checksum FROM session_runs WHERE session_id = ? AND id > ? ORDER BY id"
 )
+# What a load reads: the entries as their stored UTF-8 bytes, which the checksum covers and the JSON
+# parser takes as they are (no text object made, nothing encoded again to check it).
+_LOAD_FROM = _SELECT_FROM.replace("entries_json", "CAST(entries_json AS BLOB)", 1)
 # ``version`` is no longer read (schema version 3 counts appends by row id); it is still bumped so
 # the column keeps meaning "changes made", as in the files that version 2 wrote.
 _BUMP_EPOCH = (
@@ -83,11 +86,11 @@ def _refresh(conn: sqlite3.Connection, cache: HistoryCache, session_id: str) -> 
         if base is not None and base.epoch == epoch and base.version <= last_id:
             if base.version == last_id:
                 return base
-            rows = conn.execute(_SELECT_FROM, (session_id, base.last_id)).fetchall()
+            rows = conn.execute(_LOAD_FROM, (session_id, base.last_id)).fetchall()
         else:
             # Never cached, maintained since, or rows removed by hand (the largest id went down).
             base = None
-            rows = _select_rows(conn, session_id)
+            rows = conn.execute(_LOAD_FROM, (session_id, 0)).fetchall()
     return cache.advance(session_id, base, decode_history(session_id, rows), epoch=epoch, version=last_id)
 
 

@@ -8,8 +8,11 @@ OpenAI Agents SDK's ``SQLiteSession`` on the same data in the same process::
 
 Loads are timed cold (the store's history cache dropped before each, so every row is read,
 checksummed and decoded) and cached (what a run start in a process that served the session
-costs). Appends are also timed against a bare ``sqlite3`` INSERT + COMMIT of the same bytes with
-the same pragmas: the journal's own cost, which lovia's default must stay within 25% of.
+costs). Cold loads are taken in rounds, each round loading lovia's two files and the SDK's once in
+a rotating order, and a ratio is the median of the round-by-round ratios, so a busy moment of a
+shared machine hits both sides alike. Appends are also timed against a bare ``sqlite3`` INSERT +
+COMMIT of the same bytes with the same pragmas, each lovia append followed by the bare one: the
+journal's own cost, which lovia's default must stay within 25% of.
 """
 
 from __future__ import annotations

@@ -784,3 +784,103 @@ def test_report_dict_round_trip() -> None:
     assert (sample.output, sample.turns, sample.latency, sample.cost) == ({"k": [1, 2]}, 3, 0.5, 0.01)
     assert (sample.usage.input_tokens, sample.usage.output_tokens) == (5, 7)
     assert back.passed == report.passed is False
+
+
+# ------------------------------------------------------------------ beyond the reference page
+# The reference's eval page has no command line and no resume; these follow lovia's own eval page.
+
+
+SUITE_FILE = """
+from lovia import Agent
+from lovia.eval import Case, contains
+from lovia.testing import ScriptedProvider, text
+
+SUITE = "outsider"
+agent = Agent(name="support", instructions="Answer billing questions briefly.")
+ANSWER = {answer!r}
+cases = [
+    Case("How do I get a refund?", name="refund", checks=[contains("refund")],
+         model=lambda: ScriptedProvider([text(ANSWER)])),
+    Case("Hello", name="greeting", checks=[contains("Hi")], model=lambda: ScriptedProvider([text("Hi there")])),
+]
+"""
+
+
+def test_the_eval_command_writes_json_and_junit_and_sets_the_exit_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    import xml.etree.ElementTree as ET
+
+    from lovia.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    suite = tmp_path / "support.py"
+    suite.write_text(SUITE_FILE.format(answer="Open Billing and choose refund."))
+    common = ["eval", str(suite), "--no-checkpoint", "--quiet"]
+    assert main([*common, "--json", "out/r.json", "--junit", "out/j.xml", "--save-baseline", "base.json"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("eval: 2/2 cases passed (100%)")
+    saved = Report.load(tmp_path / "out" / "r.json")
+    assert [c.name for c in saved.cases] == ["refund", "greeting"] and saved.passed
+    assert json.loads((tmp_path / "out" / "r.json").read_text())["passed"] is True
+    junit = ET.parse(tmp_path / "out" / "j.xml").getroot()
+    cases = list(junit.iter("testcase"))
+    assert [tc.get("name") for tc in cases] == ["refund", "greeting"]
+    assert all(tc.find("failure") is None for tc in cases)
+
+    suite.write_text(SUITE_FILE.format(answer="Please call us."))
+    assert main([*common, "--junit", "out/j2.xml"]) == 1  # a failing case
+    failed = [
+        tc.get("name")
+        for tc in ET.parse(tmp_path / "out" / "j2.xml").getroot().iter("testcase")
+        if tc.find("failure") is not None
+    ]
+    assert failed == ["refund"]
+    assert main([*common, "--baseline", "base.json"]) == 1  # it passed in the baseline: a regression
+    assert "refund" in capsys.readouterr().out
+    assert main(["eval", str(tmp_path / "missing.py")]) == 2  # a usage error
+    assert main([*common, "--baseline", "no-such-baseline.json"]) == 2
+
+
+async def test_an_interrupted_checkpointed_suite_resumes_where_it_stopped(tmp_path: Path) -> None:
+    from lovia import SQLiteCheckpointer
+
+    gate: dict[str, Any] = {}
+
+    @tool
+    async def work(step: int) -> str:
+        """Do one step; the third one interrupts the whole suite the first time."""
+        if step == 3 and "task" in gate:
+            gate.pop("task").cancel()
+            await asyncio.sleep(30)
+        return f"step {step} done"
+
+    def suite(models: dict[int, ScriptedProvider]) -> list[Case]:
+        return [Case(f"step {i}", checks=[contains("done")], model=models[i]) for i in (1, 2, 3)]
+
+    def fresh_models() -> dict[int, ScriptedProvider]:
+        return {i: ScriptedProvider([call("work", {"step": i}), text(f"step {i} done")]) for i in (1, 2, 3)}
+
+    agent = Agent(name="worker", model=unused_model(), tools=[work])
+    checkpointer = SQLiteCheckpointer(str(tmp_path / "eval.db"))
+    try:
+        task = asyncio.ensure_future(
+            evaluate(agent, suite(fresh_models()), concurrency=1, checkpointer=checkpointer, suite="steps")
+        )
+        gate["task"] = task
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+        second = fresh_models()
+        report = await evaluate(agent, suite(second), concurrency=1, checkpointer=checkpointer, suite="steps")
+        assert report.passed
+        assert [c.samples[0].resumed for c in report.cases] == [True, True, False]
+        assert second[1].calls == [] and second[2].calls == [] and second[3].calls  # only the unfinished one ran
+
+        third = fresh_models()
+        again = await evaluate(agent, suite(third), concurrency=1, checkpointer=checkpointer, suite="steps")
+        assert [c.samples[0].resumed for c in again.cases] == [False, False, False]  # a finished suite starts over
+        assert all(len(m.calls) == 2 for m in third.values())
+    finally:
+        await checkpointer.close()

@@ -26,6 +26,8 @@ from lovia import (
     ContextOverflowError,
     InMemoryCheckpointer,
     PluginInstance,
+    ProviderError,
+    RetryPolicy,
     RunCancelled,
     RunContext,
     Runner,
@@ -264,6 +266,76 @@ async def test_events_carry_their_documented_fields() -> None:
     terminal = seen[-1]
     assert isinstance(terminal, events.RunCompleted) and terminal.result is result
     assert sum(isinstance(ev, (events.RunCompleted, events.RunFailed)) for ev in seen) == 1
+
+
+async def test_a_failing_tool_emits_tool_call_failed_and_the_run_goes_on() -> None:
+    agent = calc(call("explode", {"reason": "disk"}, call_id="e1"), text("could not do it"))
+    handle = Runner.stream(agent, "go")
+    seen = [ev async for ev in handle]
+    result = await handle.result()
+    assert result.output == "could not do it"
+    [failed] = [ev for ev in seen if isinstance(ev, events.ToolCallFailed)]
+    assert isinstance(failed.error, RuntimeError) and "boom: disk" in str(failed.error)
+    assert failed.call is not None and failed.call.id == "e1"
+    [completed] = [ev for ev in seen if isinstance(ev, events.ToolCallCompleted)]
+    assert completed.is_error is True and completed.call.id == "e1" and completed.output
+    assert not any(isinstance(ev, events.RunFailed) for ev in seen)
+
+
+class FlakyOnce:
+    """A provider whose first stream breaks after a few characters with a retryable error."""
+
+    def __init__(self) -> None:
+        self.inner = ScriptedProvider([text("steady answer")])
+        self.calls = 0
+
+    @property
+    def name(self) -> str:
+        return "flaky"
+
+    @property
+    def model(self) -> str:
+        return "flaky-1"
+
+    @property
+    def supports_json_schema(self) -> bool:
+        return False
+
+    async def stream(
+        self, entries: Any, *, tools: Any = None, response_format: Any = None, settings: Any = None
+    ) -> AsyncIterator[Any]:
+        self.calls += 1
+        if self.calls == 1:
+            from lovia.transcript import TextDelta
+
+            yield TextDelta("par")
+            raise ProviderError("connection reset", status_code=503, retryable=True)
+        async for delta in self.inner.stream(entries, tools=tools, response_format=response_format, settings=settings):
+            yield delta
+
+
+async def test_a_retried_model_call_emits_output_discarded_then_model_retrying() -> None:
+    delays: list[float] = []
+
+    async def no_wait(delay: float) -> None:
+        delays.append(delay)
+
+    provider = FlakyOnce()
+    agent = Agent(name="a", model=provider, retry=RetryPolicy(max_attempts=2, sleep=no_wait))  # type: ignore[arg-type]
+    tracer = InMemoryTracer()
+    handle = Runner.stream(agent, "hi", tracer=tracer)
+    seen = [ev async for ev in handle]
+    result = await handle.result()
+    assert result.output == "steady answer" and provider.calls == 2
+    names = [type(ev).__name__ for ev in seen]
+    assert names.index("OutputDiscarded") < names.index("ModelRetrying")
+    [retrying] = [ev for ev in seen if isinstance(ev, events.ModelRetrying)]
+    assert isinstance(retrying.error, ProviderError)
+    assert (retrying.attempt, retrying.max_attempts) == (1, 2)
+    assert delays == [retrying.delay]
+    streamed = "".join(ev.delta for ev in seen if isinstance(ev, events.TextDelta))
+    assert streamed == "par" + "steady answer"  # the discarded part was streamed, then voided
+    assert [s.attrs["turn"] for s in tracer.spans if s.name == "model_call"] == [1, 1]  # one span per attempt
 
 
 async def test_a_failed_run_ends_the_stream_with_run_failed() -> None:

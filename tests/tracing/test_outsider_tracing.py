@@ -10,6 +10,7 @@ accounting, and checks lovia against it with public names only. The model is alw
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import logging
 from collections.abc import AsyncIterator, Iterator
@@ -398,6 +399,8 @@ async def test_handoff_span_and_the_tracer_follows_the_active_agent() -> None:
     assert [s.attrs["turn"] for s in tracer.spans if s.name == "model_call"] == [1, 2]
     [run] = [s for s in tracer.spans if s.name == "run"]
     assert run.attrs["turns"] == 2
+    # the tracer is a run-level knob: agents have no tracer field
+    assert "tracer" not in {f.name for f in dataclasses.fields(Agent)}
 
 
 class NestingTracer:

@@ -72,8 +72,12 @@ def calc(*turns: Any, hooks: AgentHooks | None = None, name: str = "calc") -> Ag
 
 @pytest.fixture(autouse=True)
 def _restore_lovia_logger() -> Iterator[None]:
+    # Each test starts from the logger as a fresh process has it (other tests may have enabled it).
     logger = logging.getLogger("lovia")
     handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    logger.handlers[:] = [h for h in handlers if type(h) is logging.NullHandler]
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True
     yield
     logger.handlers[:] = handlers
     logger.setLevel(level)
@@ -681,25 +685,41 @@ async def test_enable_logging_defaults_info_and_stderr(capsys: pytest.CaptureFix
 
 def test_enable_logging_is_idempotent_and_does_not_propagate() -> None:
     logger = logging.getLogger("lovia")
-    before = len(logger.handlers)
-    enable_logging(stream=io.StringIO())
-    enable_logging(stream=io.StringIO())
-    enable_logging("WARNING", stream=io.StringIO())
-    assert len(logger.handlers) == before + 1
-    assert logger.level == logging.WARNING
-    assert logger.propagate is False
+    first, second, third = io.StringIO(), io.StringIO(), io.StringIO()
+    enable_logging(stream=first)
+    count = len(logger.handlers)
+    enable_logging(stream=second)
+    enable_logging("WARNING", stream=third)
+    assert len(logger.handlers) == count  # its own handler was replaced, not added again
+    assert logger.level == logging.WARNING and logger.propagate is False
+    logger.warning("context.overflow window=1")
+    assert "context.overflow" in third.getvalue()
+    assert first.getvalue() == second.getvalue() == ""
 
 
-def test_propagate_true_hands_records_to_the_root_logger(caplog: pytest.LogCaptureFixture) -> None:
-    enable_logging(stream=io.StringIO(), propagate=True)
-    with caplog.at_level(logging.INFO):
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_propagate_true_hands_records_to_the_root_logger() -> None:
+    root = logging.getLogger()
+    collect = _Collect()
+    root.addHandler(collect)
+    try:
+        enable_logging(stream=io.StringIO(), propagate=True)
         Runner.run_sync(Agent(name="bot", model=ScriptedProvider([text("ok")])), "hi")
-    assert "run.done" in caplog.text
-    enable_logging(stream=io.StringIO())
-    caplog.clear()
-    with caplog.at_level(logging.INFO):
+        assert any(m.startswith("run.done") for m in collect.messages)
+        collect.messages.clear()
+        enable_logging(stream=io.StringIO())
         Runner.run_sync(Agent(name="bot", model=ScriptedProvider([text("ok")])), "hi")
-    assert "run.done" not in caplog.text
+        assert collect.messages == []
+    finally:
+        root.removeHandler(collect)
 
 
 class FakeTerminal(io.StringIO):

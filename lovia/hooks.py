@@ -2,7 +2,7 @@
 
 Handlers receive ``(event, ctx)`` with the very objects the stream yields. Dispatch happens at one
 point in emission order; catch-all handlers run first, then typed ones in registration order.
-A failing handler is logged and skipped (fail-open): observers never break a run.
+A failing handler is logged (a warning with its traceback) and skipped (fail-open): observers never break a run.
 """
 
 from __future__ import annotations
@@ -63,7 +63,12 @@ class AgentHooks:
                 if inspect.isawaitable(out):
                     await out
             except Exception:
-                logger.exception("hook %s failed on %s (ignored)", getattr(fn, "__name__", fn), type(event).__name__)
+                logger.warning(
+                    "hook %s failed on %s (ignored)",
+                    getattr(fn, "__name__", fn),
+                    type(event).__name__,
+                    exc_info=True,
+                )
 
 
 async def dispatch(hooks: AgentHooks | None, event: Event, ctx: RunContext[Any]) -> None:

@@ -23,7 +23,8 @@ DEFAULT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _HANDLER_NAME = "lovia-enable-logging"
 _COLORS = {"DEBUG": "\033[2m", "INFO": "\033[36m", "WARNING": "\033[33m", "ERROR": "\033[31m", "CRITICAL": "\033[31;1m"}
-_PAIR = re.compile(r"(\w+)=(\S+)")
+# ``key=value``; a value stops at a parenthesis, so ``tokens=12(in=10 out=2)`` gives three fields.
+_PAIR = re.compile(r"(\w+)=([^\s()]+)")
 # Attributes every LogRecord has; anything else was passed with ``extra=`` and is kept as a field.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 

@@ -9,7 +9,6 @@ finish_reason), ``tool_call`` (name, call_id), ``handoff`` (from_agent, to_agent
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -75,38 +74,36 @@ class Tracer(Protocol):
 
 @dataclass(slots=True)
 class RecordedSpan:
-    """A finished (or open) span kept by :class:`InMemoryTracer`."""
+    """A span kept by :class:`InMemoryTracer`: its name, attributes, duration and exception."""
 
     name: str
-    attributes: dict[str, Any] = field(default_factory=dict)
-    start: float = 0.0
-    end: float | None = None
-    error: BaseException | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+    duration_ms: float = 0.0
+    """Milliseconds from start to end (0 while the span is open)."""
+    exception: BaseException | None = None
+    """The exception that escaped the span, if any."""
     parent: RecordedSpan | None = None
     """The span that was open around this one in the same task (``None`` for a root)."""
+    start: float = 0.0
+    """``time.perf_counter()`` when the span opened."""
 
     def set_attribute(self, key: str, value: Any) -> None:
         """Set one attribute."""
-        self.attributes[key] = value
+        self.attrs[key] = value
 
     def record_exception(self, exc: BaseException) -> None:
         """Remember the exception that ended the span."""
-        self.error = exc
+        self.exception = exc
 
     @property
-    def attrs(self) -> dict[str, Any]:
-        """Alias of ``attributes``."""
-        return self.attributes
+    def attributes(self) -> dict[str, Any]:
+        """Alias of ``attrs``."""
+        return self.attrs
 
     @property
-    def exception(self) -> BaseException | None:
-        """Alias of ``error``."""
-        return self.error
-
-    @property
-    def duration_ms(self) -> float:
-        """Milliseconds from start to end (0 while open)."""
-        return 0.0 if self.end is None else (self.end - self.start) * 1000
+    def error(self) -> BaseException | None:
+        """Alias of ``exception``."""
+        return self.exception
 
 
 class _NoopSpan:
@@ -146,8 +143,9 @@ class NoopTracer:
 class InMemoryTracer:
     """Keeps every span in ``spans`` (for tests and debugging), with its ``parent``.
 
-    ``detail_spans=True`` also records the finer spans (``turn``, ``guardrail``,
-    ``checkpoint_save``); by default only ``run``, ``model_call``, ``tool_call`` and ``handoff``.
+    Spans are listed in the order they open. ``detail_spans=True`` also records the finer spans
+    (``turn``, ``guardrail``, ``checkpoint_save``); by default only ``run``, ``model_call``,
+    ``tool_call`` and ``handoff``.
     """
 
     def __init__(self, *, detail_spans: bool = False) -> None:
@@ -160,9 +158,7 @@ class InMemoryTracer:
     @contextmanager
     def span(self, name: str, /, **attrs: Any) -> Iterator[RecordedSpan]:
         """Record a span around the block."""
-        rec = RecordedSpan(
-            name=str(name), attributes=dict(attrs), start=time.perf_counter(), parent=self._current.get()
-        )
+        rec = RecordedSpan(name=str(name), attrs=dict(attrs), parent=self._current.get(), start=time.perf_counter())
         self.spans.append(rec)
         token = self._current.set(rec)
         try:
@@ -171,14 +167,20 @@ class InMemoryTracer:
             rec.record_exception(exc)
             raise
         finally:
-            rec.end = time.perf_counter()
+            rec.duration_ms = (time.perf_counter() - rec.start) * 1000
             self._current.reset(token)
+            self._finished(rec)
+
+    def _finished(self, rec: RecordedSpan) -> None:
+        """Called as each span ends (a hook for subclasses)."""
 
 
 class ConsoleTracer(InMemoryTracer):
-    """Prints each span that took at least ``min_duration_ms`` when it ends, indented by depth.
+    """Logs each span that took at least ``min_duration_ms`` when it ends, indented by depth.
 
-    With ``logger=`` the lines go to that logger at INFO; otherwise to ``stream`` (default stderr).
+    The lines go to ``logger`` at INFO, by default the ``lovia.tracing`` logger (so they show once
+    logging is on, e.g. with :func:`lovia.enable_logging`); with ``stream=`` they are printed to
+    that stream instead. The format is for people and may change.
     """
 
     def __init__(
@@ -194,28 +196,24 @@ class ConsoleTracer(InMemoryTracer):
         self.min_duration_ms = min_duration_ms
         self.stream = stream
 
-    @contextmanager
-    def span(self, name: str, /, **attrs: Any) -> Iterator[RecordedSpan]:
-        """Record and print the span."""
-        with super().span(name, **attrs) as rec:
-            try:
-                yield rec
-            finally:
-                rec.end = time.perf_counter()
-                if rec.duration_ms >= self.min_duration_ms:
-                    self._print(rec)
+    def _finished(self, rec: RecordedSpan) -> None:
+        if rec.duration_ms >= self.min_duration_ms:
+            self._print(rec)
 
     def _print(self, rec: RecordedSpan) -> None:
         depth, parent = 0, rec.parent
         while parent is not None:
             depth, parent = depth + 1, parent.parent
-        attrs_text = " ".join(f"{k}={v}" for k, v in rec.attributes.items())
-        status = " error" if rec.error else ""
+        attrs_text = " ".join(f"{k}={v}" for k, v in rec.attrs.items())
+        status = " error" if rec.exception else ""
         line = f"{'  ' * depth}{rec.name} {rec.duration_ms:.1f}ms{status} {attrs_text}".rstrip()
-        if self.logger is not None:
-            self.logger.info("%s", line)
+        if self.stream is not None and self.logger is None:
+            print(f"[lovia] {line}", file=self.stream)
         else:
-            print(f"[lovia] {line}", file=self.stream or sys.stderr)
+            (self.logger or _CONSOLE_LOGGER).info("%s", line)
+
+
+_CONSOLE_LOGGER = logging.getLogger("lovia.tracing")
 
 
 # ---------------------------------------------------------------------- helpers the loop calls

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..messages import Message, Usage
+from ..messages import AssistantTurn, Message, ToolCall, Usage
 from ..transcript import (
     FinishDelta,
     ModelDelta,
@@ -37,6 +37,48 @@ class ScriptedTurn:
     error: BaseException | None = None
     delay: float = 0.0
     """Seconds to sleep before each delta (to make timing visible in tests)."""
+
+    @property
+    def content(self) -> str | None:
+        """The answer text this turn streams (``None`` when it streams none)."""
+        parts = [d.text for d in self.deltas if isinstance(d, TextDelta)]
+        return "".join(parts) if parts else None
+
+    @property
+    def reasoning(self) -> str | None:
+        """The reasoning text streamed before the answer, if any."""
+        parts = [d.text for d in self.deltas if isinstance(d, ReasoningDelta)]
+        return "".join(parts) if parts else None
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The tool calls this turn requests, in order."""
+        ids: dict[int, str] = {}
+        names: dict[int, str] = {}
+        args: dict[int, list[str]] = {}
+        for d in self.deltas:
+            if isinstance(d, ToolCallDelta):
+                if d.call_id:
+                    ids[d.index] = d.call_id
+                if d.name:
+                    names[d.index] = d.name
+                if d.arguments:
+                    args.setdefault(d.index, []).append(d.arguments)
+        return [ToolCall(id=ids.get(i, ""), name=names.get(i, ""), arguments="".join(args.get(i, []))) for i in names]
+
+    @property
+    def usage(self) -> Usage:
+        """The token usage this turn reports."""
+        total = Usage()
+        for d in self.deltas:
+            if isinstance(d, UsageDelta):
+                total.add(d.usage)
+        return total
+
+    @property
+    def finish_reason(self) -> str | None:
+        """Why the turn stops (``stop``, ``tool_calls``...)."""
+        return next((d.reason for d in self.deltas if isinstance(d, FinishDelta)), None)
 
 
 @dataclass(slots=True)
@@ -101,15 +143,15 @@ TurnFunction = Callable[[list[TranscriptEntry], list[ToolDefinition]], Any]
 class ScriptedProvider:
     """Replays canned turns, one per model call; records every prompt.
 
-    Pass a list of turns (``text``, ``call``, ``batch``, ``fail``, or plain strings), or a
-    function ``(entries, tools) -> turn`` (sync or async) that decides each response. A list
-    is single-use and not safe for concurrent runs; running out of turns raises
+    Pass a list of turns (``text``, ``call``, ``batch``, ``fail``, ``AssistantTurn`` values or
+    plain strings), or a function ``(entries, tools) -> turn`` (sync or async) that decides each
+    response. A list is single-use and not safe for concurrent runs; running out of turns raises
     ``AssertionError``. ``record=False`` keeps no copy of the prompts (for a long-lived provider).
     """
 
     def __init__(
         self,
-        script: Sequence[ScriptedTurn | str] | TurnFunction,
+        script: Sequence[ScriptedTurn | AssistantTurn | str] | TurnFunction,
         *,
         model: str | None = None,
         supports_json_schema: bool = False,
@@ -130,8 +172,12 @@ class ScriptedProvider:
 
     @property
     def model(self) -> str:
-        """Model name."""
+        """Model name (assignable, like a plain field)."""
         return self._model
+
+    @model.setter
+    def model(self, value: str | None) -> None:
+        self._model = value or "scripted"
 
     @property
     def supports_json_schema(self) -> bool:
@@ -174,9 +220,21 @@ class ScriptedProvider:
         return self._turns.pop(0)
 
 
-def _coerce(turn: ScriptedTurn | str) -> ScriptedTurn:
+def _from_assistant_turn(turn: AssistantTurn) -> ScriptedTurn:
+    """Stream a complete :class:`~lovia.messages.AssistantTurn` the way ``text``/``call`` do."""
+    deltas: list[ModelDelta] = [TextDelta(ch) for ch in turn.content or ""]
+    for index, tc in enumerate(turn.tool_calls):
+        deltas.extend(_call_deltas(index, tc.name, tc.arguments, tc.id or None))
+    deltas.append(UsageDelta(turn.usage.copy()))
+    deltas.append(FinishDelta(turn.finish_reason or ("tool_calls" if turn.tool_calls else "stop")))
+    return ScriptedTurn(tuple(deltas))
+
+
+def _coerce(turn: ScriptedTurn | AssistantTurn | str) -> ScriptedTurn:
     if isinstance(turn, str):
         return text(turn)
     if isinstance(turn, ScriptedTurn):
         return turn
-    raise TypeError(f"scripted turns must be ScriptedTurn or str, got {type(turn).__name__}")
+    if isinstance(turn, AssistantTurn):
+        return _from_assistant_turn(turn)
+    raise TypeError(f"scripted turns must be ScriptedTurn, AssistantTurn or str, got {type(turn).__name__}")

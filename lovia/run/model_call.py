@@ -54,7 +54,16 @@ async def call_model(
                 async for delta in stream:
                     emitted = await _fold(delta, assembler, emit) or emitted
                 record_model_response(span, assembler)
-            logger.debug("model.done model=%s turn=%d", provider.model, turn)
+            if logger.isEnabledFor(logging.DEBUG):
+                usage = assembler.usage
+                logger.debug(
+                    "model.done model=%s turn=%d tokens=%d(in=%d out=%d)",
+                    provider.model,
+                    turn,
+                    usage.total_tokens,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                )
             return assembler
         except ContextOverflowError:
             raise

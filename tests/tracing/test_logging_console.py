@@ -47,6 +47,8 @@ async def test_json_lines_carry_event_and_fields() -> None:
     done = next(r for r in records if r.get("event") == "run.done")
     assert done["turns"] == 2 and isinstance(done["tokens"], int)
     assert any(r.get("event") == "tool.start" and r["level"] == "DEBUG" for r in records)
+    first_call = next(r for r in records if r.get("event") == "model.done")
+    assert first_call["turn"] == 1 and first_call["tokens"] == first_call["in"] + first_call["out"] > 0
 
 
 async def test_levels_filter_and_re_enabling_replaces_the_handler() -> None:

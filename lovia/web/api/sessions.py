@@ -85,14 +85,15 @@ def _tool_image(segments: list[Segment], call_id: str, index: int) -> tuple[str,
 def build_sessions_router(deps: RouterDeps) -> APIRouter:
     """The ``/api/sessions`` routes (with a chat's todos, follow-ups, uploads, fork and background
     processes) and ``/api/runs`` bound to ``deps``."""
-    router = APIRouter(prefix="/api", route_class=ApiRoute)
-    _read_routes(router, deps)
-    _ui_data_route(router, deps)
-    _children_route(router, deps)
-    _todo_route(router, deps)
-    _write_routes(router, deps)
-    for part in (uploads_router(deps), processes_router(deps), build_followups_router(deps)):
-        router.include_router(part)
+    own = APIRouter(prefix="/api", route_class=ApiRoute)
+    _read_routes(own, deps)
+    _ui_data_route(own, deps)
+    _children_route(own, deps)
+    _todo_route(own, deps)
+    _write_routes(own, deps)
+    router = APIRouter(route_class=ApiRoute)
+    for part in (own, uploads_router(deps), processes_router(deps), build_followups_router(deps)):
+        router.include_router(part)  # each part carries its own /api prefix
     return router
 
 

@@ -249,7 +249,7 @@ class ReplicaSupervisor(RunSupervisor):
             session_id=session_id,
             agent=self.agent_for(None),
             first_input=[],
-            first_checkpoint=CheckpointOptions(None, run_id),
+            first_checkpoint=CheckpointOptions(self.store.checkpointer, run_id),  # never launched here
             seed_entries=[],
             is_new=False,
             title_message=None,

@@ -208,3 +208,19 @@ async def test_records_logged_inside_a_run_carry_its_source(tmp_path: Path) -> N
     assert (inside.run_source, inside.run_session_id, inside.run_id) == ("schedule:sched_1", meta.id, run.run_id)  # type: ignore[attr-defined]
     assert inside.run_tag == "[schedule:sched_1] "  # type: ignore[attr-defined]
     assert (outside.run_source, outside.run_tag) == ("", "")  # type: ignore[attr-defined]
+
+
+async def test_gated_calls_of_live_runs_wait_in_deps_approvals(deps: RouterDeps, gate: Gate) -> None:
+    meta = await deps.store.create(title="gated")
+    run = await deps.supervisor.start(
+        session_id=meta.id, agent=deps.pick(None), input="remove notes.txt", is_new=False, title_message=None
+    )
+    while not deps.approvals.pending(meta.id):
+        await asyncio.sleep(0.01)
+    (call_id,) = deps.approvals.pending(meta.id)
+    assert run.info()["status"] == "blocked_on_approval"
+    assert not await deps.approvals.resolve("another_chat", call_id, True)  # keyed by chat
+    assert await deps.approvals.resolve(meta.id, call_id, True)
+    assert await deps.supervisor.drain(meta.id, timeout=10)
+    assert run.status == "completed" and gate.runs == {"remove": 1}
+    assert deps.approvals.pending(meta.id) == []

@@ -783,7 +783,7 @@ class RunSupervisor:
             live.broadcast(frame("error", {"type": type(exc).__name__, "message": str(exc)}))
         finally:
             self._live.pop(live.session_id, None)
-            for wait in live.approval_waits.values():
+            for wait in list(live.approval_waits.values()):
                 wait.cancel()  # a decision nobody made: denied
             live.finished.set()
             for sub in list(live.subscribers):

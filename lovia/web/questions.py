@@ -125,8 +125,8 @@ class QuestionRegistry:
 
 def broadcast_question(supervisor: Any, question: HumanQuestion) -> None:
     """Send a ``question`` frame to the asking chat's live stream (kept for late subscribers)."""
-    from .sse import Frame
+    from .sse import frame
 
-    live = supervisor.live(question.session_id) if question.session_id else None
+    live = supervisor.get(question.session_id) if question.session_id else None
     if live is not None:
-        live.broadcast(Frame("question", question_payload(question)))
+        live.broadcast(frame("question", question_payload(question)))

@@ -26,7 +26,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..agent import Agent
+from .. import events as ev
 from ..checkpointer import CheckpointOptions
 from ..exceptions import RunBusy, UserError
 from ..steering import Mailbox
@@ -36,13 +36,13 @@ from ..transcript import (
     TranscriptEntry,
     drop_dangling_tool_calls,
 )
-from .events_hub import EventHub
-from .serialization import snapshot_views
-from .sse import Frame
-from .supervisor import LiveRun, RunSettings, RunSupervisor, Subscription
+from .serialization import segments_runs, snapshot_views
+from .sse import frame, frame_data
+from .supervisor import RunController, RunSupervisor, _Attachment, _Subscription
 
 if TYPE_CHECKING:
     from .store_pg import PostgresChatStore
+    from .supervisor import SupervisorDeps
 
 __all__ = ["RemoteMailbox", "ReplicaSupervisor"]
 
@@ -51,19 +51,22 @@ _NOW = "extract(epoch from clock_timestamp())::double precision"
 _POLL = 1.0
 
 
-def _terminal(frame: Frame) -> bool:
+def _terminal(sse: dict[str, str]) -> bool:
     """Whether a frame ends the run's stream (a shutdown error is not the end: another replica resumes)."""
-    if frame.event == "done":
+    if sse["event"] == "done":
         return True
-    return frame.event == "error" and frame.data.get("scope") != "tool" and not frame.data.get("resumable")
+    if sse["event"] != "error":
+        return False
+    data = frame_data(sse)
+    return data.get("scope") != "tool" and not data.get("resumable")
 
 
-def _settled(entries: list[TranscriptEntry], in_flight: list[Frame]) -> list[TranscriptEntry]:
+def _settled(entries: list[TranscriptEntry], in_flight: list[dict[str, str]]) -> list[TranscriptEntry]:
     """The checkpoint's entries minus what the replayed frames of the turn in flight show again."""
-    shown = {c["id"] for f in in_flight if f.event == "tool_call" for c in [f.data]}
+    shown = {frame_data(f)["id"] for f in in_flight if f["event"] == "tool_call"}
     for f in in_flight:
-        if f.event == "message_completed":
-            shown.update(c["id"] for c in f.data["message"].get("tool_calls", []))
+        if f["event"] == "message_completed":
+            shown.update(c["id"] for c in frame_data(f)["message"].get("tool_calls", []))
     kept = drop_dangling_tool_calls(entries)
     return [e for e in kept if not (isinstance(e, (ToolCallEntry, ToolResultEntry)) and e.call_id in shown)]
 
@@ -85,7 +88,7 @@ class RemoteMailbox(Mailbox):
         return False
 
 
-class RemoteSubscription(Subscription):
+class RemoteAttachment(_Attachment):
     """A stream of a run owned by another replica, fed from ``web_frames``."""
 
     relay: asyncio.Task[None] | None = None
@@ -99,26 +102,13 @@ class RemoteSubscription(Subscription):
 class ReplicaSupervisor(RunSupervisor):
     """A :class:`RunSupervisor` whose runs are leased, relayed and taken over across replicas.
 
-    Args:
-        store: a :class:`~lovia.web.store_pg.PostgresChatStore` (the lease TTL comes from it).
-        agents: the agents by name.
-        default_agent: the name used when a request names none.
-        max_turns: per-run turn limit.
-        hub: the local ``/api/events`` hub.
-        settings: the cap and the options every run gets.
+    ``RouterDeps`` makes one when its store is a :class:`~lovia.web.store_pg.PostgresChatStore`
+    (the lease TTL comes from that store).
     """
 
-    def __init__(
-        self,
-        store: PostgresChatStore,
-        agents: dict[str, Agent[Any]],
-        *,
-        default_agent: str,
-        max_turns: int = 50,
-        hub: EventHub | None = None,
-        settings: RunSettings | None = None,
-    ) -> None:
-        super().__init__(store, agents, default_agent=default_agent, max_turns=max_turns, hub=hub, settings=settings)
+    def __init__(self, deps: SupervisorDeps) -> None:
+        super().__init__(deps)
+        store: PostgresChatStore = deps.store  # type: ignore[assignment]
         self.pg = store
         self.ttl = store.lease_ttl
         self.command_ids = itertools.count(1)
@@ -136,14 +126,14 @@ class ReplicaSupervisor(RunSupervisor):
             await self.pg.pg_checkpointer.live_leases()  # and the checkpoint tables the sweep joins
             self._tasks = [asyncio.ensure_future(self._listen()), asyncio.ensure_future(self._sweep_forever())]
 
-    async def shutdown(self, *, timeout: float = 10.0) -> None:
+    async def shutdown(self, *, grace: float = 10.0) -> None:
         """Stop the background tasks, then cancel live runs (their leases are released for a takeover)."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await super().shutdown(timeout=timeout)
+        await super().shutdown(grace=grace)
         if self._pending:
             await asyncio.wait(list(self._pending), timeout=2.0)
 
@@ -186,21 +176,22 @@ class ReplicaSupervisor(RunSupervisor):
 
     # ------------------------------------------------------------------ owner side
 
-    def _launch(self, live: LiveRun, message: Any, options: CheckpointOptions) -> None:
-        super()._launch(live, message, dataclasses.replace(options, lease_ttl=self.ttl))
-        queue: asyncio.Queue[Frame | None] = asyncio.Queue()
+    def _launch(self, live: RunController) -> None:
+        if live.first_checkpoint is not None:
+            live.first_checkpoint = dataclasses.replace(live.first_checkpoint, lease_ttl=self.ttl)
+        super()._launch(live)
+        sub = live.subscribe_live()
         if live.resumed:
             # Followers elsewhere may hold text the previous owner streamed in the turn it died in;
             # the resumed run streams that turn again from its start, so it is void for them.
-            queue.put_nowait(Frame("output_discarded", {}))
-        live.subscribers.add(queue)
+            sub.put(frame("output_discarded", {}))
         self._remote.pop(live.session_id, None)
-        self._spawn(self._pump(live, queue))
+        self._spawn(self._pump(live, sub))
 
-    async def _pump(self, live: LiveRun, queue: asyncio.Queue[Frame | None]) -> None:
+    async def _pump(self, live: RunController, sub: _Subscription) -> None:
         """Store every frame of a local run and tell the other replicas (in order, one at a time)."""
         await self.notify(f"r:{live.session_id}")
-        while (frame := await queue.get()) is not None:
+        while (item := await sub.queue.get()) is not None:
             try:
                 await self.pg.execute(
                     "WITH i AS (INSERT INTO {web_frames} (session_id, run_id, event, data_json) "
@@ -208,8 +199,8 @@ class ReplicaSupervisor(RunSupervisor):
                     (
                         live.session_id,
                         live.run_id,
-                        frame.event,
-                        json.dumps(frame.data, default=str),
+                        item["event"],
+                        item["data"],
                         self.pg.channel,
                         f"f:{live.session_id}",
                     ),
@@ -219,12 +210,12 @@ class ReplicaSupervisor(RunSupervisor):
         with contextlib.suppress(Exception):
             await self.notify(f"r:{live.session_id}")
 
-    async def _failed(self, live: LiveRun, error: BaseException) -> None:
-        if isinstance(error, RunBusy):  # another replica took the run first: leave it to that one
+    async def _failed(self, live: RunController, event: ev.RunFailed) -> None:
+        if isinstance(event.error, RunBusy):  # another replica took the run first: leave it to that one
             live.status = "interrupted"
             logger.info("run %s is driven by another replica; not resuming it here", live.run_id)
             return
-        await super()._failed(live, error)
+        await super()._failed(live, event)
 
     async def _run_commands(self, session_id: str) -> None:
         live = self._live.get(session_id)
@@ -241,19 +232,30 @@ class ReplicaSupervisor(RunSupervisor):
                 self._spawn(super().stop(session_id))
             elif kind == "steer":
                 live.mailbox.push(payload["message"])
-            elif kind == "approve" and live.handle is not None:
-                live.handle.approvals.resolve(str(payload["call_id"]), bool(payload["approve"]))
+            elif kind == "approve":
+                self._spawn(self.deps.approvals.resolve(session_id, str(payload["call_id"]), bool(payload["approve"])))
 
     # ------------------------------------------------------------------ non-owner side
 
-    def live(self, session_id: str) -> LiveRun | None:
+    def get(self, session_id: str) -> RunController | None:
         """The local run of a chat, or a stand-in for one another replica owns (steering goes to it)."""
         local = self._live.get(session_id)
         run_id = self._remote.get(session_id)
         if local is not None or run_id is None:
             return local
-        agent = self.agent_for(None)
-        return LiveRun(session_id, run_id, agent, RemoteMailbox(self, session_id, run_id), [], 0)
+        return RunController(
+            deps=self.deps,
+            supervisor=self,
+            session_id=session_id,
+            agent=self.agent_for(None),
+            first_input=[],
+            first_checkpoint=CheckpointOptions(self.store.checkpointer, run_id),  # never launched here
+            seed_entries=[],
+            is_new=False,
+            title_message=None,
+            source="user",
+            mailbox=RemoteMailbox(self, session_id, run_id),
+        )
 
     async def send(self, session_id: str, run_id: str, kind: str, payload: dict[str, Any]) -> None:
         """Queue a command for the run's owner and wake it."""
@@ -267,10 +269,11 @@ class ReplicaSupervisor(RunSupervisor):
         """:meth:`send` from synchronous code (steering through a :class:`RemoteMailbox`)."""
         self._spawn(self.send(session_id, run_id, kind, payload))
 
-    async def stop(self, session_id: str, *, timeout: float = 10.0) -> bool:
-        """Stop the chat's run, here or on the replica that owns it, and wait until it ended."""
+    async def stop(self, session_id: str, *, timeout: float = 10.0, discard: bool = False) -> bool:
+        """Stop the chat's run, here or on the replica that owns it (which keeps its completed
+        turns, whatever ``discard`` says), and wait until it ended."""
         if session_id in self._live:
-            return await super().stop(session_id, timeout=timeout)
+            return await super().stop(session_id, timeout=timeout, discard=discard)
         meta = await self.store.get(session_id)
         if meta is None or not meta.active_run_id:
             return False
@@ -285,7 +288,7 @@ class ReplicaSupervisor(RunSupervisor):
             await asyncio.sleep(0.1)
         return True
 
-    async def subscribe(self, session_id: str) -> Subscription:
+    async def subscribe(self, session_id: str) -> _Attachment:
         """A local subscription, or a relay of the run another replica owns."""
         if session_id in self._live:
             return await super().subscribe(session_id)
@@ -294,19 +297,19 @@ class ReplicaSupervisor(RunSupervisor):
             return await super().subscribe(session_id)
         run_id = meta.active_run_id
         self._remote[session_id] = run_id
-        history = await self.store.session.segments(session_id)
+        history = segments_runs(await self.store.session.segments(session_id))
         snapshot = await self.store.checkpointer.load(run_id)
         done = list(snapshot.entries) if snapshot is not None else []
         rows = await self.pg.fetch(
             "SELECT seq, event, data_json FROM {web_frames} WHERE run_id = %s ORDER BY seq", (run_id,)
         )
-        frames = [(int(seq), Frame(event, json.loads(data))) for seq, event, data in rows]
+        frames = [(int(seq), {"event": str(event), "data": str(data)}) for seq, event, data in rows]
         last = max((seq for seq, _ in frames), default=0)
-        starts = [i for i, (_, f) in enumerate(frames) if f.event == "turn_started"]
+        starts = [i for i, (_, f) in enumerate(frames) if f["event"] == "turn_started"]
         in_flight = [f for _, f in frames[starts[-1] if starts else 0 :]]
         done = _settled(done, in_flight)
         messages, transcript = snapshot_views(history, done)
-        head = Frame(
+        head = frame(
             "snapshot",
             {
                 "session_id": session_id,
@@ -317,15 +320,15 @@ class ReplicaSupervisor(RunSupervisor):
                 "resumed": False,
             },
         )
-        queue: asyncio.Queue[Frame | None] = asyncio.Queue()
-        sub = RemoteSubscription([head, *in_flight], queue, None)
+        sub = _Subscription(None)
+        attachment = RemoteAttachment([head, *in_flight], sub)
         if any(_terminal(f) for f in in_flight):
-            queue.put_nowait(None)
-            return sub
-        sub.relay = asyncio.ensure_future(self._relay(session_id, run_id, last, queue))
-        return sub
+            sub.end()
+            return attachment
+        attachment.relay = asyncio.ensure_future(self._relay(session_id, run_id, last, sub))
+        return attachment
 
-    async def _relay(self, session_id: str, run_id: str, last: int, queue: asyncio.Queue[Frame | None]) -> None:
+    async def _relay(self, session_id: str, run_id: str, last: int, sub: _Subscription) -> None:
         event = asyncio.Event()
         self._wake.setdefault(session_id, set()).add(event)
         quiet = 0
@@ -340,9 +343,9 @@ class ReplicaSupervisor(RunSupervisor):
                 )
                 for seq, name, data in rows:
                     last = int(seq)
-                    frame = Frame(name, json.loads(data))
-                    queue.put_nowait(frame)
-                    if _terminal(frame):
+                    item = {"event": str(name), "data": str(data)}
+                    sub.put(item)
+                    if _terminal(item):
                         return
                 if rows or not await self._ended(session_id, run_id):
                     quiet = 0
@@ -353,10 +356,10 @@ class ReplicaSupervisor(RunSupervisor):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            queue.put_nowait(Frame("error", {"type": type(exc).__name__, "message": str(exc)}))
+            sub.put(frame("error", {"type": type(exc).__name__, "message": str(exc)}))
         finally:
             self._wake.get(session_id, set()).discard(event)
-            queue.put_nowait(None)
+            sub.end()
 
     async def _ended(self, session_id: str, run_id: str) -> bool:
         meta = await self.store.get(session_id)
@@ -372,7 +375,7 @@ class ReplicaSupervisor(RunSupervisor):
         agent: str | None = None,
         deps: Any = None,
         client_context: dict[str, Any] | None = None,
-    ) -> LiveRun | None:
+    ) -> RunController | None:
         """Take the run over when its owner is gone and this replica wins the claim.
 
         The owner is gone when its lease expired (it was killed), or when it released the lease

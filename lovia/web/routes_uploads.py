@@ -33,7 +33,7 @@ from ..providers.base import supports_vision
 from ..transcript import InputEntry, TranscriptEntry
 from .errors import ApiRoute, ErrorCode, WebError
 from .media import MODEL_IMAGE_MIME_BY_EXT, model_image_mime
-from .schemas import ForkRequest
+from .schemas import ForkRequest, ForkResponse
 from .serialization import parse_ref, segments_runs
 from .store import ChatMeta, ChatStore, UploadRecord
 from .supervisor import RunSupervisor
@@ -74,6 +74,8 @@ class WebState(Protocol):
 
     max_upload_bytes: int
     upload_allowed_ext: frozenset[str] | None
+
+    def announce_session(self, meta: ChatMeta) -> None: ...
 
 
 def parse_allowed_ext(value: str | Iterable[str] | None) -> frozenset[str] | None:
@@ -280,7 +282,7 @@ def _fork_routes(router: APIRouter, state: WebState) -> None:
     store, sup = state.store, state.supervisor
 
     @router.post("/{session_id}/fork")
-    async def fork(session_id: str, body: ForkRequest | None = None) -> dict[str, Any]:
+    async def fork(session_id: str, body: ForkRequest | None = None) -> ForkResponse:
         user_turn = body.user_turn if body is not None else None
         ref = body.ref if body is not None else None
         meta = await _require(state, session_id)
@@ -291,7 +293,7 @@ def _fork_routes(router: APIRouter, state: WebState) -> None:
                     raise _error(
                         404, "turn_not_found", f"no user message {ref!r} in this chat", "reload the chat and pick again"
                     )
-            if user_turn is None and sup.live(session_id) is not None:
+            if user_turn is None and sup.get(session_id) is not None:
                 raise _error(409, "run_active", "a run is live in this chat", "wait for it to finish, then branch")
             if user_turn is None and meta.active_run_id:
                 raise _error(
@@ -306,5 +308,5 @@ def _fork_routes(router: APIRouter, state: WebState) -> None:
             new = await store.get(new_id) if new_id is not None else None
             if new is None:
                 raise _error(409, "nothing_to_fork", "there is no finished history before that point")
-        sup.hub.publish("session_created", {"session": new.to_dict()})
-        return {"session_id": new.id, "title": new.title}
+        state.announce_session(new)
+        return ForkResponse(session_id=new.id)

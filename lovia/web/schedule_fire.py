@@ -9,6 +9,7 @@ calls :func:`fire_in_chat`; so does ``POST /api/schedules/{id}/fire``.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from ..exceptions import UserError
@@ -17,7 +18,7 @@ from .titles import provisional_title
 
 if TYPE_CHECKING:
     from .schedule_store import ScheduleRow
-    from .store import ChatStore
+    from .store import ChatMeta, ChatStore
     from .supervisor import RunSupervisor
 
 __all__ = ["FireState", "fire_in_chat", "fire_input"]
@@ -31,6 +32,10 @@ class FireState(Protocol):
 
     @property
     def supervisor(self) -> RunSupervisor: ...
+
+    def announce_session(self, meta: ChatMeta) -> None: ...
+
+    def emit(self, event: str, data: Mapping[str, object]) -> None: ...
 
 
 def fire_input(sched: ScheduleRow) -> str:
@@ -61,25 +66,33 @@ async def fire_in_chat(state: FireState, row: ScheduleRow) -> tuple[str | None, 
         raise UserError(f"chat {row.session_id!r} is gone", hint="delete this schedule or bind it to another chat")
     sid = meta.id if meta is not None else f"chat_{uuid.uuid4().hex[:16]}"
     async with sup.lock(sid):
-        live = sup.live(sid)
+        live = sup.get(sid)
         if live is not None:  # join the run in flight rather than queue a second one
-            live.mailbox.push(fire_input(row))
+            live.inject(fire_input(row))
             return sid, live.run_id
         sup.check_capacity()
         agent_name = row.agent or (meta.agent if meta is not None else None)
         context = dict(row.context or {})
-        trigger = RunTrigger(
-            session_id=sid, agent=sup.agent_for(agent_name), source=f"schedule:{row.id}", client_context=context
-        )
-        deps = await build_run_deps(state.run_deps, trigger)
+        agent = sup.agent_for(agent_name)
+        trigger = RunTrigger(session_id=sid, agent=agent, source=f"schedule:{row.id}", client_context=context)
+        run_deps = await build_run_deps(state.run_deps, trigger)
         if meta is None:
             meta = await store.create(title=provisional_title(row.input), agent=row.agent, session_id=sid)
-            sup.hub.publish("session_created", {"session": meta.to_dict()})
+            state.announce_session(meta)
         if meta.active_run_id:
             await sup.finalize_partial(sid, meta.active_run_id)
-        started = sup.start(
-            sid, fire_input(row), agent=agent_name, source=f"schedule:{row.id}", deps=deps, client_context=context
+        started = await sup.start(
+            session_id=sid,
+            agent=agent,
+            input=fire_input(row),
+            is_new=False,
+            title_message=None,
+            autostart=True,
+            source=f"schedule:{row.id}",
+            client=context,
+            run_deps=run_deps,
+            chat_created_at=meta.created_at,
         )
     await store.update(sid)
-    sup.hub.publish("schedule_fired", {"schedule_id": row.id, "session_id": sid, "run_id": started.run_id})
+    state.emit("schedule_fired", {"schedule_id": row.id, "session_id": sid, "run_id": started.run_id})
     return sid, started.run_id

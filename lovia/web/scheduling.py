@@ -212,7 +212,7 @@ class Scheduling:
 
 
 async def _start_session(store: Any, run: RunContext[Any], instruction: str, title: str | None) -> dict[str, Any]:
-    from .routes_schedules import title_from
+    from .titles import provisional_title
 
     deps = _SERVERS.get(store)
     if deps is None:
@@ -224,7 +224,7 @@ async def _start_session(store: Any, run: RunContext[Any], instruction: str, tit
         raise ToolError("the instruction is empty", hint="say what the new chat should do")
     chats, sup = deps.store, deps.supervisor
     parent = await chats.get(run.session_id) if run.session_id else None
-    name = (title or "").strip()[:200] or title_from(instruction)
+    name = (title or "").strip()[:200] or provisional_title(instruction)
     meta = await chats.create(title=name, agent=run.agent.name if run.agent.name in sup.agents else None)
     try:
         if parent is not None and chats.supports_origins:
@@ -232,11 +232,18 @@ async def _start_session(store: Any, run: RunContext[Any], instruction: str, tit
                 meta.id, kind="spawn", origin_session_id=parent.id, user_turn=None, title=parent.title
             )
         async with sup.lock(meta.id):
-            sup.start(meta.id, instruction.strip(), agent=meta.agent)
+            await sup.start(
+                session_id=meta.id,
+                agent=sup.agent_for(meta.agent),
+                input=instruction.strip(),
+                is_new=False,  # it has its title already
+                title_message=None,
+                chat_created_at=meta.created_at,
+            )
     except Exception:
         await chats.delete(meta.id)  # a chat whose run never started is not left behind
         raise
-    sup.hub.publish("session_created", {"session": meta.to_dict()})
+    deps.announce_session(meta)
     return {"session_id": meta.id, "title": name, "status": "running"}
 
 

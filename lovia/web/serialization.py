@@ -196,14 +196,15 @@ def view_messages(runs: Runs, *, created_at: float | None, updated_at: float | N
 
 
 def snapshot_views(
-    history: Sequence[Segment], pending: Sequence[TranscriptEntry]
+    runs: Runs, pending: Sequence[TranscriptEntry], *, created_at: float | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A ``snapshot`` frame's two views of finished runs plus the live run's completed turns:
-    the messages (the live run's user messages have no ``ref`` yet) and the stored entry dicts."""
-    runs = segments_runs(history)
+    """A ``snapshot`` frame's two views of the finished ``runs`` plus the live run's completed
+    turns: the messages (the live run's user messages have no ``ref`` yet) and the stored entry
+    dicts. ``created_at`` stamps the messages of untimed runs."""
+    runs = list(runs)
     if pending:
         runs.append(Run(None, list(pending)))
-    messages = view_messages(runs, created_at=None, updated_at=None)
+    messages = view_messages(runs, created_at=created_at, updated_at=None)
     transcript = [entry_to_dict(e) for run in runs for e in run.entries]
     return messages, transcript
 

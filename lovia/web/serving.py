@@ -58,8 +58,11 @@ def log_run_failures() -> None:
     web_logger = logging.getLogger("lovia.web")
     if web_logger.handlers:
         return
+    from .supervisor import run_source_log_filter
+
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("lovia web: %(levelname)s %(message)s"))
+    handler.addFilter(run_source_log_filter())  # "[schedule:<id>] " on the lines of runs nobody typed
+    handler.setFormatter(logging.Formatter("lovia web: %(levelname)s %(run_tag)s%(message)s"))
     web_logger.addHandler(handler)
     if web_logger.level == logging.NOTSET:
         web_logger.setLevel(logging.INFO)

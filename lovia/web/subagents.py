@@ -17,9 +17,9 @@ from typing import Any, Protocol
 from ..exceptions import UserError
 from ..plugins.subagents import ChildSpec, DeliverFn, RunChildFn, SubagentReport, Subagents, render_report
 from ..result import RunResult
-from .routes_schedules import title_from
-from .store import ChatStore
+from .store import ChatMeta, ChatStore
 from .supervisor import RunSupervisor
+from .titles import provisional_title
 
 __all__ = ["subagent_deliver", "subagent_runner", "wire_subagents"]
 
@@ -37,6 +37,8 @@ class SubagentDeps(Protocol):
     @property
     def supervisor(self) -> RunSupervisor: ...
 
+    def announce_session(self, meta: ChatMeta) -> None: ...
+
 
 def _parents(deps: SubagentDeps) -> dict[str, str]:
     """Child id -> parent chat id, shared by the runner and the delivery of one app."""
@@ -53,7 +55,7 @@ def subagent_runner(deps: SubagentDeps) -> RunChildFn:
 
     async def run(spec: ChildSpec) -> RunResult[Any]:
         parent = await store.get(spec.parent_session_id) if spec.parent_session_id else None
-        meta = await store.create(title=title_from(spec.prompt), agent=parent.agent if parent else None)
+        meta = await store.create(title=provisional_title(spec.prompt), agent=parent.agent if parent else None)
         if parent is not None:
             parents[spec.id] = parent.id
             await store.set_origin(
@@ -61,11 +63,18 @@ def subagent_runner(deps: SubagentDeps) -> RunChildFn:
             )
         try:
             async with sup.lock(meta.id):
-                live = sup.start(meta.id, spec.prompt, runner=spec.agent, mailbox=spec.mailbox)
+                live = await sup.start(
+                    session_id=meta.id,
+                    agent=spec.agent,
+                    input=spec.prompt,
+                    is_new=False,  # titled from its task, not by a model
+                    title_message=None,
+                    mailbox=spec.mailbox,
+                )
         except Exception:  # at the run cap, say: no chat is left behind, the parent gets the error
             await store.delete(meta.id)
             raise
-        sup.hub.publish("session_created", {"session": meta.to_dict()})
+        deps.announce_session(meta)
         while not live.finished.is_set():
             if spec.token.is_cancelled:  # the parent's cancel_subagent
                 await sup.stop(meta.id)
@@ -94,18 +103,25 @@ def subagent_deliver(deps: SubagentDeps) -> DeliverFn:
                 logger.info("a subagent reported after its parent chat %s went away", parent_id)
                 return
             async with sup.lock(parent.id):
-                live = sup.live(parent.id)
+                live = sup.get(parent.id)
                 if live is None:
                     if parent.active_run_id:
                         await sup.finalize_partial(parent.id, parent.active_run_id)
-                    sup.start(parent.id, text, agent=parent.agent)
+                    await sup.start(
+                        session_id=parent.id,
+                        agent=sup.agent_for(parent.agent),
+                        input=text,
+                        is_new=False,
+                        title_message=None,
+                        autostart=True,
+                    )
                     await store.update(parent.id)
                     return
-                token = live.mailbox.push(text)
+                token = live.inject(text)
             # The run reads its mailbox at its next turn; one that ends first leaves the report
             # there, and it starts a run of its own instead.
             await live.finished.wait()
-            if not live.mailbox.remove(token):
+            if not live.uninject(token):
                 return
 
     async def guarded(parent_id: str, text: str) -> None:

@@ -1,151 +1,394 @@
 """``RunSupervisor``: chat runs owned by the server, not by the HTTP request that started them.
 
 * A client disconnect is not a cancel: the run keeps going and its result lands in the session.
-* One live run per chat; a second stream attaches to it and gets a prologue: a ``snapshot`` of
-  the completed turns, then the frames of the turn in flight, then the live tail.
+* One live run per chat (a :class:`RunController`); a second stream attaches to it and gets a
+  prologue: a ``snapshot`` of the completed turns, then the frames of the turn in flight, then the
+  live tail (:func:`forward`).
 * A user stop finalizes what the run completed (dangling tool calls dropped) into the session
-  and deletes the checkpoint.
+  and deletes the checkpoint; a discarding stop (the chat is being deleted) keeps nothing.
 * A graceful shutdown cancels cooperatively and keeps the checkpoint; the chat's
   ``active_run_id`` lets the next process resume it (``if_run_exists="resume_only"``, input ``[]``)
   when a client reconnects. A crash (SIGKILL) leaves the same state behind.
+
+:class:`EventHub` is the process-wide notification stream behind ``GET /api/events``
+(``run_started``, ``run_finished``, ``session_created``, ...). It keeps no history: a client that
+(re)connects reloads the lists first, then applies what arrives. A subscriber that stops reading
+is dropped once its queue is full, so a stuck tab never holds memory or slows a run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import events as ev
 from ..agent import Agent
 from ..checkpointer import CheckpointOptions, RunHead, RunSnapshot
 from ..exceptions import LoviaError, UserError
 from ..handle import RunHandle
-from ..messages import Usage
-from ..parts import ContentPart
-from ..reliability import Mailbox, RetryPolicy, RunBudget
+from ..messages import Message, Usage
+from ..reliability import Mailbox
 from ..runner import Runner
-from ..session import Segment, new_run_id
+from ..session import new_run_id
 from ..transcript import (
     AssistantTextEntry,
     InputEntry,
     ToolResultEntry,
     TranscriptEntry,
     drop_dangling_tool_calls,
+    messages_to_entries,
     to_json_safe,
 )
+from ..types import JsonObject
 from .components import bind_ui_data
-from .events_hub import EventHub
-from .run_deps import RunDepsFn, RunTrigger, build_run_deps
-from .run_errors import run_error_code
-from .serialization import segment_timing, snapshot_views
-from .sse import Frame, event_to_frame
-from .store import ChatStore, RunRow
-from .workspaces import WorkspaceSessions
+from .run_deps import RunTrigger, build_run_deps
+from .serialization import Runs, segment_timing, segments_runs, snapshot_views
+from .sse import (
+    KEEPALIVE_FRAME,
+    DoneData,
+    ErrorData,
+    LegTiming,
+    RunFinishedData,
+    RunStartedData,
+    SnapshotData,
+    UserTurnRefs,
+    encode_stream,
+    error_data,
+    event_to_sse,
+    frame,
+    next_or_keepalive,
+    usage_dict,
+)
+from .store import RunRow
 
 if TYPE_CHECKING:
     from ..context.base import ContextPolicy
+    from ..reliability import RetryPolicy, RunBudget
     from ..tracing import Tracer
+    from .approvals import ApprovalRegistry
+    from .run_deps import RunDepsFn
+    from .store import ChatStore
+    from .workspaces import WorkspaceSessions
 
-__all__ = ["LiveRun", "RunSettings", "RunSupervisor", "Subscription", "TooManyRuns", "error_payload"]
+__all__ = [
+    "EventHub",
+    "RunController",
+    "RunSupervisor",
+    "TooManyRuns",
+    "forward",
+    "run_source_log_filter",
+]
 
 logger = logging.getLogger("lovia.web")
-_CLOSE: Frame | None = None
+
+SseFrame = dict[str, str]
+"""A frame as :func:`lovia.web.sse.frame` makes it."""
 
 
-def error_payload(error: BaseException) -> dict[str, Any]:
-    """What the page shows about a failed run: the error's type, message, ``code``
-    (:func:`~lovia.web.run_errors.run_error_code`), hint, and a provider error's HTTP status and
-    whether retrying may help."""
-    payload: dict[str, Any] = {"type": type(error).__name__, "message": str(getattr(error, "message", None) or error)}
-    hint = getattr(error, "hint", None)
-    if hint:
-        payload["hint"] = hint
-    payload["code"] = run_error_code(error)
-    status = getattr(error, "status_code", None)
-    if status is not None:
-        payload["status"] = status  # the page's name for it
-        payload["status_code"] = status
-    retryable = getattr(error, "retryable", None)
-    if isinstance(retryable, bool):
-        payload["retryable"] = retryable
-    return payload
+class SupervisorDeps(Protocol):
+    """What the supervisor reads of :class:`lovia.web.api.RouterDeps` (a protocol: no import back
+    into the API package, which imports this module)."""
+
+    store: ChatStore
+    agents: dict[str, Agent[Any]]
+    approvals: ApprovalRegistry
+    max_turns: int
+    max_background_runs: int
+    retry: RetryPolicy | None
+    context_policy: ContextPolicy | None
+    tracer: Tracer | None
+    approval_timeout: float | None
+    run_deps: RunDepsFn | None
+    workspaces: WorkspaceSessions
+
+    @property
+    def default_agent(self) -> str: ...
+
+    def fresh_budget(self) -> RunBudget | None: ...
+
+    def name_of(self, agent: Agent[Any]) -> str: ...
+
+    def schedule_title(self, session_id: str, user_msg: str, output: Any, agent_name: str) -> None: ...
 
 
 class TooManyRuns(LoviaError):
     """The server is at its concurrent-run cap (``max_background_runs``); the API answers 429."""
 
 
-@dataclass(slots=True)
-class RunSettings:
-    """What every served run gets besides its input (``create_app``'s run options).
-
-    Attributes:
-        max_background_runs: how many runs may be live at once; starting one more raises
-            :class:`TooManyRuns`.
-        budget: limits copied fresh for every run (``None``: unlimited).
-        retry: the retry posture of every run (``None``: the agent's).
-        context_policy: the view-shaping posture of every run (``None``: the agent's).
-        tracer: where every run's spans go.
-        approval_timeout: seconds a gated call waits for a decision before it is denied
-            (``None``: it waits as long as the run lives).
-        run_deps: builds the deps of a run nobody requested here (a replica taking a run over);
-            the routes call it themselves for the runs they start.
-    """
-
-    max_background_runs: int = 8
-    budget: RunBudget | None = None
-    retry: RetryPolicy | None = None
-    context_policy: ContextPolicy | None = None
-    tracer: Tracer | None = None
-    approval_timeout: float | None = None
-    run_deps: RunDepsFn | None = None
-
-    def fresh_budget(self) -> RunBudget | None:
-        """A new budget with the configured limits (a budget counts, so no two runs share one)."""
-        return self.budget.copy() if self.budget is not None else None
+# --------------------------------------------------------------------------- logging
 
 
-@dataclass(eq=False)
-class LiveRun:
-    """One run in flight, with what a late subscriber needs to catch up."""
-
+@dataclass(frozen=True, slots=True)
+class _RunTag:
     session_id: str
     run_id: str
-    agent: Agent[Any]
-    mailbox: Mailbox
-    entries: list[TranscriptEntry]
-    """The run's own entries so far (input, completed messages, tool results)."""
-    turn_mark: int
-    """``len(entries)`` when the turn in flight started: the snapshot boundary."""
-    handle: RunHandle[Any] | None = None
-    buffer: list[Frame] = field(default_factory=list)
-    """Frames of the turn in flight (replayed to subscribers after the snapshot)."""
-    subscribers: set[asyncio.Queue[Frame | None]] = field(default_factory=set)
-    task: asyncio.Task[None] | None = None
-    stop_requested: bool = False
-    shutting_down: bool = False
-    resumed: bool = False
-    finished: asyncio.Event = field(default_factory=asyncio.Event)
-    status: str = "running"
-    """How it ended: completed, cancelled, failed or interrupted (``running`` while live)."""
-    partial: list[str] = field(default_factory=list)
-    """Text streamed in the turn in flight and not yet part of a completed message."""
-    source: str = "user"
-    """Why the run started: ``user`` or ``schedule:<id>``."""
-    deps: Any = None
-    """The run's ``RunContext.deps`` (what ``run_deps`` built)."""
-    client_context: dict[str, Any] = field(default_factory=dict)
-    """The page's context the run started with (a message joining the run leaves it as is)."""
-    started_at: float = field(default_factory=time.time)
-    turns: int = 0
-    """Turns started so far."""
-    awaiting: set[str] = field(default_factory=set)
-    """Ids of the gated calls waiting for a decision (the run is ``blocked_on_approval``)."""
+    source: str
+
+
+_CURRENT_RUN: contextvars.ContextVar[_RunTag | None] = contextvars.ContextVar("lovia_web_run", default=None)
+
+
+class _RunSourceFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        tag = _CURRENT_RUN.get()
+        record.run_source = tag.source if tag is not None else ""
+        record.run_session_id = tag.session_id if tag is not None else ""
+        record.run_id = tag.run_id if tag is not None else ""
+        # "[schedule:sched_1] " for a run a user did not start; nothing otherwise.
+        record.run_tag = f"[{tag.source}] " if tag is not None and tag.source != "user" else ""
+        return True
+
+
+def run_source_log_filter() -> logging.Filter:
+    """A logging filter that tags each record logged while a supervised run works with that run.
+
+    It never drops a record; it sets ``run_source`` (``user``, ``schedule:<id>``, ...),
+    ``run_session_id`` and ``run_id`` (empty outside a run) and ``run_tag`` (``"[<source>] "``
+    for a run nobody typed, else empty), for a format such as
+    ``"%(levelname)s %(run_tag)s%(message)s"``. ``serve`` puts one on its own log handler.
+    """
+    return _RunSourceFilter()
+
+
+# --------------------------------------------------------------------------- subscriptions
+
+
+class _Subscription:
+    """A queue of frames from a hub or a run, ended by ``None`` (the source closed or dropped it)."""
+
+    def __init__(self, owner: set[_Subscription] | None, maxsize: int = 0) -> None:
+        self.queue: asyncio.Queue[SseFrame | None] = asyncio.Queue(maxsize)
+        self._owner = owner
+        self.ended = False
+        if owner is not None:
+            owner.add(self)
+
+    def put(self, item: SseFrame) -> bool:
+        """Queue one frame; ``False`` (and the subscription ends) when the reader fell behind."""
+        if self.ended:
+            return False
+        try:
+            self.queue.put_nowait(item)
+        except asyncio.QueueFull:
+            self.end()
+            return False
+        return True
+
+    def end(self) -> None:
+        """Close the stream: the reader gets what is queued, then the end (room is made for it)."""
+        if self.ended:
+            return
+        self.ended = True
+        if self._owner is not None:
+            self._owner.discard(self)
+        while self.queue.full():
+            self.queue.get_nowait()
+        self.queue.put_nowait(None)
+
+    def close(self) -> None:
+        """Stop receiving (the source goes on)."""
+        if self._owner is not None:
+            self._owner.discard(self)
+
+    async def frames(self, *, keepalive: bool = True) -> AsyncIterator[SseFrame]:
+        """The frames as they come, until the end; a keep-alive frame after each quiet spell."""
+        while True:
+            item = await next_or_keepalive(self.queue) if keepalive else await self.queue.get()
+            if item is None:
+                return
+            if item is KEEPALIVE_FRAME:
+                yield dict(KEEPALIVE_FRAME)
+                continue
+            yield item
+
+
+@dataclass(slots=True)
+class _Attachment:
+    """A stream's view of a chat: the prologue frames, then (with a live run) its subscription."""
+
+    prologue: list[SseFrame]
+    subscription: _Subscription | None
+    controller: RunController | None = None
+
+    def close(self) -> None:
+        """Stop receiving frames (the run goes on)."""
+        if self.subscription is not None:
+            self.subscription.close()
+
+
+async def forward(source: _Attachment | _Subscription, *, sid: str, emit_session: bool) -> AsyncIterator[SseFrame]:
+    """The frames a chat stream sends for ``source``, as :func:`lovia.web.sse.frame` dicts.
+
+    With ``emit_session`` a ``session`` frame naming chat ``sid`` comes first; then an attachment's
+    prologue, then the live frames until the run ends, with ``{"comment": "keep-alive"}`` frames
+    while nothing happens. Closing the iterator (a client gone) only unsubscribes: the run goes on.
+    """
+    subscription = source.subscription if isinstance(source, _Attachment) else source
+    try:
+        if emit_session:
+            yield frame("session", {"session_id": sid})
+        if isinstance(source, _Attachment):
+            for item in source.prologue:
+                yield item
+        if subscription is not None:
+            async for item in subscription.frames():
+                yield item
+    finally:
+        source.close()
+
+
+class EventHub:
+    """Fan-out of small notification frames to every open ``GET /api/events`` stream.
+
+    Args:
+        queue_maxsize: frames one subscriber may have unread; past that it is dropped (its
+            stream ends, and the page reloads the lists when it reconnects).
+    """
+
+    def __init__(self, *, queue_maxsize: int = 512) -> None:
+        self._subs: set[_Subscription] = set()
+        self._maxsize = queue_maxsize
+        self._seq = 0
+        self._closed = False
+
+    @property
+    def seq(self) -> int:
+        """How many frames were published so far (the number of the last one)."""
+        return self._seq
+
+    @property
+    def subscribers(self) -> int:
+        """How many streams are open."""
+        return len(self._subs)
+
+    def publish(self, ev: Any) -> int:
+        """Send one frame (a :func:`~lovia.web.sse.frame` dict) to every subscriber; returns its number.
+
+        A subscriber whose queue is full is dropped rather than waited for.
+        """
+        self._seq += 1
+        for sub in list(self._subs):
+            sub.put(ev)
+        return self._seq
+
+    def subscribe(self) -> _Subscription:
+        """A new subscription; after :meth:`close` it is already ended."""
+        sub = _Subscription(self._subs, self._maxsize)
+        if self._closed:
+            sub.end()
+        return sub
+
+    def close(self) -> None:
+        """End every stream (server shutdown)."""
+        self._closed = True
+        for sub in list(self._subs):
+            sub.end()
+
+
+# --------------------------------------------------------------------------- one run
+
+
+class RunController:
+    """One supervised run of a chat, from its start until it ended, and what its streams need.
+
+    The supervisor makes these (:meth:`RunSupervisor.start`, :meth:`RunSupervisor.start_resume`);
+    a route reaches the chat's live one with :meth:`RunSupervisor.get`. It keeps the run's own
+    entries so far and the frames of the turn in flight, so a late stream can catch up.
+
+    Args:
+        deps: the server's :class:`~lovia.web.api.RouterDeps`.
+        supervisor: the supervisor driving it.
+        session_id: the chat.
+        agent: the agent that runs.
+        first_input: what the run starts on (``[]`` for a resume).
+        first_checkpoint: where it checkpoints (its ``run_id`` is the run's id; ``None``: none kept).
+        seed_entries: the run's entries before its first turn (its input, or a checkpoint's entries).
+        is_new: the run opened the chat (it is titled after the run, from ``title_message``).
+        title_message: the first message, to title a new chat from.
+        source: why the run started: ``user``, ``schedule:<id>``, ``subagent:<chat>``, ...
+        mailbox: the steering queue (a parent's ``send_to_subagent`` writes to a child's).
+        client: the page's client context the run started with.
+        run_deps: the run's ``RunContext.deps``.
+        await_approvals: gated calls wait for ``POST /api/chat/approve``; ``False`` (a blocking
+            turn, no client to ask): the agent's approval handler decides, else they are denied.
+        chat_created_at: when the chat was made (the snapshot's time for untimed messages).
+    """
+
+    def __init__(
+        self,
+        *,
+        deps: SupervisorDeps,
+        supervisor: RunSupervisor,
+        session_id: str,
+        agent: Agent[Any],
+        first_input: str | list[Message] | list[TranscriptEntry],
+        first_checkpoint: CheckpointOptions | None,
+        seed_entries: list[TranscriptEntry],
+        is_new: bool,
+        title_message: str | None,
+        source: str,
+        mailbox: Mailbox | None = None,
+        client: JsonObject | None = None,
+        run_deps: Any = None,
+        await_approvals: bool = True,
+        chat_created_at: float | None = None,
+    ) -> None:
+        self.deps = deps
+        self.supervisor = supervisor
+        self.session_id = session_id
+        self.agent = agent
+        self.first_input = first_input
+        self.first_checkpoint = first_checkpoint
+        run_id = first_checkpoint.run_id if first_checkpoint is not None else None
+        self.run_id: str = run_id or new_run_id()
+        self.entries: list[TranscriptEntry] = list(seed_entries)
+        """The run's own entries so far (input, completed messages, tool results)."""
+        self.turn_mark = len(self.entries)
+        """``len(entries)`` when the turn in flight started: the snapshot boundary."""
+        self.is_new = is_new
+        self.title_message = title_message
+        self.source = source
+        self.mailbox = mailbox or Mailbox()
+        self.client_context: JsonObject = dict(client or {})
+        """The page's context the run started with (a message joining the run leaves it as is)."""
+        self.run_deps = run_deps
+        self.await_approvals = await_approvals
+        self.chat_created_at = chat_created_at
+        self.resumed = first_checkpoint is not None and first_checkpoint.if_run_exists == "resume_only"
+        self.handle: RunHandle[Any] | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.buffer: list[SseFrame] = []
+        """Frames of the turn in flight (replayed to late subscribers after the snapshot)."""
+        self.subscribers: set[_Subscription] = set()
+        self.finished = asyncio.Event()
+        self.status = "running"
+        """How it ended: completed, cancelled, failed or interrupted (``running`` while live)."""
+        self.stop_requested = False
+        self.shutting_down = False
+        self.discard = False
+        """A stop that keeps nothing of the run (its chat is being deleted)."""
+        self.partial: list[str] = []
+        """Text streamed in the turn in flight and not yet part of a completed message."""
+        self.started_at = time.time()
+        self.turns = 0
+        self.awaiting: set[str] = set()
+        """Ids of the gated calls waiting for a decision (the run is ``blocked_on_approval``)."""
+        self.approval_waits: dict[str, asyncio.Task[bool]] = {}
+        self.output: Any = None
+        """The final answer (JSON-safe) once the run completed."""
+        self.usage: dict[str, int] | None = None
+        self.error: ErrorData | None = None
+        """What went wrong, once the run failed."""
+        self.result: Any = None
+        """The run's result once it completed (what a subagent's parent gets back)."""
+
+    # ------------------------------------------------------------------ reading it
 
     def info(self) -> dict[str, Any]:
         """The run as ``GET /api/runs`` lists it."""
@@ -159,84 +402,119 @@ class LiveRun:
             "started_at": self.started_at,
         }
 
-    await_approvals: bool = True
-    """Gated calls wait for ``POST /api/chat/approve``; ``False``: the agent's handler, else deny."""
-    output: Any = None
-    """The final answer (JSON-safe) once the run completed."""
-    usage: dict[str, Any] | None = None
-    """Token usage once the run ended."""
-    error: dict[str, Any] | None = None
-    """What went wrong, once the run failed (:func:`error_payload`)."""
-    title_message: str | None = None
-    """The first message of a chat this run opened (titled after the run completes)."""
-    result: Any = None
-    """The run's result once it completed (what a subagent's parent gets back)."""
-
-    def broadcast(self, frame: Frame, *, buffer: bool = True) -> None:
+    def broadcast(self, item: SseFrame, *, buffer: bool = True) -> None:
         """Send a frame to every subscriber (and keep it for late ones)."""
         if buffer:
-            self.buffer.append(frame)
-        for queue in self.subscribers:
-            queue.put_nowait(frame)
+            self.buffer.append(item)
+        for sub in list(self.subscribers):
+            sub.put(item)
+
+    def subscribe_live(self) -> _Subscription:
+        """The run's frames from now on (already ended when the run is over)."""
+        sub = _Subscription(self.subscribers)
+        if self.finished.is_set():
+            sub.end()
+        return sub
+
+    def _snapshot(self, runs: Runs, *, with_history: bool) -> SseFrame:
+        pending = self.entries[: self.turn_mark]
+        messages, transcript = snapshot_views(runs if with_history else [], pending, created_at=self.chat_created_at)
+        data: SnapshotData = {
+            "session_id": self.session_id,
+            "status": "running",
+            "entries": messages,
+            "transcript": transcript,
+            "run_id": self.run_id,
+            "resumed": self.resumed,
+        }
+        return frame("snapshot", data)
+
+    def attach(self, *, with_snapshot: bool) -> _Attachment:
+        """The frames of the turn in flight and the live tail; ``with_snapshot``: led by a
+        ``snapshot`` of the run's own completed turns."""
+        prologue = [self._snapshot([], with_history=False)] if with_snapshot else []
+        return _Attachment([*prologue, *self.buffer], self.subscribe_live(), self)
+
+    def subscribe_resume(self, runs: Runs) -> _Attachment:
+        """A re-attach: a ``snapshot`` of the chat's finished ``runs`` plus this run's completed
+        turns, the frames of the turn in flight, then the live tail."""
+        return _Attachment([self._snapshot(runs, with_history=True), *self.buffer], self.subscribe_live(), self)
+
+    # ------------------------------------------------------------------ acting on it
+
+    def inject(self, message: str) -> int:
+        """Queue a steering message for the run's next turn; returns its token (for :meth:`uninject`)."""
+        return self.mailbox.push(message)
+
+    def uninject(self, token: int) -> bool:
+        """Take back a queued message the run has not read yet; ``False`` when it is too late."""
+        return self.mailbox.remove(token)
+
+    def cancel_run(self, *, user: bool) -> None:
+        """Cancel the run: ``user=True`` is a stop (completed turns kept, checkpoint dropped);
+        ``user=False`` a shutdown (the checkpoint is kept for a resume)."""
+        if user:
+            self.stop_requested = True
+        else:
+            self.shutting_down = True
+        if self.handle is not None:
+            self.handle.cancel("stopped by the user" if user else "server shutting down")
 
 
-@dataclass(slots=True)
-class Subscription:
-    """A stream's view of a chat: the prologue frames and, when a run is live, its queue."""
-
-    prologue: list[Frame]
-    queue: asyncio.Queue[Frame | None] | None
-    live: LiveRun | None
-
-    def close(self) -> None:
-        """Stop receiving frames (the run goes on)."""
-        if self.live is not None and self.queue is not None:
-            self.live.subscribers.discard(self.queue)
+# --------------------------------------------------------------------------- the supervisor
 
 
 class RunSupervisor:
     """Starts, tracks, resumes and stops the chat runs of one server process.
 
-    Args:
-        store: the chat store.
-        agents: the agents by name.
-        default_agent: the name used when a request names none.
-        max_turns: per-run turn limit.
-        hub: where ``run_started`` / ``run_finished`` notifications go (``GET /api/events``).
-        settings: the cap and the options every run gets (:class:`RunSettings`).
+    Everything it needs comes from ``deps`` (:class:`~lovia.web.api.RouterDeps`), read when
+    used: its store, agents (a model switch replaces one in place), run settings, approvals and
+    workspace sessions. ``RouterDeps`` makes one; an app does not build its own.
     """
 
-    def __init__(
-        self,
-        store: ChatStore,
-        agents: dict[str, Agent[Any]],
-        *,
-        default_agent: str,
-        max_turns: int = 50,
-        hub: EventHub | None = None,
-        settings: RunSettings | None = None,
-    ) -> None:
-        self.store = store
-        self.agents = agents
-        self.default_agent = default_agent
-        self.max_turns = max_turns
-        self.hub = hub or EventHub()
-        self.settings = settings or RunSettings()
-        self.on_completed: Callable[[LiveRun], None] | None = None
-        """Called with each run that completed (``RouterDeps`` titles new chats from it)."""
-        self._live: dict[str, LiveRun] = {}
+    def __init__(self, deps: SupervisorDeps) -> None:
+        self.deps = deps
+        self.hub = EventHub()
+        """Where ``run_started`` / ``run_finished`` and the other notifications go (``GET /api/events``)."""
+        self._live: dict[str, RunController] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._closing = False
-        self.workspaces = WorkspaceSessions()  # one workspace session per chat
+
+    # ------------------------------------------------------------------ what it reads
+
+    @property
+    def store(self) -> ChatStore:
+        """The chat store (``deps.store``)."""
+        return self.deps.store
+
+    @property
+    def agents(self) -> dict[str, Agent[Any]]:
+        """The served agents by name (``deps.agents``)."""
+        return self.deps.agents
+
+    @property
+    def default_agent(self) -> str:
+        """The name used when a request names no agent."""
+        return self.deps.default_agent
+
+    @property
+    def workspaces(self) -> WorkspaceSessions:
+        """The per-chat workspace sessions (``deps.workspaces``)."""
+        return self.deps.workspaces
+
+    @property
+    def max_background_runs(self) -> int:
+        """The concurrent-run cap."""
+        return self.deps.max_background_runs
 
     # ------------------------------------------------------------------ queries
 
-    def live(self, session_id: str) -> LiveRun | None:
+    def get(self, session_id: str) -> RunController | None:
         """The run in flight for a chat, if any."""
         return self._live.get(session_id)
 
     @property
-    def live_runs(self) -> list[LiveRun]:
+    def live_runs(self) -> list[RunController]:
         """Every run in flight."""
         return list(self._live.values())
 
@@ -245,14 +523,9 @@ class RunSupervisor:
         """True once shutdown began (new runs are refused)."""
         return self._closing
 
-    @property
-    def max_background_runs(self) -> int:
-        """The concurrent-run cap."""
-        return self.settings.max_background_runs
-
     def check_capacity(self) -> None:
         """Raise :class:`TooManyRuns` when one more run would pass ``max_background_runs``."""
-        cap = self.settings.max_background_runs
+        cap = self.max_background_runs
         if len(self._live) >= cap:
             raise TooManyRuns(
                 f"the server is at its limit of {cap} concurrent runs",
@@ -271,56 +544,118 @@ class RunSupervisor:
             raise UserError(f"unknown agent {name!r}", hint=f"use one of {', '.join(sorted(self.agents))}")
         return agent
 
-    # ------------------------------------------------------------------ start / resume
-
-    def start(
-        self,
-        session_id: str,
-        message: str | list[ContentPart],
-        *,
-        agent: str | None = None,
-        source: str = "user",
-        deps: Any = None,
-        client_context: dict[str, Any] | None = None,
-        await_approvals: bool = True,
-        title_message: str | None = None,
-        runner: Agent[Any] | None = None,
-        mailbox: Mailbox | None = None,
-    ) -> LiveRun:
-        """Start a new run of the chat on ``message`` (the caller checked nothing is live).
-
-        ``deps`` becomes the run's ``RunContext.deps``; with ``await_approvals=False`` (a
-        blocking turn: no client to ask) gated calls go to the agent's handler, else are denied.
-        ``runner`` runs an agent that is not one of ``agents`` (a subagent's child), and
-        ``mailbox`` is the steering queue to use (a parent's ``send_to_subagent`` writes to it).
-        Raises :class:`TooManyRuns` at the concurrent-run cap.
-        """
-        chosen = runner if runner is not None else self.agent_for(agent)
-        run_id = new_run_id()
-        entry = InputEntry(role="user", content=message)
-        live = LiveRun(
-            session_id,
-            run_id,
-            chosen,
-            mailbox or Mailbox(),
-            [entry],
-            1,
-            source=source,
-            deps=deps,
-            client_context=dict(client_context or {}),
-            await_approvals=await_approvals,
-            title_message=title_message,
-        )
-        options = CheckpointOptions(self.store.checkpointer, run_id, delete_on_success=True)
-        self._launch(live, message if isinstance(message, str) else [entry], options)  # parts go in as an entry
-        return live
-
     def resume_agent(self, name: str | None) -> Agent[Any]:
         """The agent a resume of a run started by ``name`` uses (the default when it is gone)."""
         try:
             return self.agent_for(name)
         except UserError:
             return self.agent_for(None)
+
+    # ------------------------------------------------------------------ start / resume
+
+    async def start(
+        self,
+        *,
+        session_id: str,
+        agent: Agent[Any],
+        input: str | list[Message],
+        is_new: bool,
+        title_message: str | None,
+        autostart: bool = False,
+        source: str = "user",
+        mailbox: Mailbox | None = None,
+        client: JsonObject | None = None,
+        run_deps: Any = None,
+        await_approvals: bool = True,
+        chat_created_at: float | None = None,
+    ) -> RunController:
+        """Start a new run of chat ``session_id`` on ``input`` with ``agent``.
+
+        ``input`` is the message: a string, or messages (``[user([TextPart(...), ImagePart(...)])]``).
+        ``is_new`` with a ``title_message``: the chat is titled after the run (``RouterDeps.titles``).
+        ``autostart``: the server starts the run on its own (a schedule fire, a subagent's
+        report); when the chat already has a live run, the input joins it as a steering
+        message and that run is returned. Without it a live run is an error. ``run_deps``
+        becomes the run's ``RunContext.deps``; ``client`` is the client context it started with.
+
+        Raises:
+            TooManyRuns: at the concurrent-run cap.
+            UserError: the server is shutting down, or (without ``autostart``) a run is live.
+        """
+        current = self._live.get(session_id)
+        if current is not None:
+            if autostart:
+                current.inject(input if isinstance(input, str) else "\n".join(m.text for m in input))
+                return current
+            raise UserError("a run is already live in this chat", hint="stop it first, or join it")
+        seed: list[TranscriptEntry]
+        first: str | list[TranscriptEntry]
+        if isinstance(input, str):
+            seed, first = [InputEntry(role="user", content=input)], input
+        else:  # messages go in as entries (content parts survive that way)
+            seed = messages_to_entries(input)
+            first = list(seed)
+        checkpoint = CheckpointOptions(self.store.checkpointer, new_run_id(), delete_on_success=True)
+        controller = RunController(
+            deps=self.deps,
+            supervisor=self,
+            session_id=session_id,
+            agent=agent,
+            first_input=first,
+            first_checkpoint=checkpoint,
+            seed_entries=seed,
+            is_new=is_new,
+            title_message=title_message,
+            source=source,
+            mailbox=mailbox,
+            client=client,
+            run_deps=run_deps,
+            await_approvals=await_approvals,
+            chat_created_at=chat_created_at,
+        )
+        self._launch(controller)
+        return controller
+
+    async def start_resume(
+        self,
+        *,
+        session_id: str,
+        agent: Agent[Any],
+        snapshot: RunSnapshot,
+        client: JsonObject | None = None,
+        run_deps: Any = None,
+    ) -> RunController:
+        """Continue an interrupted run from its checkpoint ``snapshot`` (finished tool calls are not run again).
+
+        Raises:
+            TooManyRuns: at the concurrent-run cap.
+            UserError: the server is shutting down.
+        """
+        checkpoint = CheckpointOptions(
+            self.store.checkpointer, snapshot.run_id, if_run_exists="resume_only", delete_on_success=True
+        )
+        controller = RunController(
+            deps=self.deps,
+            supervisor=self,
+            session_id=session_id,
+            agent=agent,
+            first_input=[],
+            first_checkpoint=checkpoint,
+            seed_entries=list(snapshot.entries),
+            is_new=False,
+            title_message=None,
+            source="user",
+            client=client,
+            run_deps=run_deps,
+        )
+        self._launch(controller)
+        logger.info(
+            "resuming run %s of chat %s from its checkpoint (%d entries)",
+            snapshot.run_id,
+            session_id,
+            len(snapshot.entries),
+        )
+        return controller
 
     async def takeover_deps(self, session_id: str, agent: str | None) -> Any:
         """The deps of a resume nobody requested: ``run_deps`` with no request and the run's stored client context."""
@@ -332,7 +667,7 @@ class RunSupervisor:
             client_context=context,
             resumed=True,
         )
-        return await build_run_deps(self.settings.run_deps, trigger)
+        return await build_run_deps(self.deps.run_deps, trigger)
 
     async def resume(
         self,
@@ -341,12 +676,13 @@ class RunSupervisor:
         *,
         agent: str | None = None,
         deps: Any = None,
-        client_context: dict[str, Any] | None = None,
-    ) -> LiveRun | None:
-        """Continue the chat's interrupted run from its checkpoint; ``None`` when nothing is stored.
+        client_context: JsonObject | None = None,
+    ) -> RunController | None:
+        """Load the chat's interrupted run ``run_id`` and :meth:`start_resume` it; ``None`` when
+        nothing is stored (the chat's pointer to it is then cleared).
 
         The resumed run keeps the client context it started with (``client_context``, else the
-        one the store kept beside its run id).
+        one the store kept beside its run id); ``agent`` is the name it ran under.
         """
         snapshot = await self.store.checkpointer.load(run_id)
         if snapshot is None:
@@ -354,95 +690,67 @@ class RunSupervisor:
             return None
         if client_context is None:
             client_context = await self.store.get_active_context(session_id)
-        chosen = self.resume_agent(agent)
-        entries = list(snapshot.entries)
-        live = LiveRun(
-            session_id,
-            run_id,
-            chosen,
-            Mailbox(),
-            entries,
-            len(entries),
-            resumed=True,
-            deps=deps,
-            client_context=dict(client_context or {}),
+        return await self.start_resume(
+            session_id=session_id,
+            agent=self.resume_agent(agent),
+            snapshot=snapshot,
+            client=client_context,
+            run_deps=deps,
         )
-        options = CheckpointOptions(
-            self.store.checkpointer, run_id, if_run_exists="resume_only", delete_on_success=True
-        )
-        self._launch(live, [], options)
-        logger.info("resuming run %s of chat %s from its checkpoint (%d entries)", run_id, session_id, len(entries))
-        return live
 
-    def _launch(self, live: LiveRun, message: Any, options: CheckpointOptions) -> None:
+    def _launch(self, live: RunController) -> None:
         if self._closing:
             raise UserError("the server is shutting down", hint="retry after it restarts")
         self.check_capacity()
-        settings = self.settings
+        deps = self.deps
         live.handle = Runner.stream(
             self.workspaces.bind_now(live.session_id, live.agent),
-            message,
-            deps=live.deps,
+            live.first_input,
+            deps=live.run_deps,
             session=self.store.session,
             session_id=live.session_id,
-            checkpoint=options,
+            checkpoint=live.first_checkpoint,
             mailbox=live.mailbox,
-            max_turns=self.max_turns,
-            budget=settings.fresh_budget(),
-            retry=settings.retry,
-            context_policy=settings.context_policy,
-            tracer=settings.tracer,
+            max_turns=deps.max_turns,
+            budget=deps.fresh_budget(),
+            retry=deps.retry,
+            context_policy=deps.context_policy,
+            tracer=deps.tracer,
         )
         if live.await_approvals:
-            _ = live.handle.approvals  # opt in: gated calls wait for /api/chat/approve
+            _ = live.handle.approvals  # opt in: gated calls wait for a decision (deps.approvals)
         self._live[live.session_id] = live
         live.task = asyncio.ensure_future(self._drive(live))
 
     # ------------------------------------------------------------------ subscribe
 
-    async def subscribe(self, session_id: str) -> Subscription:
-        """The prologue (``snapshot`` + in-flight frames) and a queue for the live tail."""
+    async def subscribe(self, session_id: str) -> _Attachment:
+        """A stream's view of the chat: the run's :meth:`RunController.subscribe_resume`, or an
+        ``idle`` snapshot of the stored chat when no run is live."""
         for _ in range(3):
-            history = await self.store.session.segments(session_id)
+            runs = segments_runs(await self.store.session.segments(session_id))
             live = self._live.get(session_id)
             if live is None:
-                return Subscription([self._snapshot(session_id, history, [], "idle")], None, None)
+                return _Attachment([self._idle_snapshot(session_id, runs)], None)
             if live.finished.is_set():
                 await live.finished.wait()
                 continue
-            prologue = [self._snapshot(session_id, history, live.entries[: live.turn_mark], "running", live)]
-            prologue.extend(live.buffer)
-            queue: asyncio.Queue[Frame | None] = asyncio.Queue()
-            live.subscribers.add(queue)
-            return Subscription(prologue, queue, live)
-        history = await self.store.session.segments(session_id)
-        return Subscription([self._snapshot(session_id, history, [], "idle")], None, None)
+            return live.subscribe_resume(runs)
+        runs = segments_runs(await self.store.session.segments(session_id))
+        return _Attachment([self._idle_snapshot(session_id, runs)], None)
 
-    def _snapshot(
-        self,
-        session_id: str,
-        history: list[Segment],
-        pending: list[TranscriptEntry],
-        status: str,
-        live: LiveRun | None = None,
-    ) -> Frame:
-        messages, transcript = snapshot_views(history, pending)
-        data: dict[str, Any] = {
-            "session_id": session_id,
-            "status": status,
-            "entries": messages,
-            "transcript": transcript,
-        }
-        if live is not None:
-            data["run_id"] = live.run_id
-            data["resumed"] = live.resumed
-        return Frame("snapshot", data)
+    @staticmethod
+    def _idle_snapshot(session_id: str, runs: Runs) -> SseFrame:
+        messages, transcript = snapshot_views(runs, [])
+        data: SnapshotData = {"session_id": session_id, "status": "idle", "entries": messages, "transcript": transcript}
+        return frame("snapshot", data)
 
     # ------------------------------------------------------------------ driving
 
-    async def _drive(self, live: LiveRun) -> None:
+    async def _drive(self, live: RunController) -> None:
         assert live.handle is not None
         bind_ui_data(self.store, live.session_id)  # this task's context: the run's tools inherit it
+        _CURRENT_RUN.set(_RunTag(live.session_id, live.run_id, live.source))
         try:
             context = live.client_context or None  # kept for a resume after a restart
             await self.store.set_active_run_id(live.session_id, live.run_id, context=context)
@@ -459,33 +767,49 @@ class RunSupervisor:
                     usage=None,
                 )
             )
-            self.hub.publish(
-                "run_started",
-                {"session_id": live.session_id, "run_id": live.run_id, "agent": live.agent.name, "source": live.source},
-            )
-            async for event in live.handle:
-                if isinstance(event, ev.RunCompleted):
-                    await self._completed(live, event.result)
-                elif isinstance(event, ev.RunFailed):
-                    await self._failed(live, event.error)
-                else:
-                    self._on_event(live, event)
+            started: RunStartedData = {
+                "session_id": live.session_id,
+                "run_id": live.run_id,
+                "agent": live.agent.name,
+                "source": live.source,
+            }
+            self.hub.publish(frame("run_started", started))
+            async for item in encode_stream(self._events(live)):
+                live.broadcast(item)
         except Exception as exc:  # a store failure around the run: report it, never hang the streams
             logger.exception("chat run %s failed outside the run loop", live.run_id)
             if live.status == "running":
-                live.status, live.error = "failed", error_payload(exc)
-            live.broadcast(Frame("error", {"type": type(exc).__name__, "message": str(exc)}))
+                live.status, live.error = "failed", error_data(ev.RunFailed(error=exc))
+            live.broadcast(frame("error", {"type": type(exc).__name__, "message": str(exc)}))
         finally:
             self._live.pop(live.session_id, None)
+            for wait in list(live.approval_waits.values()):
+                wait.cancel()  # a decision nobody made: denied
             live.finished.set()
-            for queue in live.subscribers:
-                queue.put_nowait(_CLOSE)
-            self.hub.publish(
-                "run_finished",
-                {"session_id": live.session_id, "run_id": live.run_id, "status": live.status, "source": live.source},
-            )
+            for sub in list(live.subscribers):
+                sub.end()
+            finished: RunFinishedData = {
+                "session_id": live.session_id,
+                "run_id": live.run_id,
+                "status": live.status,
+                "error": _reason(live.error),
+                "source": live.source,
+            }
+            self.hub.publish(frame("run_finished", finished))
 
-    def _on_event(self, live: LiveRun, event: ev.Event) -> None:
+    async def _events(self, live: RunController) -> AsyncIterator[ev.Event]:
+        """The run's events after the bookkeeping each needs; its end is settled here, not passed on."""
+        assert live.handle is not None
+        async for event in live.handle:
+            if isinstance(event, ev.RunCompleted):
+                await self._completed(live, event.result)
+            elif isinstance(event, ev.RunFailed):
+                await self._failed(live, event)
+            else:
+                self._on_event(live, event)
+                yield event
+
+    def _on_event(self, live: RunController, event: ev.Event) -> None:
         if isinstance(event, ev.TextDelta):
             live.partial.append(event.delta)
         elif isinstance(event, (ev.OutputDiscarded, ev.TurnStarted, ev.MessageCompleted)):
@@ -494,6 +818,9 @@ class RunSupervisor:
             live.awaiting.add(event.call.id)
         elif isinstance(event, (ev.ToolCallStarted, ev.ToolCallCompleted)):
             live.awaiting.discard(event.call.id)
+            wait = live.approval_waits.pop(event.call.id, None)
+            if wait is not None:
+                wait.cancel()  # decided otherwise (the agent's handler): nothing waits any more
         if isinstance(event, ev.TurnStarted):
             live.turn_mark = len(live.entries)
             live.buffer.clear()
@@ -506,26 +833,30 @@ class RunSupervisor:
         elif isinstance(event, ev.ToolCallCompleted):
             live.entries.append(ToolResultEntry(event.call.id, event.output, raw=event.result, is_error=event.is_error))
         elif isinstance(event, ev.ApprovalRequired):
-            self._deny_later(live, event.call.id)
-        frame = event_to_frame(event)
-        if frame is not None:
-            live.broadcast(frame)
+            self._await_decision(live, event)
 
-    def _deny_later(self, live: LiveRun, call_id: str) -> None:
-        """Under ``approval_timeout``, deny the gated call if nobody decided it in time."""
-        timeout = self.settings.approval_timeout
-        if timeout is None or not live.await_approvals or live.handle is None:
+    def _await_decision(self, live: RunController, event: ev.ApprovalRequired) -> None:
+        """Let ``deps.approvals`` decide the gated call (``POST /api/chat/approve``), and under
+        ``approval_timeout`` deny it when nobody decided in time."""
+        if not live.await_approvals:
             return
-        channel = live.handle.approvals
+        approvals = self.deps.approvals
+        call_id = event.call.id
+        wait = asyncio.ensure_future(approvals.await_decision(live.session_id, event))
+        live.approval_waits[call_id] = wait
+        wait.add_done_callback(lambda _t: live.approval_waits.pop(call_id, None))
+        timeout = self.deps.approval_timeout
+        if timeout is None:
+            return
 
-        def expire() -> None:
-            if channel.resolve(call_id, False):
+        async def expire() -> None:
+            if await approvals.resolve(live.session_id, call_id, False):
                 logger.info("approval of call %s in chat %s timed out: denied", call_id, live.session_id)
 
-        asyncio.get_running_loop().call_later(timeout, expire)
+        asyncio.get_running_loop().call_later(timeout, lambda: asyncio.ensure_future(expire()))
 
-    async def _completed(self, live: LiveRun, result: Any) -> None:
-        usage = result.usage.to_dict()
+    async def _completed(self, live: RunController, result: Any) -> None:
+        usage = usage_dict(result.usage)
         live.status = "completed"
         live.output, live.usage = to_json_safe(result.output), usage
         live.result = result
@@ -533,14 +864,17 @@ class RunSupervisor:
         await self.store.finish_run(live.run_id, status="completed", usage=usage)
         await self.store.update(live.session_id)
         await self._closing_frames(live)
-        live.broadcast(Frame("done", {"output": live.output, "usage": usage, "run_id": live.run_id}))
-        if self.on_completed is not None:
+        done: DoneData = {"output": live.output, "usage": usage, "run_id": live.run_id}
+        live.broadcast(frame("done", done))
+        if live.is_new and live.title_message:
             try:
-                self.on_completed(live)
-            except Exception:  # a hook never fails the run
-                logger.exception("the completion hook of run %s failed", live.run_id)
+                self.deps.schedule_title(
+                    live.session_id, live.title_message, live.output, self.deps.name_of(live.agent)
+                )
+            except Exception:  # titling never fails the run
+                logger.exception("titling the chat of run %s failed", live.run_id)
 
-    async def _closing_frames(self, live: LiveRun) -> None:
+    async def _closing_frames(self, live: RunController) -> None:
         """``refs`` and ``timing`` of the segment the run just stored, sent just before ``done``, so
         a live chat can rewind or fork at its new messages and show the answer's duration without
         a reload. Nothing is sent when the segment cannot be read (the reload names them)."""
@@ -553,21 +887,21 @@ class RunSupervisor:
         if segment is None:
             return
         users = sum(1 for e in segment.entries if isinstance(e, InputEntry) and e.role == "user")
-        live.broadcast(Frame("refs", {"refs": [f"{live.run_id}:{n}" for n in range(users)]}))
-        timing = segment_timing(segment.meta)
-        if timing is not None:
-            live.broadcast(Frame("timing", {"finished_at": timing[1], "duration": round(timing[1] - timing[0], 3)}))
+        for closing in (UserTurnRefs([f"{live.run_id}:{n}" for n in range(users)]), _leg_timing(segment.meta)):
+            sse = event_to_sse(closing) if closing is not None else None
+            if sse is not None:
+                live.broadcast(sse)
 
-    async def _failed(self, live: LiveRun, error: BaseException) -> None:
+    async def _failed(self, live: RunController, event: ev.RunFailed) -> None:
         if live.shutting_down:
             live.status = "interrupted"
             await self.store.record_run(live.run_id, live.session_id, status="interrupted")
             message = "the server is shutting down; the run resumes from its checkpoint when you reconnect"
-            live.broadcast(Frame("error", {"type": "ServerShutdown", "message": message, "resumable": True}))
+            live.broadcast(frame("error", {"type": "ServerShutdown", "message": message, "resumable": True}))
             return
         stopped = live.stop_requested
         live.status = "cancelled" if stopped else "failed"
-        payload = None if stopped else error_payload(error)
+        payload = None if stopped else error_data(event)
         if payload is not None:
             logger.warning(
                 "chat run %s of chat %s failed: %s: %s",
@@ -577,25 +911,35 @@ class RunSupervisor:
                 payload["message"],
             )
         live.error = payload
-        usage = await self.finalize_partial(
-            live.session_id,
-            live.run_id,
-            fallback=live.entries,
-            partial_text="".join(live.partial),
-            error=payload,
-            agent_name=live.agent.name,
-        )
-        live.usage = usage.to_dict()
-        reason = None if payload is None else f"{payload['type']}: {payload['message']}"
-        await self.store.finish_run(live.run_id, status=live.status, error=reason, usage=live.usage)
-        await self.store.update(live.session_id)
-        if payload is None:
-            await self._closing_frames(live)
-            live.broadcast(
-                Frame("done", {"output": None, "usage": usage.to_dict(), "run_id": live.run_id, "stopped": True})
-            )
+        if live.discard:
+            usage = await self._discard(live)
         else:
-            live.broadcast(Frame("error", {**payload, "run_id": live.run_id}))
+            usage = await self.finalize_partial(
+                live.session_id,
+                live.run_id,
+                fallback=live.entries,
+                partial_text="".join(live.partial),
+                error=dict(payload) if payload is not None else None,
+                agent_name=live.agent.name,
+            )
+        live.usage = usage_dict(usage)
+        await self.store.finish_run(live.run_id, status=live.status, error=_reason(payload), usage=live.usage)
+        if not live.discard:
+            await self.store.update(live.session_id)
+        if payload is None:
+            if not live.discard:
+                await self._closing_frames(live)
+            done: DoneData = {"output": None, "usage": live.usage, "run_id": live.run_id, "stopped": True}
+            live.broadcast(frame("done", done))
+        else:
+            live.broadcast(frame("error", {**payload, "run_id": live.run_id}))
+
+    async def _discard(self, live: RunController) -> Usage:
+        """A discarding stop: nothing of the run reaches the session, and its checkpoint goes."""
+        snapshot = await self.store.checkpointer.load(live.run_id)
+        await self.store.checkpointer.delete(live.run_id)
+        await self.store.clear_active_run_id(live.session_id, expected=live.run_id)
+        return snapshot.usage if snapshot is not None else Usage()
 
     async def finalize_partial(
         self,
@@ -651,15 +995,49 @@ class RunSupervisor:
 
     # ------------------------------------------------------------------ control
 
-    async def stop(self, session_id: str, *, timeout: float = 10.0) -> bool:
-        """Stop the chat's live run and wait until its completed turns are in the session."""
+    def cancel(self, session_id: str, *, discard: bool = False) -> bool:
+        """Stop the chat's live run; ``False`` when none is live. It returns at once: :meth:`drain` waits.
+
+        A stop keeps the turns the run completed (and the text of the turn in flight) in the
+        chat and drops the checkpoint. With ``discard`` nothing of the run is kept: not in the
+        chat, not in the checkpointer (for a chat about to be deleted).
+        """
         live = self._live.get(session_id)
         if live is None or live.handle is None:
             return False
-        live.stop_requested = True
-        live.handle.cancel("stopped by the user")
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(live.finished.wait(), timeout)
+        live.discard = live.discard or discard
+        live.cancel_run(user=True)
+        return True
+
+    async def drain(self, session_id: str | None = None, *, timeout: float = 60.0) -> bool:
+        """Wait until the chat's run (``None``: every live run) has ended and settled.
+
+        Returns ``True`` once nothing is left running, ``False`` when ``timeout`` seconds passed first.
+        Runs started while it waits are waited for too.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if session_id is None:
+                runs = list(self._live.values())
+            else:
+                one = self._live.get(session_id)
+                runs = [one] if one is not None else []
+            if not runs:
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            waits = [asyncio.ensure_future(r.finished.wait()) for r in runs]
+            _done, pending = await asyncio.wait(waits, timeout=left)
+            for wait in pending:
+                wait.cancel()
+
+    async def stop(self, session_id: str, *, timeout: float = 10.0, discard: bool = False) -> bool:
+        """:meth:`cancel` the chat's run and :meth:`drain` it; ``False`` when none was live."""
+        if not self.cancel(session_id, discard=discard):
+            return False
+        await self.drain(session_id, timeout=timeout)
         return True
 
     async def _close_models(self) -> None:
@@ -670,16 +1048,28 @@ class RunSupervisor:
                 with contextlib.suppress(Exception):
                     await close()
 
-    async def shutdown(self, *, timeout: float = 10.0) -> None:
-        """Cancel every live run cooperatively, keeping checkpoints for a resume after restart."""
+    async def shutdown(self, *, grace: float = 10.0) -> None:
+        """Cancel every live run cooperatively, keeping checkpoints for a resume after restart.
+
+        Waits up to ``grace`` seconds for the runs to wind down, then closes the agents' model
+        clients, the ``/api/events`` streams and the chat workspaces.
+        """
         self._closing = True
-        runs = list(self._live.values())
-        for live in runs:
-            live.shutting_down = True
-            if live.handle is not None:
-                live.handle.cancel("server shutting down")
-        if runs:
-            await asyncio.wait([asyncio.ensure_future(r.finished.wait()) for r in runs], timeout=timeout)
+        for live in list(self._live.values()):
+            live.cancel_run(user=False)
+        await self.drain(timeout=grace)
         await self._close_models()
         self.hub.close()  # end the /api/events streams too: they must not hold the shutdown up
         await self.workspaces.aclose()
+
+
+def _reason(error: Mapping[str, Any] | None) -> str | None:
+    """``"Type: message"`` of a failure, as run records keep it."""
+    return None if error is None else f"{error['type']}: {error['message']}"
+
+
+def _leg_timing(meta: dict[str, Any] | None) -> LegTiming | None:
+    timing = segment_timing(meta)
+    if timing is None:
+        return None
+    return LegTiming(finished_at=timing[1], duration=round(timing[1] - timing[0], 3))

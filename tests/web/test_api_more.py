@@ -157,7 +157,13 @@ def test_events_stream_reports_chats_and_runs(server: ThreadServer) -> None:
     assert events.of("session_created")[0]["session"]["id"] == sid
     started, finished = events.of("run_started")[0], events.of("run_finished")[0]
     assert started["session_id"] == sid and started["agent"] == "scripted"
-    assert finished == {"session_id": sid, "run_id": started["run_id"], "status": "completed", "source": "user"}
+    assert finished == {
+        "session_id": sid,
+        "run_id": started["run_id"],
+        "status": "completed",
+        "error": None,
+        "source": "user",
+    }
     httpx.patch(f"{server.url}/api/sessions/{sid}", json={"title": "renamed", "pinned": True})
     httpx.delete(f"{server.url}/api/sessions/{sid}")
     wait_for(lambda: events.of("session_deleted"))

@@ -357,7 +357,7 @@ def test_a_message_joining_a_live_run_keeps_its_context(tmp_path: Path, gate: Ga
         )
         assert joined.of("snapshot")[0]["status"] == "running"
         assert [t.client_context for t in triggers] == [{"kb": "a"}]  # no second call for the joiner
-        assert app.state.deps.supervisor.live(sid).client_context == {"kb": "a"}
+        assert app.state.deps.supervisor.get(sid).client_context == {"kb": "a"}
         gate.release.set()
         assert held.result().status_code == 200
 

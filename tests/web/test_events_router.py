@@ -25,7 +25,7 @@ def test_the_events_router_alone_streams_hello_then_notifications_and_ends_at_sh
 
     @app.post("/poke")  # the host app's own route publishes on the supervisor's hub, in its loop
     async def poke() -> dict[str, bool]:
-        deps.supervisor.hub.publish("session_created", {"session": {"id": "chat_1"}})
+        deps.emit("session_created", {"session": {"id": "chat_1"}})
         return {"ok": True}
 
     frames: list[Frame] = []

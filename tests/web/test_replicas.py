@@ -159,6 +159,7 @@ def test_a_released_lease_is_taken_over_only_after_a_shutdown_never_while_the_ru
     """A stop releases the lease before the owner writes the stopped run down: no replica may resume it then."""
     import asyncio
 
+    from lovia.web.api import RouterDeps
     from lovia.web.replicas import ReplicaSupervisor
     from lovia.web.store_pg import PostgresChatStore
 
@@ -170,7 +171,8 @@ def test_a_released_lease_is_taken_over_only_after_a_shutdown_never_while_the_ru
 
     async def go() -> None:
         store = PostgresChatStore(PG, schema=schema, lease_ttl=0.3)
-        sup = ReplicaSupervisor(store, {"fixture": agent}, default_agent="fixture")
+        sup = RouterDeps(agents={"fixture": agent}, store=store).supervisor
+        assert isinstance(sup, ReplicaSupervisor)
         cp = store.pg_checkpointer
         try:
             sid = (await store.create(title="t")).id

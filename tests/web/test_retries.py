@@ -14,7 +14,7 @@ from lovia import Agent, ProviderError, RetryPolicy, Runner, events
 from lovia.providers._http import parse_retry_after
 from lovia.providers.openai_chat import OpenAIChatProvider
 from lovia.testing import ScriptedProvider, fail, text
-from lovia.web.sse import event_to_frame
+from lovia.web.sse import event_to_sse, frame_data
 from tests.providers.servers import FakeServer, Reply, openai_text_stream
 
 
@@ -66,9 +66,10 @@ async def test_a_429_with_retry_after_sets_the_wait_and_emits_model_retrying(hea
     assert isinstance(r.error, ProviderError) and r.error.status_code == 429
     assert 2.5 <= r.delay <= 4.0 and waits == [r.delay]
     assert isinstance(seen[-1], events.RunCompleted) and seen[-1].result.output == "ok then"
-    frame = event_to_frame(r)
-    assert frame is not None and frame.event == "retrying"
-    assert frame.data["reason"] == "429" and frame.data["attempt"] == 1 and frame.data["max_attempts"] == 3
+    frame = event_to_sse(r)
+    assert frame is not None and frame["event"] == "retrying"
+    data = frame_data(frame)
+    assert data["reason"] == "429" and data["attempt"] == 1 and data["max_attempts"] == 3
 
 
 async def test_no_retry_no_event() -> None:
@@ -86,5 +87,5 @@ async def test_a_connection_error_frame_says_so() -> None:
         name="a", model=ScriptedProvider([fail(boom), text("back")]), retry=RetryPolicy(max_attempts=2, sleep=instant)
     )
     seen = [e async for e in Runner.stream(agent, "hi")]
-    frame = event_to_frame(next(e for e in seen if isinstance(e, events.ModelRetrying)))
-    assert frame is not None and frame.data["reason"] == "connection failed"
+    frame = event_to_sse(next(e for e in seen if isinstance(e, events.ModelRetrying)))
+    assert frame is not None and frame_data(frame)["reason"] == "connection failed"

@@ -8,6 +8,12 @@ app.include_router(build_api_router(deps), prefix="/lovia")
 
 The router carries no authentication and no Host / Origin checks: add your own dependency (for
 example ``Depends(token_dependency(token))``) and middleware (:class:`~lovia.web.auth.HostOriginGuard`).
+
+Each part is a router of its own too, bound to the same ``deps``, for an app that serves only
+some of the API: :func:`~lovia.web.api.agents.build_agents_router`,
+:func:`~lovia.web.api.chat.build_chat_router`, :func:`~lovia.web.api.sessions.build_sessions_router`,
+:func:`~lovia.web.api.schedules.build_schedules_router`, :func:`~lovia.web.api.workspace.build_workspace_router`,
+:func:`~lovia.web.api.events.build_events_router`, :func:`~lovia.web.api.memory.build_memory_router`.
 """
 
 from __future__ import annotations
@@ -19,18 +25,14 @@ require_web()
 from fastapi import APIRouter  # noqa: E402
 
 from ..errors import ApiRoute  # noqa: E402
-from ..routes_agentviews import agentviews_router  # noqa: E402
-from ..routes_chat import chat_router  # noqa: E402
-from ..routes_info import info_router  # noqa: E402
-from ..routes_processes import processes_router  # noqa: E402
-from ..routes_schedules import schedules_router  # noqa: E402
-from ..routes_sessions import sessions_router  # noqa: E402
-from ..routes_uploads import uploads_router  # noqa: E402
-from ..routes_workspace import workspace_router  # noqa: E402
+from .agents import build_agents_router  # noqa: E402
+from .chat import build_chat_router  # noqa: E402
 from .deps import RouterDeps  # noqa: E402
 from .events import build_events_router  # noqa: E402
-from .followups import build_followups_router  # noqa: E402
 from .memory import build_memory_router  # noqa: E402
+from .schedules import build_schedules_router  # noqa: E402
+from .sessions import build_sessions_router  # noqa: E402
+from .workspace import build_workspace_router  # noqa: E402
 
 __all__ = ["RouterDeps", "build_api_router"]
 
@@ -46,16 +48,12 @@ def build_api_router(deps: RouterDeps) -> APIRouter:
     """
     router = APIRouter(route_class=ApiRoute)
     for part in (
-        info_router(deps),
+        build_agents_router(deps),
         build_events_router(deps),
-        chat_router(deps),
-        sessions_router(deps),
-        schedules_router(deps),
-        uploads_router(deps),
-        agentviews_router(deps),
-        workspace_router(deps),
-        processes_router(deps),
-        build_followups_router(deps),
+        build_chat_router(deps),
+        build_sessions_router(deps),
+        build_schedules_router(deps),
+        build_workspace_router(deps),
         build_memory_router(deps),
     ):
         router.include_router(part)

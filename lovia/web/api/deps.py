@@ -19,16 +19,17 @@ from ...exceptions import UserError
 from ...providers.base import Provider
 from ...reliability import RetryPolicy, RunBudget
 from ...session import Session
-from ..events_hub import EventHub
+from ..approvals import ApprovalRegistry
 from ..followups import FollowupFn, FollowupRequest, coerce_suggestions, generate_followups
 from ..questions import QuestionRegistry
 from ..routes_uploads import DEFAULT_MAX_UPLOAD_MB, DEFAULT_UPLOAD_EXTENSIONS
 from ..run_deps import RunDepsFn
 from ..schedule_store import ScheduleStore
 from ..scheduler import Clock, Scheduler
-from ..store import ChatStore
+from ..sse import SessionCreatedData, SessionRetitledData, frame
+from ..store import ChatMeta, ChatStore
 from ..store_pg import PostgresChatStore
-from ..supervisor import LiveRun, RunSettings, RunSupervisor
+from ..supervisor import EventHub, RunSupervisor
 from ..titles import TITLE_INSTRUCTIONS, generate_title
 from ..workspaces import WorkspaceSessions
 
@@ -50,19 +51,18 @@ class RouterDeps:
     """What the API routes need: the agents, the store, and the run settings.
 
     Only ``agents`` and ``store`` are required; the other fields default to what
-    ``create_app`` uses. The run supervisor, the event bus and the scheduler are built from the
-    fields when the object is made, so set the fields in the constructor, not afterwards.
-
-    Not supported yet: the ``approvals`` field (approvals are answered through the live run's own
-    channel, not a shared registry). ``workspaces`` is a read-only property (the supervisor's
-    per-chat workspace sessions), not a field. ``titles`` calls a model only when ``title_model`` is set (otherwise a
-    chat keeps the title made from its first message).
+    ``create_app`` uses. The run supervisor (with its event bus) and the scheduler are made with
+    the object and read the fields when they use them. ``titles`` calls a model only when
+    ``title_model`` is set (otherwise a chat keeps the title made from its first message).
 
     Args:
         agents: ``{name: agent}``; the first entry is the default agent.
         store: transcripts, checkpoints and the chat index.
+        approvals: where the gated tool calls of live runs wait for ``POST /api/chat/approve``
+            (keyed by chat; a stream consumer of your own can wait on it too).
         title: the title ``GET /api/info`` reports (the page shows it).
         max_turns: per-run turn limit.
+        workspaces: the per-chat workspace sessions of the served agents (closed on shutdown).
         scheduler_poll: seconds between checks for due schedules.
         questions: the ``ask_human`` question registry (``None``: the question routes answer 501).
         schedules: where schedules live; ``None``: the store's own (``store.schedule_store``, in the
@@ -94,30 +94,32 @@ class RouterDeps:
             that function once.
     """
 
-    agents: Mapping[str, Agent[Any]]
+    agents: dict[str, Agent[Any]]
     store: ChatStore
+    approvals: ApprovalRegistry = field(default_factory=ApprovalRegistry)
     title: str = "lovia"
-    max_turns: int = 50
-    scheduler_poll: float = 1.0
-    questions: QuestionRegistry | None = None
-    schedules: ScheduleStore | None = None
-    clock: Clock | None = None
-    max_upload_bytes: int = int(DEFAULT_MAX_UPLOAD_MB * (1 << 20))
-    upload_allowed_ext: frozenset[str] | None = DEFAULT_UPLOAD_EXTENSIONS
-    demo: bool = False
-    followups: bool | FollowupFn = False
-    followup_model: str | Provider | None = None
-    followup_timeout: float | None = DEFAULT_FOLLOWUP_TIMEOUT
     context_policy: ContextPolicy | None = None
     title_model: str | Provider | None = None
     titles: bool = True
+    followups: bool | FollowupFn = False
+    followup_model: str | Provider | None = None
+    max_turns: int = 50
     budget: RunBudget | None = None
     retry: RetryPolicy | None = None
     tracer: Tracer | None = None
     max_background_runs: int = 8
     approval_timeout: float | None = None
+    scheduler_poll: float = 1.0
+    questions: QuestionRegistry | None = None
+    workspaces: WorkspaceSessions = field(default_factory=WorkspaceSessions)
     config_runtime: Any = None  # a lovia.web.config.ConfigRuntime: serves /api/config*, swaps the default agent
     run_deps: RunDepsFn | None = None
+    schedules: ScheduleStore | None = None
+    clock: Clock | None = None
+    max_upload_bytes: int = int(DEFAULT_MAX_UPLOAD_MB * (1 << 20))
+    upload_allowed_ext: frozenset[str] | None = DEFAULT_UPLOAD_EXTENSIONS
+    demo: bool = False
+    followup_timeout: float | None = DEFAULT_FOLLOWUP_TIMEOUT
     wire_subagents: bool = True
     _supervisor: RunSupervisor = field(init=False, repr=False)
     _scheduler: Scheduler = field(init=False, repr=False)
@@ -135,32 +137,16 @@ class RouterDeps:
                 f"max_background_runs must be at least 1, got {self.max_background_runs}",
                 hint="pass the number of runs that may be live at once, e.g. 8",
             )
-        settings = RunSettings(
-            max_background_runs=self.max_background_runs,
-            budget=self.budget,
-            retry=self.retry,
-            context_policy=self.context_policy,
-            tracer=self.tracer,
-            approval_timeout=self.approval_timeout,
-            run_deps=self.run_deps,
-        )
-        options: dict[str, Any] = {
-            "default_agent": self.default_agent,
-            "max_turns": self.max_turns,
-            "hub": EventHub(),
-            "settings": settings,
-        }
         if isinstance(self.store, PostgresChatStore):  # several processes serve one app: leased runs
             from ..replicas import ReplicaSupervisor
 
-            self._supervisor = ReplicaSupervisor(self.store, dict(self.agents), **options)
+            self._supervisor = ReplicaSupervisor(self)
         else:
-            self._supervisor = RunSupervisor(self.store, dict(self.agents), **options)
+            self._supervisor = RunSupervisor(self)
         if self.schedules is None:
             self.schedules = self.store.schedule_store  # the store's own: it closes it
         else:
             self.store.bind_schedules(self.schedules)  # a deleted chat's schedules go with it
-        self._supervisor.on_completed = self._after_run
         self._scheduler = Scheduler(self, poll_interval=self.scheduler_poll, clock=self.clock)
         from ..scheduling import register_server
 
@@ -189,11 +175,6 @@ class RouterDeps:
         return self._supervisor.hub
 
     @property
-    def workspaces(self) -> WorkspaceSessions:
-        """The per-chat workspace sessions of the served agents."""
-        return self._supervisor.workspaces
-
-    @property
     def default_agent(self) -> str:
         """The name of the default agent (the first one)."""
         return next(iter(self.agents))
@@ -205,11 +186,21 @@ class RouterDeps:
 
     def fresh_budget(self) -> RunBudget | None:
         """A new copy of ``budget`` for one run (a budget counts, so runs never share one)."""
-        return self._supervisor.settings.fresh_budget()
+        return self.budget.copy() if self.budget is not None else None
 
     def emit(self, event: str, data: Mapping[str, object]) -> None:
-        """Publish one lifecycle event to every ``GET /api/events`` subscriber."""
-        self.bus.publish(event, dict(data))
+        """Publish one lifecycle event (``event`` with its payload ``data``) to every ``GET /api/events`` subscriber."""
+        self.bus.publish(frame(event, data))
+
+    def announce_session(self, meta: ChatMeta) -> None:
+        """Tell the ``GET /api/events`` subscribers that chat ``meta`` was made (``session_created``)."""
+        data: SessionCreatedData = {
+            "session_id": meta.id,
+            "agent": meta.agent,
+            "title": meta.title,
+            "session": meta.to_dict(),
+        }
+        self.emit("session_created", data)
 
     def pick(self, name: str | None) -> Agent[Any]:
         """The agent called ``name`` (``None``: the default); a ``UserError`` for an unknown name."""
@@ -254,10 +245,6 @@ class RouterDeps:
 
     # ------------------------------------------------------------------ titles
 
-    def _after_run(self, live: LiveRun) -> None:
-        if live.title_message:
-            self.schedule_title(live.session_id, live.title_message, live.output, self.name_of(live.agent))
-
     def schedule_title(self, session_id: str, user_msg: str, output: Any, agent_name: str) -> None:
         """Title a new chat in the background from its first exchange (``titles`` with a ``title_model``).
 
@@ -284,6 +271,7 @@ class RouterDeps:
         updated = await self.store.get(session_id)
         if updated is not None:
             self.emit("session_updated", {"session": updated.to_dict()})
+            self.emit("session_retitled", SessionRetitledData(session_id=session_id, title=updated.title))
 
     # ------------------------------------------------------------------ lifecycle
 

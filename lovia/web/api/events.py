@@ -19,7 +19,7 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
 from ..errors import ApiRoute
-from ..sse import Frame, event_stream, live_tail
+from ..sse import event_stream, frame
 from .deps import RouterDeps
 
 __all__ = ["build_events_router"]
@@ -32,15 +32,15 @@ def build_events_router(deps: RouterDeps) -> APIRouter:
     @router.get("/events")
     async def events() -> StreamingResponse:
         supervisor = deps.supervisor
-        queue = supervisor.hub.subscribe()
+        subscription = deps.bus.subscribe()
 
-        async def frames() -> AsyncIterator[bytes]:
+        async def frames() -> AsyncIterator[dict[str, str]]:
             try:
-                yield Frame("hello", {"live": [run.session_id for run in supervisor.live_runs]}).encode()
-                async for chunk in live_tail(queue):
-                    yield chunk
+                yield frame("hello", {"live": [run.session_id for run in supervisor.live_runs]})
+                async for item in subscription.frames():
+                    yield item
             finally:
-                supervisor.hub.unsubscribe(queue)
+                subscription.close()
 
         return event_stream(frames())
 

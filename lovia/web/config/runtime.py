@@ -180,9 +180,7 @@ class ConfigRuntime:
             deps = self._deps
             if deps is None:
                 return
-            agents: Any = deps.agents
-            agents[self.agent_key] = built[0]
-            deps.supervisor.agents[self.agent_key] = built[0]
+            deps.agents[self.agent_key] = built[0]  # the supervisor reads the same dict
             from ..subagents import rewire_subagents
 
             rewire_subagents(deps)  # the new agent's Subagents plugin runs its children as chats too

@@ -1,22 +1,25 @@
-"""Session routes: list/search, create, read, rename, delete, rewind, export; live runs."""
+"""Session routes: list/search, create, read, rename, delete, rewind, export, todos, follow-ups,
+uploads, fork and background processes of a chat; live runs and run history."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse, Response
 
-from ..parts import ImagePart
-from ..session import Segment
-from ..transcript import InputEntry, ToolResultEntry, TranscriptEntry, entries_to_messages, entry_to_dict
-from .errors import ApiRoute, WebError
-from .params import Limit, Offset, Since
-from .schemas import CreateSessionRequest, RewindRequest, SessionPatch
-from .serialization import (
+from ...parts import ImagePart
+from ...session import Segment
+from ...transcript import InputEntry, ToolResultEntry, TranscriptEntry, entries_to_messages, entry_to_dict
+from ..errors import ApiRoute, WebError
+from ..params import Limit, Offset, Since
+from ..routes_processes import processes_router
+from ..routes_uploads import uploads_router
+from ..schemas import CreateSessionRequest, RewindRequest, SessionPatch, TodoItemOut, TodosResponse
+from ..serialization import (
     EXPORT_HTML_CSP,
     drop_system_entries,
     export_html,
@@ -26,12 +29,11 @@ from .serialization import (
     segments_runs,
     segments_to_out,
 )
-from .store import ChatMeta
+from ..store import ChatMeta
+from .deps import RouterDeps
+from .followups import build_followups_router
 
-if TYPE_CHECKING:
-    from .state import WebState
-
-__all__ = ["RewindRequest", "SessionPatch", "sessions_router"]
+__all__ = ["build_sessions_router"]
 
 
 def _user_positions(entries: list[TranscriptEntry]) -> list[int]:
@@ -80,18 +82,23 @@ def _tool_image(segments: list[Segment], call_id: str, index: int) -> tuple[str,
     return None
 
 
-def sessions_router(state: WebState) -> APIRouter:
-    """The ``/api/sessions`` and ``/api/runs`` routes bound to one app state."""
-    router = APIRouter(prefix="/api", route_class=ApiRoute)
-    _read_routes(router, state)
-    _ui_data_route(router, state)
-    _children_route(router, state)
-    _write_routes(router, state)
+def build_sessions_router(deps: RouterDeps) -> APIRouter:
+    """The ``/api/sessions`` routes (with a chat's todos, follow-ups, uploads, fork and background
+    processes) and ``/api/runs`` bound to ``deps``."""
+    own = APIRouter(prefix="/api", route_class=ApiRoute)
+    _read_routes(own, deps)
+    _ui_data_route(own, deps)
+    _children_route(own, deps)
+    _todo_route(own, deps)
+    _write_routes(own, deps)
+    router = APIRouter(route_class=ApiRoute)
+    for part in (own, uploads_router(deps), processes_router(deps), build_followups_router(deps)):
+        router.include_router(part)  # each part carries its own /api prefix
     return router
 
 
-async def _require(state: WebState, session_id: str) -> ChatMeta:
-    meta = await state.store.get(session_id)
+async def _require(deps: RouterDeps, session_id: str) -> ChatMeta:
+    meta = await deps.store.get(session_id)
     if meta is None:
         raise WebError(
             404, "session_not_found", f"no chat {session_id!r}", hint="list the chats with GET /api/sessions"
@@ -115,23 +122,23 @@ def _export_response(meta: ChatMeta, entries: list[TranscriptEntry], format: str
     return PlainTextResponse(export_md(msgs, title=meta.title, session_id=meta.id), media_type="text/markdown")
 
 
-def _read_routes(router: APIRouter, state: WebState) -> None:
-    store, sup = state.store, state.supervisor
+def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
+    store, sup = deps.store, deps.supervisor
 
     @router.get("/sessions")
     async def list_sessions(q: str | None = None, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
         metas = await store.list(query=q or None, limit=limit, offset=offset)
-        return {"sessions": [{**m.to_dict(), "live": sup.live(m.id) is not None} for m in metas]}
+        return {"sessions": [{**m.to_dict(), "live": sup.get(m.id) is not None} for m in metas]}
 
     @router.post("/sessions")
     async def create_session(body: CreateSessionRequest) -> dict[str, Any]:
-        meta = (await store.create(title=body.title, agent=body.agent)).to_dict()
-        sup.hub.publish("session_created", {"session": meta})
-        return meta
+        meta = await store.create(title=body.title, agent=body.agent)
+        deps.announce_session(meta)
+        return meta.to_dict()
 
     @router.get("/sessions/{session_id}")
     async def get_session(session_id: str) -> dict[str, Any]:
-        meta = await _require(state, session_id)
+        meta = await _require(deps, session_id)
         segments = await store.session.segments(session_id)
         entries = [e for s in segments for e in s.entries]
         return {
@@ -139,7 +146,7 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
             "entries": segments_to_out(segments, created_at=meta.created_at, updated_at=meta.updated_at),
             "transcript": [entry_to_dict(e) for e in entries],
             "runs": _runs(segments, await store.runs(session_id)),
-            "live": sup.live(session_id) is not None,
+            "live": sup.get(session_id) is not None,
             "origin": await store.origin(session_id),
             "variants": [
                 {"user_turn": turn, "answers": answers} for turn, answers in (await store.variants(session_id)).items()
@@ -148,7 +155,7 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
 
     @router.get("/sessions/{session_id}/tool-images/{call_id}/{index}")
     async def tool_image(session_id: str, call_id: str, index: int) -> Response:
-        await _require(state, session_id)
+        await _require(deps, session_id)
         part = _tool_image(await store.session.segments(session_id), call_id, index)
         if part is None:
             raise WebError(
@@ -163,7 +170,7 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
 
     @router.get("/sessions/{session_id}/export")
     async def export(session_id: str, format: str = "md") -> Any:
-        meta = await _require(state, session_id)
+        meta = await _require(deps, session_id)
         entries = await store.session.load(session_id)
         if format == "json":
             body = json.dumps(
@@ -184,13 +191,13 @@ def _read_routes(router: APIRouter, state: WebState) -> None:
         return {"runs": [r.to_dict() for r in records]}
 
 
-def _ui_data_route(router: APIRouter, state: WebState) -> None:
+def _ui_data_route(router: APIRouter, deps: RouterDeps) -> None:
     """``GET /api/sessions/{id}/ui-data/{ref}``: what a tool kept with ``put_ui_data`` (the JSON as stored)."""
-    store = state.store
+    store = deps.store
 
     @router.get("/sessions/{session_id}/ui-data/{ref}")
     async def ui_data(session_id: str, ref: str) -> Response:
-        await _require(state, session_id)
+        await _require(deps, session_id)
         payload = await store.get_ui_data(session_id, ref)
         if payload is None:
             raise WebError(
@@ -202,60 +209,85 @@ def _ui_data_route(router: APIRouter, state: WebState) -> None:
         return Response(payload, media_type="application/json", headers={"Cache-Control": "no-store"})
 
 
-def _children_route(router: APIRouter, state: WebState) -> None:
-    store, sup = state.store, state.supervisor
+def _children_route(router: APIRouter, deps: RouterDeps) -> None:
+    store, sup = deps.store, deps.supervisor
 
     @router.get("/sessions/{session_id}/children")
     async def children(session_id: str) -> dict[str, Any]:
-        await _require(state, session_id)
+        await _require(deps, session_id)
         out = []
         for child, kind in await store.children(session_id):
             last = await store.run_history(session_id=child.id, limit=1)
-            live = sup.live(child.id) is not None
+            live = sup.get(child.id) is not None
             status = "running" if live else (last[0].status if last else "idle")
             out.append({**child.to_dict(), "kind": kind, "live": live, "status": status})
         return {"children": out}
 
 
-def _write_routes(router: APIRouter, state: WebState) -> None:
-    store, sup = state.store, state.supervisor
+def _todo_route(router: APIRouter, deps: RouterDeps) -> None:
+    from ...plugins.todo import todos_from_entries
+
+    @router.get("/sessions/{session_id}/todos", response_model=TodosResponse)
+    async def todos(session_id: str) -> TodosResponse:
+        meta = await _require(deps, session_id)
+        entries = await deps.store.session.load(session_id)
+        live = deps.supervisor.get(session_id)
+        if live is not None:  # the run in flight: its completed tool calls count too
+            entries = [*entries, *live.entries]
+        agent = live.agent if live is not None else deps.agents.get(meta.agent or deps.default_agent)
+        items = todos_from_entries(entries, tool_name=_todo_tool_name(agent))
+        return TodosResponse(todos=[TodoItemOut(**item.model_dump()) for item in items])
+
+
+def _todo_tool_name(agent: Any) -> str:
+    """The Todo plugin's tool name on ``agent`` (``todo_write`` unless it was renamed)."""
+    from ...plugins.todo import Todo
+
+    for plugin in getattr(agent, "plugins", None) or []:
+        if isinstance(plugin, Todo):
+            return plugin.tool_name
+    return "todo_write"
+
+
+def _write_routes(router: APIRouter, deps: RouterDeps) -> None:
+    store, sup = deps.store, deps.supervisor
 
     @router.patch("/sessions/{session_id}")
     async def rename(session_id: str, body: SessionPatch) -> dict[str, Any]:
-        await _require(state, session_id)
+        await _require(deps, session_id)
         title = body.title.strip() if body.title is not None else None
         await store.update(session_id, title=title, pinned=body.pinned, touch=False)
-        meta = (await _require(state, session_id)).to_dict()
-        sup.hub.publish("session_updated", {"session": meta})
+        meta = (await _require(deps, session_id)).to_dict()
+        deps.emit("session_updated", {"session": meta})
         return meta
 
     @router.delete("/sessions/{session_id}")
     async def delete(session_id: str) -> dict[str, Any]:
-        await _require(state, session_id)
+        await _require(deps, session_id)
         # Its background subagent tasks (and theirs) are its own: stopped and deleted with it (a spawned chat stays).
         for chat_id in reversed(await store.task_tree(session_id)):
-            await _delete_chat(state, chat_id)
+            await _delete_chat(deps, chat_id)
         return {"deleted": session_id}
 
     @router.delete("/sessions")
     async def delete_all() -> dict[str, Any]:
         ids = await store.ids()
         for session_id in ids:
-            await sup.stop(session_id)
+            await sup.stop(session_id, discard=True)
             async with sup.lock(session_id):
                 await store.delete(session_id)  # with its schedules
-        sup.hub.publish("sessions_cleared", {})
+        deps.emit("sessions_cleared", {})
         return {"deleted": len(ids)}
 
-    _rewind_route(router, state)
+    _rewind_route(router, deps)
 
 
-def _rewind_route(router: APIRouter, state: WebState) -> None:
-    store, sup = state.store, state.supervisor
+def _rewind_route(router: APIRouter, deps: RouterDeps) -> None:
+    store, sup = deps.store, deps.supervisor
 
     @router.post("/sessions/{session_id}/rewind")
     async def rewind(session_id: str, body: RewindRequest) -> dict[str, Any]:
-        meta = await _require(state, session_id)
+        meta = await _require(deps, session_id)
         if not store.supports_rewind:
             raise WebError(
                 501,
@@ -264,7 +296,7 @@ def _rewind_route(router: APIRouter, state: WebState) -> None:
                 hint="serve the app on a session store with rewind (SQLite and PostgreSQL have it)",
             )
         async with sup.lock(session_id):
-            if sup.live(session_id) is not None:
+            if sup.get(session_id) is not None:
                 raise WebError(409, "run_active", "a run is live in this chat", hint="stop it first, then rewind")
             segments = await store.session.segments(session_id)
             flat = [e for s in segments for e in s.entries]
@@ -286,7 +318,7 @@ def _rewind_route(router: APIRouter, state: WebState) -> None:
             await store.drop_variants(session_id, from_turn=turn + 1 if kept else turn)
             if kept and answer:
                 await store.add_variant(session_id, turn, [entry_to_dict(e) for e in answer])
-            await _drop_rewound_checkpoints(state, segments, keep)
+            await _drop_rewound_checkpoints(deps, segments, keep)
             if meta.active_run_id:
                 await store.checkpointer.delete(meta.active_run_id)
                 await store.set_active_run(session_id, None)
@@ -294,21 +326,21 @@ def _rewind_route(router: APIRouter, state: WebState) -> None:
         return {"removed": removed, "keep_entries": keep, "kept_answer": bool(kept and answer)}
 
 
-async def _delete_chat(state: WebState, session_id: str) -> None:
+async def _delete_chat(deps: RouterDeps, session_id: str) -> None:
     """Stop a chat's run, then delete the chat, its schedules and its workspace session."""
-    sup = state.supervisor
-    await sup.stop(session_id)
+    sup = deps.supervisor
+    await sup.stop(session_id, discard=True)  # nothing of it is kept: the chat goes
     async with sup.lock(session_id):
-        await state.store.delete(session_id)  # with its schedules (the store is bound to the app's)
+        await deps.store.delete(session_id)  # with its schedules (the store is bound to the app's)
     await sup.workspaces.close(session_id)
-    sup.hub.publish("session_deleted", {"session_id": session_id})
+    deps.emit("session_deleted", {"session_id": session_id})
 
 
-async def _drop_rewound_checkpoints(state: WebState, segments: list[Segment], keep: int) -> None:
+async def _drop_rewound_checkpoints(deps: RouterDeps, segments: list[Segment], keep: int) -> None:
     """Delete any checkpoint of a run the rewind truncated or removed (a resume would replay it)."""
     start = 0
     for seg in segments:
         end = start + len(seg.entries)
         if end > keep:
-            await state.store.checkpointer.delete(seg.run_id)
+            await deps.store.checkpointer.delete(seg.run_id)
         start = end

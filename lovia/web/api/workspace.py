@@ -28,25 +28,23 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, unquote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.requests import ClientDisconnect
 
-from ..agent import Agent
-from ..workspace import LocalWorkspace, LocalWorkspaceSession, WorkspacePolicy
-from ..workspace.errors import WorkspaceError
-from ..workspace.workspace import SCRATCH_DIR, WorkspaceSessionBinding
-from .errors import ApiRoute, ErrorCode, WebError
-from .media import PREVIEW_IMAGE_MIME_BY_EXT, preview_image_mime
-from .routes_uploads import check_upload_type, upload_too_large
+from ...agent import Agent
+from ...workspace import LocalWorkspace, LocalWorkspaceSession, WorkspacePolicy
+from ...workspace.errors import WorkspaceError
+from ...workspace.workspace import SCRATCH_DIR, WorkspaceSessionBinding
+from ..errors import ApiRoute, ErrorCode, WebError
+from ..media import PREVIEW_IMAGE_MIME_BY_EXT, preview_image_mime
+from ..routes_uploads import check_upload_type, upload_too_large
+from .deps import RouterDeps
 
-if TYPE_CHECKING:
-    from .state import WebState
-
-__all__ = ["MAX_PREVIEW_BYTES", "UPLOADS_DIR", "has_workspace", "workspace_router"]
+__all__ = ["MAX_PREVIEW_BYTES", "UPLOADS_DIR", "build_workspace_router", "workspace_cfg"]
 
 UPLOADS_DIR = "uploads"
 """The folder under the workspace root that ``POST /api/workspace/upload`` writes into."""
@@ -103,12 +101,9 @@ class _Panel:
         return self.session.root_path
 
 
-def has_workspace(agent: Agent[Any]) -> bool:
-    """Whether ``agent`` works in a local folder the file panel can show."""
-    return _local(agent) is not None
-
-
-def _local(agent: Agent[Any]) -> LocalWorkspace | None:
+def workspace_cfg(agent: Agent[Any]) -> LocalWorkspace | None:
+    """The local folder workspace ``agent`` works in (seen through a per-chat binding), or
+    ``None`` when it has none the file panel can show (no workspace, or not a local folder)."""
     workspace = agent.workspace
     if isinstance(workspace, WorkspaceSessionBinding):
         workspace = workspace.workspace
@@ -121,20 +116,20 @@ def _panel_policy(policy: WorkspacePolicy) -> WorkspacePolicy:
     return WorkspacePolicy.readonly(denied_paths=policy.denied_paths, path_rules=blocks)
 
 
-async def _panel(state: WebState, agent: str | None, session_id: str | None) -> _Panel:
+async def _panel(deps: RouterDeps, agent: str | None, session_id: str | None) -> _Panel:
     name = agent
     if session_id:
-        meta = await state.store.get(session_id)
+        meta = await deps.store.get(session_id)
         if meta is None:
             raise _error(404, "session_not_found", f"no chat {session_id!r}", "list the chats with GET /api/sessions")
         name = name or meta.agent
-    name = name or state.default_agent
-    served = state.agents.get(name)
+    name = name or deps.default_agent
+    served = deps.agents.get(name)
     if served is None:
         raise _error(
-            404, "agent_not_found", f"no served agent {name!r}", f"use one of: {', '.join(sorted(state.agents))}"
+            404, "agent_not_found", f"no served agent {name!r}", f"use one of: {', '.join(sorted(deps.agents))}"
         )
-    workspace = _local(served)
+    workspace = workspace_cfg(served)
     if workspace is None:
         why = "has no workspace" if served.workspace is None else "has a workspace that is not a local folder"
         raise _error(
@@ -493,12 +488,12 @@ def _free_name(dir_fd: int, name: str, partial: str) -> str:
     raise _error(400, "invalid_request", f"too many files named like {name!r}", "rename the file")
 
 
-def _upload_routes(router: APIRouter, state: WebState) -> None:
+def _upload_routes(router: APIRouter, deps: RouterDeps) -> None:
     @router.post("/upload")
     async def upload(request: Request, agent: str | None = None, session_id: str | None = None) -> dict[str, Any]:
-        panel = await _panel(state, agent, session_id)
+        panel = await _panel(deps, agent, session_id)
         name = _upload_name(request.headers.get("x-filename"))
-        check_upload_type(state, name)
+        check_upload_type(deps, name)
         rel = f"{UPLOADS_DIR}/{name}"
         policy = panel.workspace.policy
         if policy.is_denied(rel=rel, abs_posix=(panel.root / rel).as_posix()) or any(
@@ -507,8 +502,8 @@ def _upload_routes(router: APIRouter, state: WebState) -> None:
         ):
             raise _error(403, "path_denied", f"writing {rel!r} is denied by the workspace policy", "rename the file")
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > state.max_upload_bytes:
-            raise upload_too_large(state)
+        if declared is not None and declared.isdigit() and int(declared) > deps.max_upload_bytes:
+            raise upload_too_large(deps)
         dir_fd = _uploads_dir(panel)
         partial = f".upload-{uuid.uuid4().hex[:12]}.partial"
         try:
@@ -517,8 +512,8 @@ def _upload_routes(router: APIRouter, state: WebState) -> None:
             try:
                 async for chunk in request.stream():
                     size += len(chunk)
-                    if size > state.max_upload_bytes:
-                        raise upload_too_large(state)
+                    if size > deps.max_upload_bytes:
+                        raise upload_too_large(deps)
                     view = memoryview(chunk)
                     while view:
                         view = view[os.write(fd, view) :]
@@ -540,16 +535,17 @@ def _upload_routes(router: APIRouter, state: WebState) -> None:
 # --------------------------------------------------------------------------- the router
 
 
-def workspace_router(state: WebState) -> APIRouter:
-    """``/api/workspace`` and its ``files``, ``recent``, ``file``, ``raw`` and ``upload`` routes."""
+def build_workspace_router(deps: RouterDeps) -> APIRouter:
+    """``GET /api/workspace`` and its ``files``, ``recent``, ``file``, ``raw`` and ``upload`` routes,
+    bound to ``deps``."""
     router = APIRouter(prefix="/api/workspace", route_class=ApiRoute)
 
     @router.get("")
     async def root(agent: str | None = None, session_id: str | None = None) -> dict[str, Any]:
-        panel = await _panel(state, agent, session_id)
+        panel = await _panel(deps, agent, session_id)
         policy = panel.workspace.policy
         mode = "readonly" if not policy.can_write else ("trusted" if policy.read_outside == "allow" else "coding")
-        allowed = state.upload_allowed_ext
+        allowed = deps.upload_allowed_ext
         return {
             "available": True,
             "agent": panel.agent,
@@ -558,7 +554,7 @@ def workspace_router(state: WebState) -> APIRouter:
             "uploads_dir": UPLOADS_DIR,
             "limits": {
                 "max_preview_bytes": MAX_PREVIEW_BYTES,
-                "max_upload_bytes": state.max_upload_bytes,
+                "max_upload_bytes": deps.max_upload_bytes,
                 "upload_allowed_ext": sorted(allowed) if allowed is not None else None,
                 "max_list_limit": MAX_LIST_LIMIT,
             },
@@ -572,27 +568,27 @@ def workspace_router(state: WebState) -> APIRouter:
         offset: int = Query(default=0, ge=0),
         limit: int = Query(default=500, ge=1, le=MAX_LIST_LIMIT),
     ) -> dict[str, Any]:
-        panel = await _panel(state, agent, session_id)
+        panel = await _panel(deps, agent, session_id)
         return await asyncio.to_thread(_list_dir, panel, path, offset, limit)
 
     @router.get("/recent")
     async def recent(
         agent: str | None = None, session_id: str | None = None, limit: int = Query(default=20, ge=1, le=200)
     ) -> dict[str, Any]:
-        panel = await _panel(state, agent, session_id)
+        panel = await _panel(deps, agent, session_id)
         return await asyncio.to_thread(_recent, panel, limit)
 
     @router.get("/file")
     async def file(path: str, agent: str | None = None, session_id: str | None = None) -> dict[str, Any]:
-        panel = await _panel(state, agent, session_id)
+        panel = await _panel(deps, agent, session_id)
         return await asyncio.to_thread(_read_text, panel, path)
 
     @router.get("/raw")
     async def raw(
         path: str, agent: str | None = None, session_id: str | None = None, download: bool = False
     ) -> StreamingResponse:
-        panel = await _panel(state, agent, session_id)
+        panel = await _panel(deps, agent, session_id)
         return await asyncio.to_thread(_raw, panel, path, download)
 
-    _upload_routes(router, state)
+    _upload_routes(router, deps)
     return router

@@ -9,60 +9,36 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import Any, Protocol
+from typing import Any
 
 from fastapi import APIRouter
 
-from ..exceptions import UserError
-from .errors import ApiRoute, ErrorCode, WebError
-from .run_deps import RunDepsFn, checked_context
-from .schedule_fire import fire_in_chat
-from .schedule_store import ScheduleStore
-from .scheduler import Scheduler
-from .schemas import SchedulePatch, ScheduleSpec
-from .store import ChatStore, ScheduleRow
-from .supervisor import RunSupervisor
-from .titles import provisional_title
-from .triggers import initial_next_fire, validate_trigger
+from ...exceptions import UserError
+from ..errors import ApiRoute, ErrorCode, WebError
+from ..run_deps import checked_context
+from ..schemas import SchedulePatch, ScheduleSpec
+from ..store import ScheduleRow
+from ..triggers import initial_next_fire, validate_trigger
+from .deps import RouterDeps
 
-__all__ = ["SchedulePatch", "ScheduleSpec", "fire_in_chat", "schedules_router"]
-
-
-class WebState(Protocol):
-    """What these routes use of the app state (``lovia.web.state.WebState``), without importing it."""
-
-    store: ChatStore
-    schedules: ScheduleStore | None
-    run_deps: RunDepsFn | None
-
-    @property
-    def supervisor(self) -> RunSupervisor: ...
-
-    @property
-    def scheduler(self) -> Scheduler | None: ...
-
-
-title_from = provisional_title
-"""A chat title from a schedule's input (:func:`lovia.web.titles.provisional_title`)."""
+__all__ = ["build_schedules_router"]
 
 
 def _error(status: int, code: ErrorCode, message: str, hint: str | None = None) -> WebError:
     return WebError(status, code, message, hint=hint)
 
 
-def schedules_router(state: WebState) -> APIRouter:
-    """The ``/api/schedules`` routes bound to one app state (absent when the app has no schedule store)."""
+def build_schedules_router(deps: RouterDeps) -> APIRouter:
+    """The ``/api/schedules`` routes bound to ``deps`` (its schedule store and scheduler)."""
     router = APIRouter(prefix="/api/schedules", route_class=ApiRoute)
-    _collection_routes(router, state)
-    _item_routes(router, state)
+    _collection_routes(router, deps)
+    _item_routes(router, deps)
     return router
 
 
-def _check_refs(state: WebState, agent: str | None) -> None:
-    if agent is not None and agent not in state.supervisor.agents:
-        raise _error(
-            404, "agent_not_found", f"no agent {agent!r}", f"use one of {', '.join(sorted(state.supervisor.agents))}"
-        )
+def _check_refs(deps: RouterDeps, agent: str | None) -> None:
+    if agent is not None and agent not in deps.agents:
+        raise _error(404, "agent_not_found", f"no agent {agent!r}", f"use one of {', '.join(sorted(deps.agents))}")
 
 
 def _check_trigger(kind: str, expr: str) -> None:
@@ -72,24 +48,24 @@ def _check_trigger(kind: str, expr: str) -> None:
         raise _error(400, "invalid_request", exc.message, exc.hint) from exc
 
 
-def _collection_routes(router: APIRouter, state: WebState) -> None:
+def _collection_routes(router: APIRouter, deps: RouterDeps) -> None:
     @router.get("")
     async def list_schedules(session_id: str | None = None) -> list[dict[str, Any]]:
-        assert state.schedules is not None
-        return [row.to_dict() for row in await state.schedules.list(session_id=session_id)]
+        assert deps.schedules is not None
+        return [row.to_dict() for row in await deps.schedules.list(session_id=session_id)]
 
     @router.post("", status_code=201)
     async def create(body: ScheduleSpec) -> dict[str, Any]:
-        assert state.schedules is not None and state.scheduler is not None
+        assert deps.schedules is not None and deps.scheduler is not None
         context = checked_context(body.context)
-        _check_refs(state, body.agent)
+        _check_refs(deps, body.agent)
         _check_trigger(body.trigger_kind, body.trigger_expr)
-        if body.session_id is not None and await state.store.get(body.session_id) is None:
+        if body.session_id is not None and await deps.store.get(body.session_id) is None:
             raise _error(
                 404, "session_not_found", f"no chat {body.session_id!r}", "create the chat first, or omit session_id"
             )
         until = _check_until(body.until, body.trigger_kind, body.max_fires, body.expires_at)
-        now = state.scheduler.clock()
+        now = deps.scheduler.clock()
         schedule_id = f"sched_{uuid.uuid4().hex[:16]}"
         row = ScheduleRow(
             id=schedule_id,
@@ -108,8 +84,8 @@ def _collection_routes(router: APIRouter, state: WebState) -> None:
             updated_at=now,
             context=context or None,
         )
-        await state.schedules.add(row)
-        state.scheduler.wake()
+        await deps.schedules.add(row)
+        deps.scheduler.wake()
         return row.to_dict()
 
 
@@ -153,10 +129,10 @@ def _patched(row: ScheduleRow, body: SchedulePatch, *, now: float) -> ScheduleRo
     return updated
 
 
-def _item_routes(router: APIRouter, state: WebState) -> None:
+def _item_routes(router: APIRouter, deps: RouterDeps) -> None:
     async def require(schedule_id: str) -> ScheduleRow:
-        assert state.schedules is not None
-        row = await state.schedules.get(schedule_id)
+        assert deps.schedules is not None
+        row = await deps.schedules.get(schedule_id)
         if row is None:
             raise _error(404, "schedule_not_found", f"no schedule {schedule_id!r}", "list them with GET /api/schedules")
         return row
@@ -167,35 +143,35 @@ def _item_routes(router: APIRouter, state: WebState) -> None:
 
     @router.patch("/{schedule_id}")
     async def patch(schedule_id: str, body: SchedulePatch) -> dict[str, Any]:
-        assert state.schedules is not None and state.scheduler is not None
+        assert deps.schedules is not None and deps.scheduler is not None
         row = await require(schedule_id)
-        _check_refs(state, body.agent)
-        if body.session_id is not None and await state.store.get(body.session_id) is None:
+        _check_refs(deps, body.agent)
+        if body.session_id is not None and await deps.store.get(body.session_id) is None:
             raise _error(404, "session_not_found", f"no chat {body.session_id!r}", "name a chat that exists")
-        updated = _patched(row, body, now=state.scheduler.clock())
-        await state.schedules.update(updated)
-        state.scheduler.wake()
+        updated = _patched(row, body, now=deps.scheduler.clock())
+        await deps.schedules.update(updated)
+        deps.scheduler.wake()
         return updated.to_dict()
 
     @router.delete("/{schedule_id}")
     async def delete(schedule_id: str) -> dict[str, Any]:
-        assert state.schedules is not None
-        if not await state.schedules.delete(schedule_id):
+        assert deps.schedules is not None
+        if not await deps.schedules.delete(schedule_id):
             raise _error(404, "schedule_not_found", f"no schedule {schedule_id!r}", "it may already be deleted")
         return {"deleted": schedule_id}
 
     @router.post("/{schedule_id}/run")
     async def run_now(schedule_id: str) -> dict[str, Any]:
-        assert state.scheduler is not None
+        assert deps.scheduler is not None
         row = await require(schedule_id)
         try:
-            session_id, run_id = await state.scheduler.fire_now_run(row)
+            session_id, run_id = await deps.scheduler.fire_now_run(row)
         except UserError as exc:
             raise _error(409, "schedule_not_fired", exc.message, exc.hint) from exc
         return {"schedule_id": schedule_id, "session_id": session_id, "run_id": run_id}
 
     @router.get("/{schedule_id}/runs")
     async def runs(schedule_id: str, limit: int = 50) -> list[dict[str, Any]]:
-        assert state.schedules is not None
+        assert deps.schedules is not None
         await require(schedule_id)
-        return [claim.to_dict() for claim in await state.schedules.claims(schedule_id, limit=max(1, min(limit, 500)))]
+        return [claim.to_dict() for claim in await deps.schedules.claims(schedule_id, limit=max(1, min(limit, 500)))]

@@ -1,67 +1,54 @@
-"""Chat routes: start/attach (SSE), reconnect (SSE, resumes interrupted runs), stop, approve, blocking chat."""
+"""Chat routes: start/attach (SSE), reconnect (SSE, resumes interrupted runs), stop, steer,
+approve, the blocking turn, and the agent's ``ask_human`` question and its answer."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from ..exceptions import UserError
-from .errors import ApiRoute, WebError
-from .routes_uploads import attachment_content
-from .run_deps import RunTrigger, build_run_deps, checked_context
-from .schemas import ApprovalRequest, ChatRequest, InjectCancelRequest, InjectRequest
-from .sse import Frame, event_stream, live_tail
-from .store import ChatMeta
-from .supervisor import LiveRun, Subscription, TooManyRuns
-from .titles import provisional_title
+from ...exceptions import UserError
+from ...messages import user
+from ..errors import ApiRoute, WebError
+from ..questions import QuestionRegistry, question_payload
+from ..routes_uploads import attachment_content
+from ..run_deps import RunTrigger, build_run_deps, checked_context
+from ..schemas import (
+    AnswerRequest,
+    ApprovalRequest,
+    ChatRequest,
+    ChatResponse,
+    InjectCancelRequest,
+    InjectRequest,
+)
+from ..sse import event_stream
+from ..store import ChatMeta
+from ..supervisor import RunController, TooManyRuns, _Attachment, forward
+from ..titles import provisional_title
+from .deps import RouterDeps
 
-if TYPE_CHECKING:
-    from .state import WebState
-
-__all__ = [
-    "ApprovalRequest",
-    "ChatRequest",
-    "InjectCancelRequest",
-    "InjectRequest",
-    "chat_router",
-    "sse_response",
-    "too_many_runs",
-]
+__all__ = ["blocking_outcome", "build_chat_router", "too_many_runs"]
 
 
 _LIST_HINT = "list the chats with GET /api/sessions"
 
 
-title_from = provisional_title
-"""The older name of :func:`lovia.web.titles.provisional_title`."""
+def _stream(sid: str, attachment: _Attachment) -> StreamingResponse:
+    """The chat stream of ``attachment``: a ``session`` frame, the prologue, then the live tail."""
+    return event_stream(forward(attachment, sid=sid, emit_session=True))
 
 
-async def _frames(head: list[Frame], sub: Subscription) -> AsyncIterator[bytes]:
-    try:
-        for frame in (*head, *sub.prologue):
-            yield frame.encode()
-        if sub.queue is not None:
-            async for chunk in live_tail(sub.queue):
-                yield chunk
-    finally:
-        sub.close()  # a disconnect only unsubscribes: the run goes on
-
-
-def sse_response(head: list[Frame], sub: Subscription) -> StreamingResponse:
-    """Stream ``head`` frames, the subscription's prologue and its live tail."""
-    return event_stream(_frames(head, sub))
-
-
-def chat_router(state: WebState) -> APIRouter:
-    """The ``/api/chat`` routes bound to one app state."""
+def build_chat_router(deps: RouterDeps) -> APIRouter:
+    """The ``/api/chat`` routes bound to ``deps``: ``stream``, ``reconnect``, ``cancel``, ``inject``,
+    ``uninject``, ``approve``, the blocking ``POST /api/chat``, ``question`` and ``answer``."""
     router = APIRouter(prefix="/api/chat", route_class=ApiRoute)
-    _stream_routes(router, state)
-    _control_routes(router, state)
+    _stream_routes(router, deps)
+    _control_routes(router, deps)
+    _question_routes(router, deps)
     return router
 
 
@@ -89,7 +76,7 @@ def _upload_ids(body: ChatRequest) -> list[str]:
     return ids
 
 
-def _steer(live: Any, body: ChatRequest, message: str) -> None:
+def _steer(live: RunController, body: ChatRequest, message: str) -> None:
     if body.attachments:
         raise WebError(
             409,
@@ -98,20 +85,20 @@ def _steer(live: Any, body: ChatRequest, message: str) -> None:
             hint="send the attachments after the run finishes (or stop it)",
         )
     if message:
-        live.mailbox.push(message)  # steer the live run: its next turn sees the message
+        live.inject(message)  # steer the live run: its next turn sees the message
 
 
-Opened = tuple[str, "LiveRun | None", "Subscription | None"]
+Opened = tuple[str, "RunController | None", "_Attachment | None"]
 
 
-def _opener(state: WebState) -> Callable[..., Awaitable[Opened]]:
+def _opener(deps: RouterDeps) -> Callable[..., Awaitable[Opened]]:
     """``open_chat(body, request)``: start a run, or join the live one (injecting the message).
 
     Returns the chat id, the run started or joined (``None``: nothing to run) and, with
-    ``subscribe=True``, a subscription taken under the chat's lock (so no frame is missed).
+    ``subscribe=True``, an attachment taken under the chat's lock (so no frame is missed).
     ``run_deps`` runs before anything is written, so when it refuses, no chat is created.
     """
-    store, sup = state.store, state.supervisor
+    store, sup = deps.store, deps.supervisor
 
     async def open_chat(
         body: ChatRequest, request: Request | None, *, blocking: bool = False, subscribe: bool = False
@@ -120,16 +107,16 @@ def _opener(state: WebState) -> Callable[..., Awaitable[Opened]]:
         _upload_ids(body)  # an attachment this server cannot read is refused before anything runs
         if sup.closing:
             raise WebError(503, "shutting_down", "the server is shutting down", hint="retry once it is back")
-        if body.agent is not None and body.agent not in sup.agents:
+        if body.agent is not None and body.agent not in deps.agents:
             raise WebError(
-                404, "agent_not_found", f"no agent {body.agent!r}", hint=f"use one of {', '.join(sorted(sup.agents))}"
+                404, "agent_not_found", f"no agent {body.agent!r}", hint=f"use one of {', '.join(sorted(deps.agents))}"
             )
         meta = await store.get(body.session_id) if body.session_id else None
         if meta is None and not body.message.strip():
             raise WebError(400, "invalid_request", "message is empty", hint="send a non-empty message")
         sid = meta.id if meta is not None else (body.session_id or f"chat_{uuid.uuid4().hex[:16]}")
         async with sup.lock(sid):
-            live = sup.live(sid)
+            live = sup.get(sid)
             if live is not None:
                 if blocking:
                     raise WebError(
@@ -140,17 +127,17 @@ def _opener(state: WebState) -> Callable[..., Awaitable[Opened]]:
                     )
                 _steer(live, body, body.message.strip())  # the live run keeps its own client context
             elif body.message.strip() or body.attachments:
-                live = await _start(state, sid, meta, body, request, blocking=blocking)
+                live = await _start(deps, sid, meta, body, request, blocking=blocking)
             return sid, live, (await sup.subscribe(sid) if subscribe else None)
 
     return open_chat
 
 
 async def _start(
-    state: WebState, sid: str, meta: ChatMeta | None, body: ChatRequest, request: Request | None, *, blocking: bool
-) -> LiveRun:
+    deps: RouterDeps, sid: str, meta: ChatMeta | None, body: ChatRequest, request: Request | None, *, blocking: bool
+) -> RunController:
     """Start the chat's run on ``body`` (the caller holds the chat's lock and saw no live run)."""
-    store, sup = state.store, state.supervisor
+    store, sup = deps.store, deps.supervisor
     message = body.message.strip()
     context = checked_context(body.context)
     agent_name = body.agent or (meta.agent if meta is not None else None)
@@ -162,47 +149,47 @@ async def _start(
     except UserError as exc:
         raise WebError.from_exc(400, "invalid_request", exc) from exc
     trigger = RunTrigger(session_id=sid, agent=agent, source="user", request=request, client_context=context)
-    deps = await build_run_deps(state.run_deps, trigger)  # before anything is written: it may refuse
+    run_deps = await build_run_deps(deps.run_deps, trigger)  # before anything is written: it may refuse
     is_new = meta is None
     if meta is None:
-        meta = await store.create(title=title_from(message), agent=body.agent, session_id=sid)
-        sup.hub.publish("session_created", {"session": meta.to_dict()})
-    content = await attachment_content(state, sid, message, _upload_ids(body), agent=body.agent)
+        meta = await store.create(title=provisional_title(message), agent=body.agent, session_id=sid)
+        deps.announce_session(meta)
+    content = await attachment_content(deps, sid, message, _upload_ids(body), agent=body.agent)
     if meta.active_run_id:  # an interrupted run nobody resumed: keep its completed turns
         await sup.finalize_partial(sid, meta.active_run_id)
     try:
-        started = sup.start(
-            sid,
-            content,
-            agent=agent_name,
-            deps=deps,
-            client_context=context,
-            await_approvals=not blocking,
+        started = await sup.start(
+            session_id=sid,
+            agent=agent,
+            input=content if isinstance(content, str) else [user(content)],
+            is_new=is_new,
             title_message=message if is_new else None,
+            client=context,
+            run_deps=run_deps,
+            await_approvals=not blocking,
+            chat_created_at=meta.created_at,
         )
     except TooManyRuns as exc:
         raise too_many_runs(exc) from exc
     except UserError as exc:
         raise WebError.from_exc(400, "invalid_request", exc) from exc
     if not meta.title:
-        await store.update(sid, title=title_from(message))
+        await store.update(sid, title=provisional_title(message))
         updated = await store.get(sid)
         if updated is not None:
-            sup.hub.publish("session_updated", {"session": updated.to_dict()})
+            deps.emit("session_updated", {"session": updated.to_dict()})
     return started
 
 
-def _stream_routes(router: APIRouter, state: WebState) -> None:
-    store, sup = state.store, state.supervisor
-    open_chat = _opener(state)
+def _stream_routes(router: APIRouter, deps: RouterDeps) -> None:
+    store, sup = deps.store, deps.supervisor
+    open_chat = _opener(deps)
 
     @router.post("/stream")
     async def stream(body: ChatRequest, request: Request) -> StreamingResponse:
-        sid, _live, sub = await open_chat(body, request, subscribe=True)
-        assert sub is not None
-        meta = await store.get(sid)
-        head = [Frame("session", {"session_id": sid, "title": meta.title if meta else ""})]
-        return sse_response(head, sub)
+        sid, _live, attachment = await open_chat(body, request, subscribe=True)
+        assert attachment is not None
+        return _stream(sid, attachment)
 
     @router.post("/reconnect")
     async def reconnect(session_id: str, request: Request) -> StreamingResponse:
@@ -210,7 +197,7 @@ def _stream_routes(router: APIRouter, state: WebState) -> None:
         if meta is None:
             raise WebError(404, "session_not_found", f"no chat {session_id!r}", hint=_LIST_HINT)
         async with sup.lock(session_id):
-            if sup.live(session_id) is None and meta.active_run_id and not sup.closing:
+            if sup.get(session_id) is None and meta.active_run_id and not sup.closing:
                 try:
                     sup.check_capacity()
                 except TooManyRuns as exc:
@@ -225,15 +212,17 @@ def _stream_routes(router: APIRouter, state: WebState) -> None:
                     client_context=context,
                     resumed=True,
                 )
-                deps = await build_run_deps(state.run_deps, trigger)
-                await sup.resume(session_id, meta.active_run_id, agent=meta.agent, deps=deps, client_context=context)
-            sub = await sup.subscribe(session_id)
-        return sse_response([Frame("session", {"session_id": session_id, "title": meta.title})], sub)
+                run_deps = await build_run_deps(deps.run_deps, trigger)
+                await sup.resume(
+                    session_id, meta.active_run_id, agent=meta.agent, deps=run_deps, client_context=context
+                )
+            attachment = await sup.subscribe(session_id)
+        return _stream(session_id, attachment)
 
 
-def _control_routes(router: APIRouter, state: WebState) -> None:  # noqa: C901  (nested route handlers; to be split)
-    sup = state.supervisor
-    open_chat = _opener(state)
+def _control_routes(router: APIRouter, deps: RouterDeps) -> None:  # noqa: C901  (nested route handlers; to be split)
+    sup = deps.supervisor
+    open_chat = _opener(deps)
 
     @router.post("/cancel")
     async def cancel(session_id: str) -> dict[str, Any]:
@@ -242,7 +231,7 @@ def _control_routes(router: APIRouter, state: WebState) -> None:  # noqa: C901  
 
     @router.post("/inject")
     async def inject(body: InjectRequest) -> dict[str, Any]:
-        live = sup.live(body.session_id)
+        live = sup.get(body.session_id)
         if live is None:
             raise WebError(
                 404,
@@ -250,21 +239,21 @@ def _control_routes(router: APIRouter, state: WebState) -> None:  # noqa: C901  
                 "no live run in this chat",
                 hint="send the message with POST /api/chat/stream instead",
             )
-        return {"id": live.mailbox.push(body.message)}
+        return {"id": live.inject(body.message)}
 
     @router.post("/uninject")
     async def uninject(body: InjectCancelRequest) -> dict[str, Any]:
-        live = sup.live(body.session_id)
+        live = sup.get(body.session_id)
         if live is None:
             raise WebError(404, "run_not_found", "no live run in this chat", hint="the run has finished")
-        return {"removed": live.mailbox.remove(body.id)}
+        return {"removed": live.uninject(body.id)}
 
     @router.post("/approve")
     async def approve(body: ApprovalRequest) -> dict[str, Any]:
-        live = sup.live(body.session_id)
+        live = sup.get(body.session_id)
         if live is None or live.handle is None:
             raise WebError(404, "run_not_found", "no live run in this chat", hint="the run has finished")
-        ok = live.handle.approvals.resolve(body.call_id, body.decision == "approve")
+        ok = await deps.approvals.resolve(body.session_id, body.call_id, body.decision == "approve")
         if not ok:
             raise WebError(
                 404,
@@ -275,7 +264,7 @@ def _control_routes(router: APIRouter, state: WebState) -> None:  # noqa: C901  
         return {"ok": True}
 
     @router.post("")
-    async def chat(body: ChatRequest, request: Request) -> dict[str, Any]:
+    async def chat(body: ChatRequest, request: Request) -> ChatResponse:
         sid, live, _ = await open_chat(body, request, blocking=True)
         if live is None:
             raise WebError(400, "invalid_request", "message is empty", hint="send a non-empty message")
@@ -284,10 +273,10 @@ def _control_routes(router: APIRouter, state: WebState) -> None:  # noqa: C901  
         return blocking_outcome(sid, live)
 
 
-def blocking_outcome(session_id: str, live: LiveRun) -> dict[str, Any]:
+def blocking_outcome(session_id: str, live: RunController) -> ChatResponse:
     """The answer of ``POST /api/chat`` once its run ended: the output, or 409 / 500."""
     if live.status == "completed":
-        return {"output": live.output, "session_id": session_id, "usage": live.usage, "run_id": live.run_id}
+        return ChatResponse(output=live.output, session_id=session_id, usage=live.usage or {})
     if live.status in ("cancelled", "interrupted"):
         why = "the server shut down" if live.status == "interrupted" else "it was stopped"
         raise WebError(
@@ -296,10 +285,40 @@ def blocking_outcome(session_id: str, live: LiveRun) -> dict[str, Any]:
             f"the run ended before it answered: {why}",
             hint="GET /api/sessions/{id} shows the turns it completed; send the message again to retry",
         )
-    error = live.error or {}
+    error = live.error
     raise WebError(
         500,
         "run_failed",
-        str(error.get("message") or "the run failed"),
-        hint=error.get("hint") or "GET /api/sessions/{id} shows the run's error",
+        (error["message"] if error is not None else "") or "the run failed",
+        hint=(error.get("hint") if error is not None else None) or "GET /api/sessions/{id} shows the run's error",
     )
+
+
+def _registry(deps: RouterDeps) -> QuestionRegistry:
+    registry = deps.questions
+    if registry is None:
+        raise WebError(
+            501,
+            "feature_unavailable",
+            "this server has no question channel",
+            hint="pass question_channel= to create_app (shared with the agent's ask_human tool)",
+        )
+    return registry
+
+
+def _question_routes(router: APIRouter, deps: RouterDeps) -> None:
+    @router.get("/question")
+    async def question(session_id: str) -> dict[str, Any]:
+        pending = _registry(deps).pending(session_id)
+        return {"question": question_payload(pending) if pending is not None else None}
+
+    @router.post("/answer")
+    async def answer(body: AnswerRequest) -> dict[str, Any]:
+        if not _registry(deps).resolve(body.session_id, body.answer):
+            raise WebError(
+                404,
+                "question_not_found",
+                "no pending question in this chat",
+                hint="it was answered, timed out or its run ended; reload the chat",
+            )
+        return {"ok": True}

@@ -212,7 +212,9 @@ def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> Decoded:
         texts.append(data)
     # Short strings are cached (role names, tool names, repeated arguments): in the row form they
     # are most of the strings, and a hit saves building one (10-25% of the parse, bench/session_store.py).
-    arrays = from_json(b"[" + b",".join(texts) + b"]", cache_strings="all")
+    texts[0] = b"[" + texts[0]  # brackets on the ends: one copy of the whole text, not three
+    texts[-1] += b"]"
+    arrays = from_json(b",".join(texts), cache_strings="all")
     del texts
     if len(arrays) != len(rows):
         raise _Retry("shape")

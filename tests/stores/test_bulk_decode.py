@@ -515,3 +515,16 @@ async def test_sqlite_entries_that_are_not_utf8_name_their_row(tmp_path, signed)
             await cold.load("s")
         assert (err.value.session_id, err.value.run_id) == ("s", "r9") and err.value.hint
         assert await cold.load("other") == _run(0)
+
+
+@pytest.mark.parametrize("count", [1, 2, BIG])
+def test_well_formed_rows_never_leave_the_bulk_path(count, monkeypatch):
+    # The row-by-row decoder gives the same answer, so only this shows the fast path was taken.
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("decoded row by row")
+
+    monkeypatch.setattr(_codec, "decode_segment", refuse)
+    rows = [_row(i, _run(i), {"i": i} if i % 2 else None) for i in range(count)]
+    decoded = _codec.decode_history("s", rows)
+    assert decoded.entries == [e for i in range(count) for e in _run(i)]
+    assert [end for _, _, end in decoded.marks] == [5 * (i + 1) for i in range(count)]

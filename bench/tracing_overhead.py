@@ -490,7 +490,7 @@ def _report(m: Measured, limit: float) -> bool:
         print(f"    SDK floor, sdk vs off:        {floor * 100:+.1f}%  [{floor_spread}]  (public API)")
         print(f"    direct-path floor, dir vs off: {direct_floor * 100:+.1f}%  [{direct_spread}]")
         if title == "CPU time":
-            verdict_overhead, floor_pct = overhead, floor
+            verdict_overhead, floor_pct = overhead, direct_floor
             base = statistics.median(_flat(off_t))
             floor_us = (statistics.median(_flat(sdk_t)) - base) * 1e6
             ours_us = (statistics.median(_flat(on_t)) - statistics.median(_flat(sdk_t))) * 1e6
@@ -509,7 +509,10 @@ def _report(m: Measured, limit: float) -> bool:
     ok = verdict_overhead <= limit
     note = ""
     if floor_pct > limit and not ok:
-        note = f"; the SDK's public-API floor alone is {floor_pct * 100:+.1f}% here"
+        note = (
+            f"; the SDK's own work per span (the direct-path floor, no lovia code) is already"
+            f" {floor_pct * 100:+.1f}% of a step here"
+        )
     print(
         f"  {'PASS' if ok else 'MISS'} {m.profile}: {verdict_overhead * 100:+.1f}% per step (CPU time)"
         f" against at most {limit * 100:.0f}%{note}"
@@ -538,7 +541,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         measured = asyncio.run(_measure(profile, args.runs, args.repeats))
         verdicts[profile] = _report(measured, limit)
     failed = [p for p, ok in verdicts.items() if not ok]
-    print(f"overall: {'all PASS' if not failed else 'MISS on ' + ', '.join(failed)}")
+    summary = "all PASS" if not failed else "MISS on " + ", ".join(failed)
+    if "http" in verdicts:
+        # The target is per step of a real model call; the scripted steps do no I/O at all, so they
+        # show what tracing costs relative to the loop's own work alone (docs/observability.md).
+        http = "PASS" if verdicts["http"] else "MISS"
+        summary += f"; the target workload (http, a step with a real model call): {http}"
+    print(f"overall: {summary}")
     return 1 if args.check and not verdicts.get("http", all(verdicts.values())) else 0
 
 

@@ -73,7 +73,9 @@ async def long_run(turns: int) -> list[float]:
             return call("add", {"a": len(stamps), "b": 1}, call_id=f"c{len(stamps)}")
         return text("done")
 
-    agent = BASE.clone(model=ScriptedProvider(script))
+    # record=False: a recording provider keeps a copy of every prompt (turn n's has n entries), a
+    # test double's memory that grows with the square of the run, not a cost of the loop.
+    agent = BASE.clone(model=ScriptedProvider(script, record=False))
     result = await Runner.run(agent, "Count.", max_turns=turns + 1)
     assert result.output == "done" and len(stamps) == turns
     return [b - a for a, b in zip(stamps, stamps[1:], strict=False)]

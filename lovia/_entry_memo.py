@@ -57,28 +57,37 @@ class PrefixMemo(Generic[E, T]):
         self._chains: list[_Chain[E, T]] = []
         self._lock = threading.Lock()
 
-    def _find(self, entries: list[E]) -> _Chain[E, T] | None:
+    def _claim(self, entries: list[E]) -> _Chain[E, T] | None:
+        """The newest chain ``entries`` continues, taken out of the memo (its lists are reused in
+        place, so no other call may hold it meanwhile); the caller puts a chain back."""
         n = len(entries)
-        for chain in self._chains:
-            m = len(chain.entries)
-            if m <= n and chain.cut > 0 and chain.entries[m - 1] is entries[m - 1] and _same(chain.entries, entries, m):
-                return chain
+        with self._lock:
+            for i, chain in enumerate(self._chains):
+                m = len(chain.entries)
+                if m <= n and chain.cut > 0 and chain.entries[m - 1] is entries[m - 1]:
+                    if _starts_with(entries, chain.entries):
+                        del self._chains[i]
+                        return chain
         return None
 
     def __call__(self, entries: Sequence[E]) -> list[T]:
         """``convert(entries)``, converting only the entries after the last reusable cut."""
         entries = entries if isinstance(entries, list) else list(entries)
         h = self._head(entries) if self._head is not None else 0
-        body = self._body(entries[h:])  # a copy the memo may keep: the caller's list can change later
-        return self._convert(entries[:h]) + body if h else body
+        # The body is copied: the memo keeps the copy, and the caller's list can change later.
+        return self._body(entries[h:], self._convert(entries[:h]) if h else [])
 
-    def _body(self, entries: list[E]) -> list[T]:
-        # ``entries`` is the memo's own list. Every pass over it below is a C loop (slice, compare,
-        # extend): a turn late in a long run costs about what an early one does.
-        with self._lock:
-            chain = self._find(entries)
+    def _body(self, entries: list[E], head: list[T]) -> list[T]:
+        # ``entries`` is the memo's own list. Besides the conversion of what is new, a call costs
+        # one comparison of the lists and one copy of the outputs (behind ``head``, in a fresh list
+        # made before the chain is shared again), all C loops: a turn late in a long run costs
+        # about what an early one does.
+        chain = self._claim(entries)
         start = chain.cut if chain is not None else 0
-        outputs = chain.outputs[: chain.cut_outputs] if chain is not None else []
+        outputs: list[T] = []
+        if chain is not None:
+            outputs = chain.outputs
+            del outputs[chain.cut_outputs :]  # what followed the last cut is converted again
         # The newest cut after ``start``: the next call reuses everything before it.
         cut = start
         for i in range(len(entries) - 1, start, -1):
@@ -89,21 +98,25 @@ class PrefixMemo(Generic[E, T]):
             outputs += self._convert(entries[start:cut])
         cut_outputs = len(outputs)
         outputs += self._convert(entries[cut:])
-        fresh = _Chain(entries, outputs, cut, cut_outputs)
+        head += outputs
         with self._lock:
-            if chain is not None and chain in self._chains:
-                self._chains.remove(chain)
-            self._chains.insert(0, fresh)
+            self._chains.insert(0, _Chain(entries, outputs, cut, cut_outputs))
             del self._chains[self._slots :]
-        return list(outputs)
+        return head
 
 
-def _same(prefix: list[E], entries: list[E], m: int) -> bool:
-    """Whether ``entries`` starts with ``prefix`` (``m`` long). List equality tests identity first,
-    in C, so the common case (the very same entry objects) costs a pointer compare per entry; an
-    equal but distinct entry converts the same way, and one whose fields cannot be compared (a
-    ``raw`` value whose ``==`` raises) is a mismatch."""
+def _starts_with(entries: list[E], prefix: list[E]) -> bool:
+    """Whether ``entries`` (the memo's own list) starts with ``prefix``, compared without copying
+    ``entries``: its tail is cut off for the comparison and put back. List equality tests identity
+    first, in C, so the common case (the very same entry objects) costs a pointer compare per
+    entry; an equal but distinct entry converts the same way, and one whose fields cannot be
+    compared (a ``raw`` value whose ``==`` raises) is a mismatch."""
+    m = len(prefix)
+    tail = entries[m:]
+    del entries[m:]
     try:
-        return (entries[:m] if m < len(entries) else entries) == prefix
+        return entries == prefix
     except Exception:
         return False
+    finally:
+        entries += tail

@@ -66,3 +66,63 @@ def test_returned_lists_are_fresh():
     first = entries_to_messages(transcript)
     first.append("junk")  # type: ignore[arg-type]
     assert entries_to_messages(transcript) == _entries_to_messages(transcript)
+
+
+def test_an_entry_replaced_in_place_is_converted_again():
+    # A context policy rewrites an old entry of the very list it hands over (a cleared tool result):
+    # the memo must not serve the conversion of the entry that was there.
+    transcript: list = []
+    for n in range(60):
+        transcript += [
+            ToolCallEntry(call_id=f"c{n}", name="f", arguments="{}"),
+            ToolResultEntry(call_id=f"c{n}", output=f"result {n}"),
+            AssistantTextEntry(content=f"answer {n}"),
+        ]
+        _check(transcript)
+    transcript[31] = ToolResultEntry(call_id="c10", output="[cleared]")
+    _check(transcript)
+    transcript.append(InputEntry(role="user", content="more"))
+    _check(transcript)
+
+
+def test_threads_sharing_the_memo_get_what_a_fresh_conversion_gives():
+    import threading
+
+    errors: list[BaseException] = []
+
+    def grow(seed: int) -> None:
+        transcript: list = [InputEntry(role="user", content=f"start {seed % 2}")]
+        try:
+            for n in range(150):
+                transcript += [
+                    ToolCallEntry(call_id=f"c{n}", name="f", arguments="{}"),
+                    ToolResultEntry(call_id=f"c{n}", output=f"{seed}:{n}"),
+                ]
+                assert entries_to_messages(transcript) == _entries_to_messages(transcript)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=grow, args=(seed,)) for seed in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_a_call_late_in_a_long_transcript_converts_only_what_is_new():
+    from lovia._entry_memo import PrefixMemo
+
+    converted: list[int] = []
+
+    def convert(entries: list) -> list:
+        converted.append(len(entries))
+        return [e.content for e in entries]
+
+    memo = PrefixMemo(convert, lambda previous, entry: True)
+    transcript: list = []
+    for n in range(2_000):
+        transcript.append(AssistantTextEntry(content=f"a{n}"))
+        converted.clear()
+        assert memo(transcript) == [e.content for e in transcript]
+        assert sum(converted) <= 2, (n, converted)  # the newest entry (and a cut's neighbour), never the history

@@ -52,6 +52,7 @@ def test_child_runs_in_its_own_chat_and_reports_back(server: ThreadServer, relea
         "kind": "subagent",
         "session_id": parent,
         "user_turn": None,
+        "ref": None,
         "title": "delegate the sums",
         "exists": True,
     }

@@ -8,15 +8,17 @@ require_web()
 
 import contextlib  # noqa: E402
 import os  # noqa: E402
+import re  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from fastapi import Depends, FastAPI, Request  # noqa: E402
+from fastapi.exception_handlers import http_exception_handler  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.middleware.cors import CORSMiddleware  # noqa: E402
-from fastapi.responses import JSONResponse  # noqa: E402
+from fastapi.responses import JSONResponse, Response  # noqa: E402
 from fastapi.staticfiles import StaticFiles  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 
@@ -37,6 +39,7 @@ from .auth import (  # noqa: E402
     generate_token,
     is_loopback,
     mark_authenticated,
+    normalize_origin,
     token_dependency,
 )
 from .errors import error_body, internal_error_response, lovia_error_response, validation_response  # noqa: E402
@@ -222,12 +225,18 @@ def create_app(
     app.state.host_policy = HostPolicy(allowed_hosts)  # serve() adds the bound address
     origins = tuple(cors_origins or ())
     app.add_middleware(CleanJsonBodies)
-    app.add_middleware(HostOriginGuard, policy=app.state.host_policy, allowed_origins=origins)
+    app.add_middleware(
+        HostOriginGuard,
+        policy=app.state.host_policy,
+        allowed_origins=origins,
+        origin_allowed=lambda origin: _cors_allows(app, origin),
+    )
     if origins:  # added last: runs first, so a preflight is answered before the guard
         app.add_middleware(CORSMiddleware, allow_origins=list(origins), allow_methods=["*"], allow_headers=["*"])
     guard: list[Any] = []
     if auth is not None:
-        guard = [Depends(auth), Depends(_passed_auth)]  # runs only when auth let the request in
+        # Dependencies run in order: the flag set first is cleared only when auth let the request in.
+        guard = [Depends(_entering_auth), Depends(auth), Depends(_passed_auth)]
     elif token is not None:
         guard = [Depends(token_dependency(token))]
     _mount_docs(app, guard)  # the schema and Swagger UI need what the API needs
@@ -243,8 +252,37 @@ def create_app(
     return app
 
 
+_AUTH_PENDING = "lovia_auth_pending"
+"""Request-state flag: the ``auth=`` dependency has not let this request in (yet)."""
+
+
+async def _entering_auth(request: Request) -> None:
+    setattr(request.state, _AUTH_PENDING, True)
+
+
 async def _passed_auth(request: Request) -> None:
+    setattr(request.state, _AUTH_PENDING, False)
     mark_authenticated(request)
+
+
+def _cors_allows(app: FastAPI, origin: str) -> bool:
+    """Whether a ``CORSMiddleware`` added to the app allows ``origin``.
+
+    An app that lets another site in with its own (credentialed) CORS middleware, as the docs show
+    for ``auth=``, has decided that site may call it; the cross-site check then lets it through too.
+    """
+    wanted = normalize_origin(origin)
+    for entry in app.user_middleware:
+        if not (isinstance(entry.cls, type) and issubclass(entry.cls, CORSMiddleware)):
+            continue
+        given: Any = entry.kwargs.get("allow_origins") or ()
+        allowed = [str(o) for o in given]
+        if "*" in allowed or wanted in {normalize_origin(o) for o in allowed}:
+            return True
+        pattern = entry.kwargs.get("allow_origin_regex")
+        if isinstance(pattern, str) and re.fullmatch(pattern, origin.strip()):
+            return True
+    return False
 
 
 def _open_store(db_file: str | None, session: Session | None) -> ChatStore:
@@ -367,7 +405,9 @@ def _error_handlers(app: FastAPI) -> None:
     """Errors raised outside the API routes get the same body as the routes' own."""
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if getattr(request.state, _AUTH_PENDING, False):
+            return await http_exception_handler(request, exc)  # your auth= dependency's own answer
         if isinstance(exc.detail, dict) and "code" in exc.detail:
             body: dict[str, Any] = {"detail": exc.detail}
         else:  # Starlette's own: an unknown path, a wrong method

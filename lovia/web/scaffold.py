@@ -36,12 +36,12 @@ _TOKEN = re.compile(r"^\s*(--[\w-]+)\s*:\s*([^;]+);", re.M)
 def _tokens() -> tuple[dict[str, str], dict[str, str]]:
     """The design tokens of the bundled ``style.css``: ``(light, dark)``, name -> default value.
 
-    Read from the stylesheet itself (its first ``:root`` block, and the one inside its
-    ``prefers-color-scheme: dark`` query), so the scaffold never drifts from the page.
+    Read from the stylesheet itself (its first ``:root`` block, and its ``[data-theme="dark"]``
+    block), so the scaffold never drifts from the page.
     """
     css = _STYLE.read_text(encoding="utf-8")
     light_block = re.search(r"^:root\s*\{(.*?)^\}", css, re.S | re.M)
-    dark_block = re.search(r"prefers-color-scheme:\s*dark\)\s*\{\s*:root\s*\{(.*?)\}", css, re.S)
+    dark_block = re.search(r'^\[data-theme="dark"\]\s*\{(.*?)^\}', css, re.S | re.M)
     light = dict(_TOKEN.findall(light_block.group(1))) if light_block else {}
     dark = dict(_TOKEN.findall(dark_block.group(1))) if dark_block else {}
     return light, dark
@@ -66,12 +66,14 @@ def theme() -> str:
     """The scaffold ``theme.css``: each design token with its light and dark default, commented out."""
     light, dark = _tokens()
     light_lines = "\n".join(f"  /* {name}: {value.strip()}; */" for name, value in light.items())
-    dark_lines = "\n".join(f"    /* {name}: {value.strip()}; */" for name, value in dark.items())
+    dark_lines = "\n".join(f"  /* {name}: {value.strip()}; */" for name, value in dark.items())
     return (
         "/* Your stylesheet: list it in ChatUI(styles=['theme.css']). The bundled styles sit in the\n"
         "   cascade layer `lovia`, so a rule here wins over them without !important.\n"
-        '   Target a region with its data-part: [data-part="language"] { display: none; } */\n\n'
-        f":root {{\n{light_lines}\n}}\n\n@media (prefers-color-scheme: dark) {{\n  :root {{\n{dark_lines}\n  }}\n}}\n"
+        '   Target a region with its data-part: [data-part="language"] { display: none; }\n'
+        "   Each theme has its own values; a token set on :root applies to both. --accent-hover,\n"
+        "   --accent-soft and --accent-text follow --accent. */\n\n"
+        f'[data-theme="light"] {{\n{light_lines}\n}}\n\n[data-theme="dark"] {{\n{dark_lines}\n}}\n'
     )
 
 

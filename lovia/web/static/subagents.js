@@ -31,6 +31,7 @@ function el(tag, cls, text) {
 export function initLineage(deps) {
   const panel = el("section", "lineage");
   panel.dataset.testid = "lineage";
+  panel.dataset.part = "tasks";
   panel.hidden = true;
   const wrap = document.querySelector(".messages-wrap");
   wrap.parentNode.insertBefore(panel, wrap);

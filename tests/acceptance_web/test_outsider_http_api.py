@@ -932,6 +932,9 @@ def test_live_runs_list(tmp_path: Path) -> None:
             assert run["status"] == "running" and run["source"] == "user"
             assert isinstance(run["run_id"], str) and isinstance(run["turns"], int)
             assert isinstance(run["started_at"], float)
+            from lovia.web.schemas import RunInfo
+
+            RunInfo.model_validate(run)
         finally:
             hold.release.set()
             ctx.__exit__(None, None, None)
@@ -1181,3 +1184,106 @@ def test_context_reaches_run_deps_and_is_capped(tmp_path: Path) -> None:
         )
         assert schedule.status_code in (200, 201)
         assert schedule.json()["id"]
+
+
+def test_tool_images_are_stubbed_and_served(tmp_path: Path) -> None:
+    import base64
+
+    from lovia import ImagePart, TextPart
+
+    png = b"\x89PNG\r\n\x1a\n" + bytes(24)
+
+    @tool
+    def screenshot() -> list[Any]:
+        """Take a screenshot."""
+        return [TextPart("the screen"), ImagePart(data=base64.b64encode(png).decode(), mime_type="image/png")]
+
+    agent = scripted(call("screenshot", {}), "looks fine", tools=[screenshot])
+    with app_client(agent, tmp_path) as client:
+        frames = collect(client, "/api/chat/stream", {"message": "look"})
+        result = first(frames, "tool_result")
+        assert result["images"] == [{"index": 1, "mime_type": "image/png"}]
+        sid = first(frames, "session")["session_id"]
+        served = client.get(f"/api/sessions/{sid}/tool-images/{result['id']}/1")
+        assert served.status_code == 200 and served.content == png
+        assert served.headers["content-type"] == "image/png"
+        stored = [m for m in client.get(f"/api/sessions/{sid}").json()["entries"] if m["role"] == "tool"]
+        assert stored[0]["images"] == [{"index": 1, "mime_type": "image/png"}]
+        assert_error(client.get(f"/api/sessions/{sid}/tool-images/{result['id']}/0"), 404, "image_not_found")
+
+
+def test_reasoning_streams_as_reasoning_deltas(tmp_path: Path) -> None:
+    with app_client(scripted(text("the answer", reasoning="let me think")), tmp_path) as client:
+        frames = collect(client, "/api/chat/stream", {"message": "think"})
+    assert "".join(d["delta"] for ev, d in frames if ev == "reasoning_delta") == "let me think"
+    assert "".join(d["delta"] for ev, d in frames if ev == "text_delta") == "the answer"
+
+
+def test_a_message_sent_during_a_blocking_turn_joins_it(tmp_path: Path) -> None:
+    hold = Hold()
+    with app_client(hold_agent(hold, "the last answer"), tmp_path) as client:
+        result: dict[str, Any] = {}
+
+        def blocking() -> None:
+            result["response"] = client.post("/api/chat", json={"message": "start", "session_id": "chat_joined"})
+
+        worker = threading.Thread(target=blocking)
+        worker.start()
+        assert hold.entered.wait(10)
+        with client.stream("POST", "/api/chat/stream", json={"message": "and this", "session_id": "chat_joined"}) as s:
+            assert s.status_code == 200
+            hold.release.set()
+            joined = rest_of(s)
+        worker.join(20)
+        assert result["response"].status_code == 200
+        assert result["response"].json()["output"] == "the last answer"
+        assert first(joined, "user_injected")["content"] == "and this"
+        users = [m["content"] for m in client.get("/api/sessions/chat_joined").json()["entries"] if m["role"] == "user"]
+        assert users == ["start", "and this"]
+
+
+def test_answers_validate_against_the_published_models(tmp_path: Path) -> None:
+    from lovia import Memory, Subagents
+    from lovia.web import schemas
+
+    root = tmp_path / "ws"
+    make_workspace(root)
+    helper = Agent(name="helper", model=ScriptedProvider([text("42")]))
+    lead = Agent(
+        name="bot",
+        model=ScriptedProvider([call("spawn_subagent", {"prompt": "sums"}), text("started"), text("reported")]),
+        plugins=[Subagents(agents=[helper]), Memory(tmp_path / "memory", index=None, auto_curate=False)],
+        workspace=Workspace.local(str(root)),
+    )
+    with app_client(lead, tmp_path) as client:
+        schemas.ServerInfo.model_validate(client.get("/api/info").json())
+        for item in client.get("/api/agents").json()["agents"]:
+            schemas.AgentInfo.model_validate(item)
+        schemas.AgentInfo.model_validate(client.get("/api/agents/bot").json())
+        answer = schemas.ChatResponse.model_validate(client.post("/api/chat", json={"message": "delegate"}).json())
+        sid = answer.session_id
+        wait_until(lambda: client.get(f"/api/sessions/{sid}/children").json()["children"])
+        wait_until(lambda: len(client.get("/api/runs/history").json()["runs"]) >= 3, timeout=20)
+        wait_until(lambda: client.get("/api/runs").json()["runs"] == [], timeout=20)
+        fork = schemas.ForkResponse.model_validate(client.post(f"/api/sessions/{sid}/fork", json={}).json())
+        for item in client.get("/api/sessions").json()["sessions"]:
+            schemas.ChatSessionInfo.model_validate(item)
+        for chat_id in [s["id"] for s in client.get("/api/sessions").json()["sessions"]] + [fork.session_id]:
+            detail = schemas.SessionDetail.model_validate(client.get(f"/api/sessions/{chat_id}").json())
+            assert detail.id == chat_id
+        for record in client.get("/api/runs/history").json()["runs"]:
+            schemas.RunRecordInfo.model_validate(record)
+        schemas.TodosResponse.model_validate(client.get(f"/api/sessions/{sid}/todos").json())
+        schemas.FollowupsResponse.model_validate(client.post(f"/api/sessions/{sid}/followups").json())
+        made = client.post("/api/schedules", json={"input": "x", "trigger_kind": "every", "trigger_expr": "60"}).json()
+        schemas.ScheduleInfo.model_validate(made)
+        for record in client.get(f"/api/schedules/{made['id']}/runs").json():
+            schemas.RunRecordInfo.model_validate(record)
+        schemas.MemoryNotes.model_validate(client.get("/api/memory").json())
+        schemas.MemoryNotes.model_validate(client.put("/api/memory", json={"content": "- tea\n"}).json())
+        schemas.WorkspaceInfo.model_validate(client.get("/api/workspace").json())
+        for entry in client.get("/api/workspace/files").json()["entries"]:
+            schemas.WorkspaceEntry.model_validate(entry)
+        schemas.WorkspaceFile.model_validate(client.get("/api/workspace/file", params={"path": "notes.md"}).json())
+        uploaded = client.post("/api/workspace/upload", files={"file": ("a.txt", b"hi", "text/plain")}).json()
+        schemas.UploadedFile.model_validate(uploaded)

@@ -17,7 +17,6 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from fastapi.testclient import TestClient
 
 from lovia import Agent, Memory, ToolError
 from lovia.testing import ScriptedProvider, call, text

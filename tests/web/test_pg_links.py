@@ -143,7 +143,8 @@ def test_a_subagent_becomes_a_linked_child_chat(schema: str, release: threading.
         parent = first.of("session")[0]["session_id"]
         (child,) = wait_for(lambda: _children(srv.url, parent), timeout=30)
         assert child["kind"] == "subagent" and child["title"] == "job the sums" and child["live"]
-        assert _detail(srv.url, child["id"])["origin"] == {
+        assert _detail(srv.url, child["id"])["origin"] is None
+        assert _detail(srv.url, child["id"])["task_of"] == {
             "kind": "subagent",
             "session_id": parent,
             "user_turn": None,

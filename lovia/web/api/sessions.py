@@ -146,13 +146,18 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
         meta = await _require(deps, session_id)
         segments = await store.session.segments(session_id)
         entries = [e for s in segments for e in s.entries]
+        origin = _origin(await store.origin(session_id), meta)
+        task_of = None
+        if origin is not None and origin["kind"] not in ("fork", "spawn"):
+            task_of, origin = origin, None  # a subagent's chat: parent_id names its parent
         return {
             **meta.to_dict(),
             "entries": segments_to_out(segments, created_at=meta.created_at, updated_at=meta.updated_at),
             "transcript": [entry_to_dict(e) for e in entries],
             "runs": _runs(segments, await store.runs(session_id)),
             "live": sup.get(session_id) is not None,
-            "origin": _origin(await store.origin(session_id), meta),
+            "origin": origin,
+            "task_of": task_of,
             "variants": [
                 {"user_turn": turn, "answers": answers} for turn, answers in (await store.variants(session_id)).items()
             ],
@@ -201,7 +206,11 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
 
 
 def _origin(origin: dict[str, Any] | None, meta: ChatMeta) -> dict[str, Any] | None:
-    """Where the chat came from, with the ``ref`` of the user message a fork was cut before."""
+    """Where the chat came from, with the ``ref`` of the user message a fork was cut before.
+
+    The detail shows a ``fork`` or ``spawn`` as ``origin``; a background subagent's chat has
+    ``parent_id`` and, for the page's line back to its parent, ``task_of`` (the same shape).
+    """
     if origin is None:
         return None
     return {**origin, "ref": meta.origin_ref if origin.get("kind") == "fork" else None}

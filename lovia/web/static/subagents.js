@@ -97,7 +97,8 @@ export function initLineage(deps) {
     // A chat was opened (its detail, with `origin`) or closed (null).
     show(id, detail) {
       shownFor = id;
-      origin = detail ? detail.origin || null : null;
+      // A fork or a spawn is the chat's origin; a background task names its parent as task_of.
+      origin = detail ? detail.origin || (detail.task_of ? { ...detail.task_of, kind: "subagent" } : null) : null;
       children = [];
       draw();
       if (id) loadChildren().catch(deps.fail);

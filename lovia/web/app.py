@@ -55,7 +55,7 @@ from .state import WebState  # noqa: E402
 from .store import ChatStore  # noqa: E402
 from .ui import ChatUI, build_ui_router  # noqa: E402
 
-__all__ = ["DEFAULT_DB", "WebState", "create_app", "serve"]
+__all__ = ["DEFAULT_DB", "WebState", "create_app", "default_db_path", "serve"]
 
 DEFAULT_DB = "./.lovia/lovia.db"
 STATIC_DIR = Path(__file__).parent / "static"
@@ -105,7 +105,8 @@ def create_app(
     Args:
         agent_or_agents: an ``Agent`` or ``{name: agent}`` (the first is the default). ``None``:
             an assistant on ``LOVIA_MODEL``, or the offline demo model when none is configured.
-        db_path: the SQLite file (default ``./.lovia/lovia.db``) when ``store`` is not given.
+        db_path: the SQLite file when ``store`` is not given (default ``./.lovia/<agent>.db``, named
+            after the default agent; see :func:`default_db_path`).
         session: a transcript store of your own; the checkpoints and the chat index then live
             in the ``db_path`` file. Not together with ``store``.
         store: a ready :class:`ChatStore` (transcripts, checkpoints and the chat index).
@@ -163,7 +164,7 @@ def create_app(
     if token is not None and auth is not None:
         raise UserError("create_app() takes token= or auth=, not both", hint="let your auth dependency check the token")
     agent_set = resolve_agents(agent_or_agents) if agent_or_agents is not None else default_agents()
-    db_file = os.fspath(db_path) if db_path is not None else None
+    db_file = _db_file(db_path, store, agent_set.default if agent_or_agents is not None else None)
     if store is not None and session is not None:
         raise UserError("create_app() takes store= or session=, not both", hint="a ChatStore carries its own session")
     owned = store is None
@@ -285,6 +286,27 @@ def _cors_allows(app: FastAPI, origin: str) -> bool:
     return False
 
 
+def _db_file(db_path: str | Path | None, store: ChatStore | None, agent: str | None) -> str | None:
+    """The SQLite file ``create_app`` opens: ``db_path``, else the agent's default file (``None``:
+    a ``store`` was given, or the default assistant, whose store opens ``DEFAULT_DB``)."""
+    if db_path is not None:
+        return os.fspath(db_path)
+    if store is not None or agent is None:
+        return None
+    return default_db_path(agent)
+
+
+def default_db_path(agent_name: str) -> str:
+    """Where ``create_app`` keeps chats when given no store: ``./.lovia/<agent>.db``, named after
+    the default agent. A ``./.lovia/lovia.db`` from before per-agent files is kept using when the
+    per-agent file does not exist yet, so an existing app finds its chats."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", agent_name).strip("._") or "lovia"
+    path = f"./.lovia/{safe}.db"
+    if not os.path.exists(path) and os.path.exists(DEFAULT_DB):
+        return DEFAULT_DB
+    return path
+
+
 def _open_store(db_file: str | None, session: Session | None) -> ChatStore:
     """The app's own store: one SQLite file, or your ``session`` with checkpoints and index in that file."""
     path = db_file or DEFAULT_DB
@@ -330,7 +352,7 @@ def serve(
             before forwarding; the page's asset and API URLs then carry it. The server itself
             still answers at its root.
         log_level: uvicorn log level.
-        db_path: when building the app: the SQLite file (default ``./.lovia/lovia.db``).
+        db_path: when building the app: the SQLite file (default ``./.lovia/<agent>.db``).
         store: when building the app: a ready :class:`ChatStore` instead of ``db_path``.
         token: when building the app: the API token (generated for a non-loopback ``host``).
         title: when building the app: the page title.

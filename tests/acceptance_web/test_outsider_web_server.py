@@ -91,6 +91,14 @@ def test_the_quick_start_example(tmp_path: Path) -> None:
     assert (tmp_path / "lovia.db").exists()  # transcripts, metadata and checkpoints in one file
 
 
+def test_chats_default_to_a_file_named_after_the_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    agent = Agent(name="assistant", model=ScriptedProvider([text("Hello!")]))
+    with TestClient(create_app(agent)) as client:
+        assert client.post("/api/chat", json={"message": "hi"}).status_code == 200
+    assert (tmp_path / ".lovia" / "assistant.db").is_file()
+
+
 def test_an_agent_mapping_serves_every_agent(tmp_path: Path) -> None:
     agents = {"a": scripted("from a", name="a"), "b": scripted("from b", name="b")}
     with app_client(agents, tmp_path) as client:

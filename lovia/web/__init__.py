@@ -88,8 +88,8 @@ def create_app(*args: Any, **kwargs: Any) -> FastAPI:
     return build(*args, **kwargs)
 
 
-def serve(*args: Any, **kwargs: Any) -> None:
+def serve(target: Any = None, *, host: str = "127.0.0.1", port: int = 8000, **kwargs: Any) -> None:
     """Run the app under uvicorn; see :func:`lovia.web.app.serve` for the arguments."""
     from .app import serve as run
 
-    run(*args, **kwargs)
+    run(target, host=host, port=port, **kwargs)

@@ -8,15 +8,17 @@ require_web()
 
 import contextlib  # noqa: E402
 import os  # noqa: E402
+import re  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from fastapi import Depends, FastAPI, Request  # noqa: E402
+from fastapi.exception_handlers import http_exception_handler  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.middleware.cors import CORSMiddleware  # noqa: E402
-from fastapi.responses import JSONResponse  # noqa: E402
+from fastapi.responses import JSONResponse, Response  # noqa: E402
 from fastapi.staticfiles import StaticFiles  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 
@@ -37,6 +39,7 @@ from .auth import (  # noqa: E402
     generate_token,
     is_loopback,
     mark_authenticated,
+    normalize_origin,
     token_dependency,
 )
 from .errors import error_body, internal_error_response, lovia_error_response, validation_response  # noqa: E402
@@ -52,7 +55,7 @@ from .state import WebState  # noqa: E402
 from .store import ChatStore  # noqa: E402
 from .ui import ChatUI, build_ui_router  # noqa: E402
 
-__all__ = ["DEFAULT_DB", "WebState", "create_app", "serve"]
+__all__ = ["DEFAULT_DB", "WebState", "create_app", "default_db_path", "serve"]
 
 DEFAULT_DB = "./.lovia/lovia.db"
 STATIC_DIR = Path(__file__).parent / "static"
@@ -102,7 +105,8 @@ def create_app(
     Args:
         agent_or_agents: an ``Agent`` or ``{name: agent}`` (the first is the default). ``None``:
             an assistant on ``LOVIA_MODEL``, or the offline demo model when none is configured.
-        db_path: the SQLite file (default ``./.lovia/lovia.db``) when ``store`` is not given.
+        db_path: the SQLite file when ``store`` is not given (default ``./.lovia/<agent>.db``, named
+            after the default agent; see :func:`default_db_path`).
         session: a transcript store of your own; the checkpoints and the chat index then live
             in the ``db_path`` file. Not together with ``store``.
         store: a ready :class:`ChatStore` (transcripts, checkpoints and the chat index).
@@ -160,7 +164,7 @@ def create_app(
     if token is not None and auth is not None:
         raise UserError("create_app() takes token= or auth=, not both", hint="let your auth dependency check the token")
     agent_set = resolve_agents(agent_or_agents) if agent_or_agents is not None else default_agents()
-    db_file = os.fspath(db_path) if db_path is not None else None
+    db_file = _db_file(db_path, store, agent_set.default if agent_or_agents is not None else None)
     if store is not None and session is not None:
         raise UserError("create_app() takes store= or session=, not both", hint="a ChatStore carries its own session")
     owned = store is None
@@ -222,12 +226,18 @@ def create_app(
     app.state.host_policy = HostPolicy(allowed_hosts)  # serve() adds the bound address
     origins = tuple(cors_origins or ())
     app.add_middleware(CleanJsonBodies)
-    app.add_middleware(HostOriginGuard, policy=app.state.host_policy, allowed_origins=origins)
+    app.add_middleware(
+        HostOriginGuard,
+        policy=app.state.host_policy,
+        allowed_origins=origins,
+        origin_allowed=lambda origin: _cors_allows(app, origin),
+    )
     if origins:  # added last: runs first, so a preflight is answered before the guard
         app.add_middleware(CORSMiddleware, allow_origins=list(origins), allow_methods=["*"], allow_headers=["*"])
     guard: list[Any] = []
     if auth is not None:
-        guard = [Depends(auth), Depends(_passed_auth)]  # runs only when auth let the request in
+        # Dependencies run in order: the flag set first is cleared only when auth let the request in.
+        guard = [Depends(_entering_auth), Depends(auth), Depends(_passed_auth)]
     elif token is not None:
         guard = [Depends(token_dependency(token))]
     _mount_docs(app, guard)  # the schema and Swagger UI need what the API needs
@@ -243,8 +253,58 @@ def create_app(
     return app
 
 
+_AUTH_PENDING = "lovia_auth_pending"
+"""Request-state flag: the ``auth=`` dependency has not let this request in (yet)."""
+
+
+async def _entering_auth(request: Request) -> None:
+    setattr(request.state, _AUTH_PENDING, True)
+
+
 async def _passed_auth(request: Request) -> None:
+    setattr(request.state, _AUTH_PENDING, False)
     mark_authenticated(request)
+
+
+def _cors_allows(app: FastAPI, origin: str) -> bool:
+    """Whether a ``CORSMiddleware`` added to the app allows ``origin``.
+
+    An app that lets another site in with its own (credentialed) CORS middleware, as the docs show
+    for ``auth=``, has decided that site may call it; the cross-site check then lets it through too.
+    """
+    wanted = normalize_origin(origin)
+    for entry in app.user_middleware:
+        if not (isinstance(entry.cls, type) and issubclass(entry.cls, CORSMiddleware)):
+            continue
+        given: Any = entry.kwargs.get("allow_origins") or ()
+        allowed = [str(o) for o in given]
+        if "*" in allowed or wanted in {normalize_origin(o) for o in allowed}:
+            return True
+        pattern = entry.kwargs.get("allow_origin_regex")
+        if isinstance(pattern, str) and re.fullmatch(pattern, origin.strip()):
+            return True
+    return False
+
+
+def _db_file(db_path: str | Path | None, store: ChatStore | None, agent: str | None) -> str | None:
+    """The SQLite file ``create_app`` opens: ``db_path``, else the agent's default file (``None``:
+    a ``store`` was given, or the default assistant, whose store opens ``DEFAULT_DB``)."""
+    if db_path is not None:
+        return os.fspath(db_path)
+    if store is not None or agent is None:
+        return None
+    return default_db_path(agent)
+
+
+def default_db_path(agent_name: str) -> str:
+    """Where ``create_app`` keeps chats when given no store: ``./.lovia/<agent>.db``, named after
+    the default agent. A ``./.lovia/lovia.db`` from before per-agent files is kept using when the
+    per-agent file does not exist yet, so an existing app finds its chats."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", agent_name).strip("._") or "lovia"
+    path = f"./.lovia/{safe}.db"
+    if not os.path.exists(path) and os.path.exists(DEFAULT_DB):
+        return DEFAULT_DB
+    return path
 
 
 def _open_store(db_file: str | None, session: Session | None) -> ChatStore:
@@ -292,7 +352,7 @@ def serve(
             before forwarding; the page's asset and API URLs then carry it. The server itself
             still answers at its root.
         log_level: uvicorn log level.
-        db_path: when building the app: the SQLite file (default ``./.lovia/lovia.db``).
+        db_path: when building the app: the SQLite file (default ``./.lovia/<agent>.db``).
         store: when building the app: a ready :class:`ChatStore` instead of ``db_path``.
         token: when building the app: the API token (generated for a non-loopback ``host``).
         title: when building the app: the page title.
@@ -367,7 +427,9 @@ def _error_handlers(app: FastAPI) -> None:
     """Errors raised outside the API routes get the same body as the routes' own."""
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if getattr(request.state, _AUTH_PENDING, False):
+            return await http_exception_handler(request, exc)  # your auth= dependency's own answer
         if isinstance(exc.detail, dict) and "code" in exc.detail:
             body: dict[str, Any] = {"detail": exc.detail}
         else:  # Starlette's own: an unknown path, a wrong method

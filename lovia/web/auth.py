@@ -101,7 +101,7 @@ def set_token_cookie(request: Any, response: Any, token: str | None) -> None:
         token,
         path=root + "/",
         httponly=True,
-        samesite="strict",
+        samesite="Strict",
         secure=request.url.scheme == "https",
     )
 
@@ -274,13 +274,23 @@ class HostOriginGuard:
     was re-pointed at this machine (DNS rebinding) gets nothing. A state-changing request
     (anything but GET, HEAD, OPTIONS) must come with no ``Origin`` (not a browser) or a
     same-origin one, so another site cannot make the browser post to the API (CSRF).
-    ``allowed_origins`` (``create_app(cors_origins=...)``) are let through as well.
+    ``allowed_origins`` (``create_app(cors_origins=...)``) are let through as well, and so is any
+    origin ``origin_allowed`` accepts (``create_app`` passes the origins the app's own
+    ``CORSMiddleware`` allows).
     """
 
-    def __init__(self, app: Any, *, policy: HostPolicy, allowed_origins: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        app: Any,
+        *,
+        policy: HostPolicy,
+        allowed_origins: Sequence[str] = (),
+        origin_allowed: Callable[[str], bool] | None = None,
+    ) -> None:
         self.app = app
         self.policy = policy
         self.allowed_origins = frozenset(normalize_origin(o) for o in allowed_origins)
+        self.origin_allowed = origin_allowed
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -308,6 +318,7 @@ class HostOriginGuard:
             and origin is not None
             and not same_origin(origin, host)
             and normalize_origin(origin) not in self.allowed_origins
+            and not (self.origin_allowed is not None and self.origin_allowed(origin))
         ):
             await _refuse(
                 scope,

@@ -66,12 +66,14 @@ def theme() -> str:
     """The scaffold ``theme.css``: each design token with its light and dark default, commented out."""
     light, dark = _tokens()
     light_lines = "\n".join(f"  /* {name}: {value.strip()}; */" for name, value in light.items())
-    dark_lines = "\n".join(f"    /* {name}: {value.strip()}; */" for name, value in dark.items())
+    dark_lines = "\n".join(f"  /* {name}: {value.strip()}; */" for name, value in dark.items())
     return (
         "/* Your stylesheet: list it in ChatUI(styles=['theme.css']). The bundled styles sit in the\n"
         "   cascade layer `lovia`, so a rule here wins over them without !important.\n"
-        '   Target a region with its data-part: [data-part="language"] { display: none; } */\n\n'
-        f":root {{\n{light_lines}\n}}\n\n@media (prefers-color-scheme: dark) {{\n  :root {{\n{dark_lines}\n  }}\n}}\n"
+        '   Target a region with its data-part: [data-part="language"] { display: none; }\n'
+        "   Each theme has its own values; a token set on :root applies to both. --accent-hover,\n"
+        "   --accent-soft and --accent-text follow --accent. */\n\n"
+        f'[data-theme="light"] {{\n{light_lines}\n}}\n\n[data-theme="dark"] {{\n{dark_lines}\n}}\n'
     )
 
 

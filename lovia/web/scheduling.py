@@ -156,6 +156,7 @@ class Scheduling:
                 raise ToolError("this run has no chat to continue", hint="use continue_session=False")
             now = plugin.clock()
             schedule_id = f"sched_{uuid.uuid4().hex[:16]}"
+            context = _run_context(plugin.store, run.session_id) or None  # each fire's run_deps gets it
             row = ScheduleRow(
                 id=schedule_id,
                 input=instruction.strip(),
@@ -171,6 +172,7 @@ class Scheduling:
                 expires_at=expiry,
                 created_at=now,
                 updated_at=now,
+                context=context,
             )
             await plugin.schedules().add(row)
             return _describe(row, run.session_id)
@@ -211,6 +213,13 @@ class Scheduling:
         return PluginInstance(tools=tools, instructions=self.instructions)
 
 
+def _run_context(store: Any, session_id: str | None) -> dict[str, Any]:
+    """The client context of the chat's live run on the server serving ``store`` (``{}``: none)."""
+    deps = _SERVERS.get(store)
+    live = deps.supervisor.get(session_id) if deps is not None and session_id else None
+    return dict(live.client_context) if live is not None else {}
+
+
 async def _start_session(store: Any, run: RunContext[Any], instruction: str, title: str | None) -> dict[str, Any]:
     from .titles import provisional_title
 
@@ -239,6 +248,8 @@ async def _start_session(store: Any, run: RunContext[Any], instruction: str, tit
                 is_new=False,  # it has its title already
                 title_message=None,
                 chat_created_at=meta.created_at,
+                client=_run_context(store, run.session_id),  # in the context of the run that called it
+                run_deps=run.deps,
             )
     except Exception:
         await chats.delete(meta.id)  # a chat whose run never started is not left behind

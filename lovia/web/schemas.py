@@ -80,7 +80,11 @@ class AgentInfo(BaseModel):
 
 
 class ServerInfo(BaseModel):
-    """The server's summary (``GET /api/info``): title, served agents, version and feature flags."""
+    """The server's summary (``GET /api/info``): title, the served agents' names, version and feature flags.
+
+    ``demo`` is true when the only agent is the offline demo model. ``GET /api/agents`` describes
+    the agents themselves.
+    """
 
     title: str
     agents: list[str] = Field(default_factory=list)
@@ -88,6 +92,7 @@ class ServerInfo(BaseModel):
     version: str | None = None
     configured: bool = True
     features: dict[str, bool] = Field(default_factory=dict)
+    demo: bool = False
 
 
 # --------------------------------------------------------------------------- memory
@@ -189,7 +194,7 @@ class ChatRequest(BaseModel):
     object of at most 64 KB) handed to ``create_app(run_deps=...)``.
     """
 
-    message: str = Field(default="", max_length=MAX_MESSAGE_CHARS)
+    message: str = Field(max_length=MAX_MESSAGE_CHARS)
     session_id: str | None = Field(default=None, max_length=_MAX_ID_CHARS)
     agent: str | None = None
     attachments: list[Attachment | str] | None = Field(default=None, max_length=20)

@@ -31,6 +31,7 @@ else:  # pydantic's own dependency
 
 from .. import events
 from ..messages import Usage
+from ..parts import FilePart, ImagePart, TextPart
 from ..transcript import AssistantTextEntry, ToolCallEntry, TranscriptEntry, entry_to_dict, to_json_safe
 from ..types import JsonObject, JsonValue
 from .run_errors import run_error_code
@@ -436,7 +437,22 @@ def _tool_result(event: events.ToolCallCompleted) -> dict[str, str]:
         "is_error": event.is_error,
         "output": event.output,
     }
+    images = _image_stubs(event.result)
+    if images:
+        data["images"] = images
     return frame("tool_result", data)
+
+
+def _image_stubs(result: Any) -> list[JsonObject]:
+    """``{index, mime_type}`` of each image a tool returned as content parts (a part, or a list of
+    them): the positions ``GET /api/sessions/{id}/tool-images/{call_id}/{index}`` serves."""
+    if isinstance(result, (ImagePart, FilePart)):
+        parts: list[Any] = [result]
+    elif isinstance(result, list) and result and all(isinstance(p, (TextPart, ImagePart, FilePart)) for p in result):
+        parts = result
+    else:
+        return []
+    return [{"index": i, "mime_type": p.mime_type} for i, p in enumerate(parts) if isinstance(p, ImagePart)]
 
 
 _REASONS = ("connection failed", "timed out", "connection cut")

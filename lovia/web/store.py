@@ -238,13 +238,21 @@ class RunRecord:
     finished_at: float | None
     damaged: str | None = None
     """``None``, or why this record cannot be read and what to do (listed, not hidden)."""
+    agent: str | None = None
+    source: str = "user"
+    """Why the run started: ``user``, ``schedule:<id>``, ``subagent:<chat>``, ``subagent-report:<task>``..."""
+    error: str | None = None
+    """``"Type: message"`` of a failed run, else ``None``."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form."""
+        """JSON-safe form (the fields of ``GET /api/runs/history``)."""
         out = {
             "run_id": self.run_id,
             "session_id": self.session_id,
+            "agent": self.agent,
+            "source": self.source,
             "status": self.status,
+            "error": self.error,
             "usage": self.usage,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -343,7 +351,7 @@ def _context(text: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-_RUN_COLUMNS = "run_id, session_id, status, usage_json, started_at, finished_at"
+_RUN_COLUMNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error"
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
@@ -352,7 +360,8 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         if usage is not None and not isinstance(usage, dict):
             raise ValueError("usage is not a JSON object")
         finished = float(row[5]) if row[5] is not None else None
-        return RunRecord(row[0], row[1], row[2], usage, float(row[4]), finished)
+        more = {"agent": row[6], "source": row[7] or "user", "error": row[8]} if len(row) > 6 else {}
+        return RunRecord(row[0], row[1], row[2], usage, float(row[4]), finished, **more)
     except (TypeError, ValueError) as exc:  # one damaged record must not hide the others
         damaged = CorruptRecordError(
             f"the record of run {row[0]!r} cannot be read: {exc}",
@@ -853,15 +862,22 @@ class ChatStore(ScheduleRunMixin):
         return {record.run_id: record for record in map(_record, rows)}
 
     async def run_history(
-        self, *, session_id: str | None = None, since: float | None = None, limit: int = 50, offset: int = 0
+        self,
+        *,
+        session_id: str | None = None,
+        source: str | None = None,
+        since: float | None = None,
+        limit: int = 50,
+        offset: int = 0,
     ) -> builtins.list[RunRecord]:
-        """Run records, newest first, optionally of one chat and/or started at or after ``since``."""
+        """Run records, newest first: of one chat, of one ``source``, and/or finished at or after ``since``."""
         sql = (
             f"SELECT {_RUN_COLUMNS} FROM chat_runs "
-            "WHERE (? IS NULL OR session_id = ?) AND (? IS NULL OR started_at >= ?) "
+            "WHERE (? IS NULL OR session_id = ?) AND (? IS NULL OR COALESCE(source, 'user') = ?) "
+            "AND (? IS NULL OR finished_at >= ?) "
             "ORDER BY started_at DESC, run_id DESC LIMIT ? OFFSET ?"
         )
-        params = (session_id, session_id, since, since, limit, offset)
+        params = (session_id, session_id, source, source, since, since, limit, offset)
         rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
         return [_record(r) for r in rows]
 

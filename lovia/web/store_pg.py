@@ -52,7 +52,7 @@ DEFAULT_LEASE_TTL = 10.0
 
 _META = "id, title, agent, created_at, updated_at, active_run_id, pinned"
 _META_C = ", ".join(f"c.{c}" for c in _META.split(", "))
-_RUNS = "run_id, session_id, status, usage_json, started_at, finished_at"
+_RUNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error"
 
 
 def is_postgres_url(value: str | None) -> bool:
@@ -433,13 +433,20 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         return {record.run_id: record for record in map(_record, rows)}
 
     async def run_history(
-        self, *, session_id: str | None = None, since: float | None = None, limit: int = 50, offset: int = 0
+        self,
+        *,
+        session_id: str | None = None,
+        source: str | None = None,
+        since: float | None = None,
+        limit: int = 50,
+        offset: int = 0,
     ) -> builtins.list[RunRecord]:
-        """Run records, newest first, optionally of one chat and/or started at or after ``since``."""
+        """Run records, newest first: of one chat, of one ``source``, and/or finished at or after ``since``."""
         rows = await self.fetch(
             f"SELECT {_RUNS} FROM {{web_runs}} WHERE (%s::text IS NULL OR session_id = %s) "
-            "AND (%s::float8 IS NULL OR started_at >= %s) ORDER BY started_at DESC, run_id DESC LIMIT %s OFFSET %s",
-            (session_id, session_id, since, since, limit, offset),
+            "AND (%s::text IS NULL OR COALESCE(source, 'user') = %s) "
+            "AND (%s::float8 IS NULL OR finished_at >= %s) ORDER BY started_at DESC, run_id DESC LIMIT %s OFFSET %s",
+            (session_id, session_id, source, source, since, since, limit, offset),
         )
         return [_record(r) for r in rows]
 

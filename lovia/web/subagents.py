@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from typing import Any, Protocol
 
 from ..exceptions import UserError
 from ..plugins.subagents import ChildSpec, DeliverFn, RunChildFn, SubagentReport, Subagents, render_report
 from ..result import RunResult
+from ..types import JsonObject
+from .run_deps import RunDepsFn, RunTrigger, build_run_deps
 from .store import ChatMeta, ChatStore
 from .supervisor import RunSupervisor
 from .titles import provisional_title
@@ -33,6 +36,7 @@ class SubagentDeps(Protocol):
     """What the wiring uses of :class:`~lovia.web.api.RouterDeps`."""
 
     store: ChatStore
+    run_deps: RunDepsFn | None
 
     @property
     def supervisor(self) -> RunSupervisor: ...
@@ -49,15 +53,44 @@ def _parents(deps: SubagentDeps) -> dict[str, str]:
     return table
 
 
+def _contexts(deps: SubagentDeps) -> dict[str, JsonObject]:
+    """Child id -> the client context of the parent chat when the child started (for its report's run)."""
+    table: dict[str, JsonObject] | None = getattr(deps, "_subagent_contexts", None)
+    if table is None:
+        table = {}
+        setattr(deps, "_subagent_contexts", table)  # noqa: B010 - a private slot on the caller's deps
+    return table
+
+
+async def _chat_context(deps: SubagentDeps, session_id: str) -> JsonObject:
+    """The latest client context of a chat: its live run's, else the one stored beside its run in flight."""
+    live = deps.supervisor.get(session_id)
+    if live is not None:
+        return dict(live.client_context)
+    return dict(await deps.store.get_active_context(session_id) or {})
+
+
 def subagent_runner(deps: SubagentDeps) -> RunChildFn:
-    """Run one child as a supervised run in a new chat linked to its parent; returns its result."""
-    store, sup, parents = deps.store, deps.supervisor, _parents(deps)
+    """Run one child as a supervised run in a new chat linked to its parent; returns its result.
+
+    The run's source is ``subagent:<parent chat>``; ``run_deps`` gets the parent chat's latest
+    client context, with no request.
+    """
+    store, sup, parents, contexts = deps.store, deps.supervisor, _parents(deps), _contexts(deps)
 
     async def run(spec: ChildSpec) -> RunResult[Any]:
         parent = await store.get(spec.parent_session_id) if spec.parent_session_id else None
-        meta = await store.create(title=provisional_title(spec.prompt), agent=parent.agent if parent else None)
+        context = await _chat_context(deps, parent.id) if parent is not None else {}
+        source = f"subagent:{parent.id}" if parent is not None else "subagent"
+        session_id = f"chat_{uuid.uuid4().hex[:16]}"
+        trigger = RunTrigger(session_id=session_id, agent=spec.agent, source=source, client_context=context)
+        run_deps = await build_run_deps(deps.run_deps, trigger)  # before the chat exists: it may refuse
+        meta = await store.create(
+            title=provisional_title(spec.prompt), agent=parent.agent if parent else None, session_id=session_id
+        )
         if parent is not None:
             parents[spec.id] = parent.id
+            contexts[spec.id] = context
             await store.set_origin(
                 meta.id, kind=SUBAGENT, origin_session_id=parent.id, user_turn=None, title=parent.title
             )
@@ -69,7 +102,10 @@ def subagent_runner(deps: SubagentDeps) -> RunChildFn:
                     input=spec.prompt,
                     is_new=False,  # titled from its task, not by a model
                     title_message=None,
+                    source=source,
                     mailbox=spec.mailbox,
+                    client=context,
+                    run_deps=run_deps,
                 )
         except Exception:  # at the run cap, say: no chat is left behind, the parent gets the error
             await store.delete(meta.id)
@@ -84,6 +120,7 @@ def subagent_runner(deps: SubagentDeps) -> RunChildFn:
         await live.finished.wait()
         if spec.token.is_cancelled:
             parents.pop(spec.id, None)  # a cancelled child sends no report
+            contexts.pop(spec.id, None)
         if live.result is None:
             raise UserError(f"the subagent's run ended {live.status}", hint=f"open its chat {meta.id} to see why")
         return live.result  # type: ignore[no-any-return]
@@ -92,11 +129,15 @@ def subagent_runner(deps: SubagentDeps) -> RunChildFn:
 
 
 def subagent_deliver(deps: SubagentDeps) -> DeliverFn:
-    """Hand a child's report to its parent chat: into the live run, else as the start of a new one."""
-    store, sup, parents = deps.store, deps.supervisor, _parents(deps)
+    """Hand a child's report to its parent chat: into the live run, else as the start of a new one.
+
+    A run started for a report has the source ``subagent-report:<task id>``; its ``run_deps`` get
+    the parent chat's latest client context, with no request.
+    """
+    store, sup, parents, contexts = deps.store, deps.supervisor, _parents(deps), _contexts(deps)
     watching: set[asyncio.Task[None]] = set()
 
-    async def hand_over(parent_id: str, text: str) -> None:
+    async def hand_over(parent_id: str, text: str, task_id: str, context: JsonObject) -> None:
         while not sup.closing:
             parent = await store.get(parent_id)
             if parent is None:
@@ -105,15 +146,23 @@ def subagent_deliver(deps: SubagentDeps) -> DeliverFn:
             async with sup.lock(parent.id):
                 live = sup.get(parent.id)
                 if live is None:
+                    agent = sup.agent_for(parent.agent)
+                    source = f"subagent-report:{task_id}"
+                    latest = await store.get_active_context(parent.id) or context
+                    trigger = RunTrigger(session_id=parent.id, agent=agent, source=source, client_context=latest)
+                    run_deps = await build_run_deps(deps.run_deps, trigger)
                     if parent.active_run_id:
                         await sup.finalize_partial(parent.id, parent.active_run_id)
                     await sup.start(
                         session_id=parent.id,
-                        agent=sup.agent_for(parent.agent),
+                        agent=agent,
                         input=text,
                         is_new=False,
                         title_message=None,
                         autostart=True,
+                        source=source,
+                        client=latest,
+                        run_deps=run_deps,
                     )
                     await store.update(parent.id)
                     return
@@ -124,18 +173,19 @@ def subagent_deliver(deps: SubagentDeps) -> DeliverFn:
             if not live.uninject(token):
                 return
 
-    async def guarded(parent_id: str, text: str) -> None:
+    async def guarded(parent_id: str, text: str, task_id: str, context: JsonObject) -> None:
         try:
-            await hand_over(parent_id, text)
-        except Exception:  # a store failure: logged, since nobody awaits this task
+            await hand_over(parent_id, text, task_id, context)
+        except Exception:  # a store failure, or run_deps refusing: logged, since nobody awaits this task
             logger.exception("could not hand a subagent report to chat %s", parent_id)
 
     async def deliver(report: SubagentReport) -> None:
         parent_id = parents.pop(report.id, None)
+        context = contexts.pop(report.id, {})
         if parent_id is None:
             return
         # Not awaited: the parent may be the one waiting for this report (wait_subagents).
-        task = asyncio.get_running_loop().create_task(guarded(parent_id, render_report(report)))
+        task = asyncio.get_running_loop().create_task(guarded(parent_id, render_report(report), report.id, context))
         watching.add(task)
         task.add_done_callback(watching.discard)
 

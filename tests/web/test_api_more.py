@@ -87,6 +87,7 @@ def test_an_older_chat_index_gains_the_pinned_column(tmp_path: Path) -> None:
                 "origin_kind": None,
                 "origin_session_id": None,
                 "origin_ref": None,
+                "last_run_status": None,
                 "live": False,
             }
         ]

@@ -169,7 +169,7 @@ def test_info_reports_the_feature_only_with_a_runtime(home: Path, app_a: tuple[T
     srv, _ = app_a
     info = httpx.get(f"{srv.url}/api/info").json()
     assert info["features"]["model_config"] is True and info["configured"] is True
-    assert info["agents"][0]["model"] == "openai-compatible:m"
+    assert httpx.get(f"{srv.url}/api/agents").json()["agents"][0]["model"] == "openai-compatible:m"
     with ThreadServer(create_app(scripted_agent(), db_path=str(home / "plain.db"))) as plain:
         assert httpx.get(f"{plain.url}/api/info").json()["features"]["model_config"] is False
         assert httpx.get(f"{plain.url}/api/config").status_code == 404
@@ -417,7 +417,7 @@ def test_a_switch_applies_from_the_next_message(app_a: tuple[ThreadServer, Any],
     assert any(m.get("content") == "answer from A" for m in history)  # with the earlier turn as context
     assert len(a.posts()) == 1 and len(b.posts()) == 1
     info = httpx.get(f"{srv.url}/api/info").json()
-    assert info["agents"][0]["name"] == "lovia" and info["default_agent"] == "lovia"
+    assert info["agents"] == ["lovia"] and info["default_agent"] == "lovia"
 
 
 def test_unconfigured_serves_the_demo_until_a_model_is_added(home: Path, b: Endpoint) -> None:

@@ -114,7 +114,7 @@ def test_a_fork_shows_its_origin_and_its_rows_go_with_it(schema: str) -> None:
         new = fork.json()["session_id"]
         title = _detail(srv.url, sid)["title"]
         detail = _detail(srv.url, new)
-        origin = {"kind": "fork", "session_id": sid, "user_turn": None, "title": title, "exists": True}
+        origin = {"kind": "fork", "session_id": sid, "user_turn": None, "ref": None, "title": title, "exists": True}
         assert detail["origin"] == origin
         assert detail["variants"] == []  # a branch starts without the earlier answers
         assert detail["transcript"][-1]["content"] == "Answer number 2."
@@ -143,10 +143,12 @@ def test_a_subagent_becomes_a_linked_child_chat(schema: str, release: threading.
         parent = first.of("session")[0]["session_id"]
         (child,) = wait_for(lambda: _children(srv.url, parent), timeout=30)
         assert child["kind"] == "subagent" and child["title"] == "job the sums" and child["live"]
-        assert _detail(srv.url, child["id"])["origin"] == {
+        assert _detail(srv.url, child["id"])["origin"] is None
+        assert _detail(srv.url, child["id"])["task_of"] == {
             "kind": "subagent",
             "session_id": parent,
             "user_turn": None,
+            "ref": None,
             "title": "delegate the sums",
             "exists": True,
         }

@@ -328,8 +328,10 @@ def test_a_resumed_run_gets_its_stored_client_context_after_a_restart(make_store
     triggers.clear()
     gate.release.set()  # the resumed slow tool finishes at once
     with ThreadServer(create_app(scripted_agent(gate), store=make_store(), run_deps=record)) as second:
-        r = sse(second.url, f"/api/chat/reconnect?session_id={sid}")
-        assert r.of("snapshot")[0].get("run_id") in (run_id, None)
+        # On PostgreSQL the new server may take the orphaned run over and finish it before the
+        # reconnect arrives: then there is nothing left to reconnect to (404 run_not_found).
+        r = httpx.post(f"{second.url}/api/chat/reconnect?session_id={sid}", timeout=20)
+        assert r.status_code == 200 or r.json()["detail"]["code"] == "run_not_found", r.text
 
         def finished() -> bool:
             meta = httpx.get(f"{second.url}/api/sessions/{sid}").json()

@@ -48,10 +48,12 @@ def test_child_runs_in_its_own_chat_and_reports_back(server: ThreadServer, relea
     assert child["title"] == "job the sums"
     detail = httpx.get(f"{server.url}/api/sessions/{child['id']}").json()
     assert detail["live"] is True
-    assert detail["origin"] == {
+    assert detail["origin"] is None and detail["parent_id"] == parent
+    assert detail["task_of"] == {
         "kind": "subagent",
         "session_id": parent,
         "user_turn": None,
+        "ref": None,
         "title": "delegate the sums",
         "exists": True,
     }

@@ -30,8 +30,8 @@ def test_todo_frames_and_route(tmp_path: Path) -> None:
         live = httpx.get(srv.url + f"/api/sessions/{sid}/todos").json()["todos"]
         assert [t["status"] for t in live] == ["in_progress", "pending"]
         release.set()
-        rest = sse(srv.url, "/api/chat/reconnect?session_id=" + sid)
-        assert rest.names()[-1] in ("done", "snapshot")  # the run may finish before we re-attach
+        rest = httpx.post(srv.url + "/api/chat/reconnect?session_id=" + sid)  # the run may finish first: 404
+        assert rest.status_code in (200, 404)
         wait_for(lambda: httpx.get(srv.url + f"/api/sessions/{sid}").json().get("live") is not True)
         stored = httpx.get(srv.url + f"/api/sessions/{sid}/todos").json()["todos"]
         assert [t["status"] for t in stored] == ["completed", "completed"]

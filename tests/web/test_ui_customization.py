@@ -243,7 +243,7 @@ def test_init_ui_writes_a_scaffold_that_changes_nothing(tmp_path: Path, capsys: 
     def strip(html: str) -> str:
         return re.sub(
             r'<script type="application/json".*?</script>|<link rel="stylesheet" href="/ui/[^"]+">'
-            r"|<meta http-equiv[^>]*>",
+            r"|<meta http-equiv[^>]*>| nonce=\"[^\"]*\"",
             "",
             html,
             flags=re.S,

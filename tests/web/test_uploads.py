@@ -186,7 +186,9 @@ def test_fork_copies_history_and_leaves_the_original_untouched(srv: ThreadServer
     branch = r.json()["session_id"]
     copied = httpx.get(f"{srv.url}/api/sessions/{branch}").json()
     assert len(copied["transcript"]) == 4 and copied["transcript"] == before["transcript"][:4]
-    assert copied["origin"] == {"kind": "fork", "session_id": sid, "user_turn": 2, "title": "files", "exists": True}
+    ref = next(m["ref"] for m in before["entries"] if m["role"] == "user" and m["content"] == "three")
+    origin = {"kind": "fork", "session_id": sid, "user_turn": 2, "ref": ref, "title": "files", "exists": True}
+    assert copied["origin"] == origin
     sse(srv.url, "/api/chat/stream", {"session_id": branch, "message": "elsewhere"})
     after = httpx.get(f"{srv.url}/api/sessions/{sid}").json()
     assert after["transcript"] == before["transcript"] and after["runs"] == before["runs"]

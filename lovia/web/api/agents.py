@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from ...agent import Agent
 from ...handoff import Handoff
 from ..errors import ApiRoute, WebError
-from ..schemas import AgentInfo
+from ..schemas import AgentInfo, ServerInfo
 from .deps import RouterDeps
 from .workspace import workspace_cfg
 
@@ -88,18 +88,18 @@ def build_agents_router(deps: RouterDeps) -> APIRouter:
             for name, agent in deps.agents.items()
         ]
 
-    @router.get("/info")
-    async def info() -> dict[str, Any]:
+    @router.get("/info", response_model=ServerInfo)
+    async def info() -> ServerInfo:
         from ... import __version__
 
-        return {
-            "title": deps.title,
-            "version": __version__,
-            "agents": [a.model_dump() for a in infos()],
-            "default_agent": deps.default_agent,
-            "configured": deps.configured,
-            "demo": deps.demo,
-            "features": {
+        return ServerInfo(
+            title=deps.title,
+            version=__version__,
+            agents=list(deps.agents),  # names; GET /api/agents describes them
+            default_agent=deps.default_agent,
+            configured=deps.configured,
+            demo=deps.demo,
+            features={
                 "rewind": deps.store.supports_rewind,
                 "stop": True,
                 "approvals": True,
@@ -109,7 +109,7 @@ def build_agents_router(deps: RouterDeps) -> APIRouter:
                 "workspace": any(workspace_cfg(a) is not None for a in deps.agents.values()),
                 "model_config": deps.config_runtime is not None,
             },
-        }
+        )
 
     @router.get("/agents")
     async def agents() -> dict[str, Any]:

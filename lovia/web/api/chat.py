@@ -11,15 +11,20 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
+from ...agent import Agent
 from ...exceptions import UserError
 from ...messages import user
+from ...parts import ImagePart, TextPart
+from ...providers.base import supports_vision
 from ..errors import ApiRoute, WebError
+from ..media import model_image_mime
 from ..questions import QuestionRegistry, question_payload
 from ..routes_uploads import attachment_content
 from ..run_deps import RunTrigger, build_run_deps, checked_context
 from ..schemas import (
     AnswerRequest,
     ApprovalRequest,
+    Attachment,
     ChatRequest,
     ChatResponse,
     InjectCancelRequest,
@@ -30,6 +35,7 @@ from ..store import ChatMeta
 from ..supervisor import RunController, TooManyRuns, _Attachment, forward
 from ..titles import provisional_title
 from .deps import RouterDeps
+from .workspace import attachment_file
 
 __all__ = ["blocking_outcome", "build_chat_router", "too_many_runs"]
 
@@ -58,22 +64,31 @@ def too_many_runs(exc: TooManyRuns) -> WebError:
 
 
 def _upload_ids(body: ChatRequest) -> list[str]:
-    """The upload ids ``body`` attaches; an attachment given as a ``{path, mime, kind}`` object is refused.
+    """The chat uploads ``body`` attaches by id (``POST /api/sessions/{id}/uploads``)."""
+    return [item for item in body.attachments or () if isinstance(item, str)]
 
-    Raises:
-        WebError: 422 ``invalid_request`` for an attachment object (this server attaches uploads by id).
+
+def _workspace_files(body: ChatRequest) -> list[Attachment]:
+    """The workspace files ``body`` attaches by path (``POST /api/workspace/upload`` answered them)."""
+    return [item for item in body.attachments or () if isinstance(item, Attachment)]
+
+
+async def _file_parts(deps: RouterDeps, agent_name: str | None, agent: Agent[Any], body: ChatRequest) -> list[Any]:
+    """The content parts of the files ``body`` attaches by workspace path.
+
+    The message records each file's workspace-relative path, so the agent can open it with its
+    workspace tools even when the model cannot read it; an image also goes in as an image part
+    when the model reads images.
     """
-    ids: list[str] = []
-    for item in body.attachments or ():
-        if not isinstance(item, str):
-            raise WebError(
-                422,
-                "invalid_request",
-                f"attachment {item.path[:100]!r} is named by path; this server attaches uploads by id",
-                hint="upload the file with POST /api/sessions/{id}/uploads and send the id it answers",
-            )
-        ids.append(item)
-    return ids
+    parts: list[Any] = []
+    for item in _workspace_files(body):
+        path, rel = await attachment_file(deps, agent_name, item.path)
+        label = item.name or rel.rsplit("/", 1)[-1]
+        parts.append(TextPart(f"[Attached {item.kind} {label!r} ({item.mime}): {rel}]"))
+        if item.kind == "image" and supports_vision(agent.model):
+            mime = model_image_mime(rel) or item.mime
+            parts.append(await asyncio.to_thread(ImagePart.from_path, str(path), mime_type=mime))
+    return parts
 
 
 def _steer(live: RunController, body: ChatRequest, message: str) -> None:
@@ -148,6 +163,7 @@ async def _start(
         raise too_many_runs(exc) from exc
     except UserError as exc:
         raise WebError.from_exc(400, "invalid_request", exc) from exc
+    files = await _file_parts(deps, agent_name, agent, body)  # a missing or denied file refuses the message
     trigger = RunTrigger(session_id=sid, agent=agent, source="user", request=request, client_context=context)
     run_deps = await build_run_deps(deps.run_deps, trigger)  # before anything is written: it may refuse
     is_new = meta is None
@@ -155,6 +171,10 @@ async def _start(
         meta = await store.create(title=provisional_title(message), agent=body.agent, session_id=sid)
         deps.announce_session(meta)
     content = await attachment_content(deps, sid, message, _upload_ids(body), agent=body.agent)
+    if files:
+        if isinstance(content, str):
+            content = [TextPart(content)] if content else []
+        content = [*content, *files]
     if meta.active_run_id:  # an interrupted run nobody resumed: keep its completed turns
         await sup.finalize_partial(sid, meta.active_run_id)
     try:
@@ -197,6 +217,13 @@ def _stream_routes(router: APIRouter, deps: RouterDeps) -> None:
         if meta is None:
             raise WebError(404, "session_not_found", f"no chat {session_id!r}", hint=_LIST_HINT)
         async with sup.lock(session_id):
+            if sup.get(session_id) is None and not meta.active_run_id:
+                raise WebError(
+                    404,
+                    "run_not_found",
+                    "no live or resumable run in this chat",
+                    hint="GET /api/sessions/{id} has the chat as stored; POST /api/chat/stream starts a run",
+                )
             if sup.get(session_id) is None and meta.active_run_id and not sup.closing:
                 try:
                     sup.check_capacity()
@@ -226,8 +253,20 @@ def _control_routes(router: APIRouter, deps: RouterDeps) -> None:  # noqa: C901 
 
     @router.post("/cancel")
     async def cancel(session_id: str) -> dict[str, Any]:
-        stopped = await sup.stop(session_id)
-        return {"stopped": stopped}
+        if await sup.stop(session_id):
+            return {"stopped": True}
+        meta = await deps.store.get(session_id)
+        if meta is None:
+            raise WebError(404, "session_not_found", f"no chat {session_id!r}", hint=_LIST_HINT)
+        async with sup.lock(session_id):
+            meta = await deps.store.get(session_id)
+            if sup.get(session_id) is None and meta is not None and meta.active_run_id:
+                # An interrupted run nobody resumed: stopping it keeps its completed turns.
+                await sup.finalize_partial(session_id, meta.active_run_id)
+                return {"stopped": True}
+        raise WebError(
+            404, "run_not_found", "no live or resumable run in this chat", hint="the run has finished already"
+        )
 
     @router.post("/inject")
     async def inject(body: InjectRequest) -> dict[str, Any]:

@@ -36,6 +36,45 @@ def build_schedules_router(deps: RouterDeps) -> APIRouter:
     return router
 
 
+async def _run_records(deps: RouterDeps, session_ids: Any) -> dict[str, dict[str, Any]]:
+    """The run records of these chats, by run id."""
+    out: dict[str, dict[str, Any]] = {}
+    for session_id in {s for s in session_ids if s}:
+        out.update({run_id: record.to_dict() for run_id, record in (await deps.store.runs(session_id)).items()})
+    return out
+
+
+async def _info(deps: RouterDeps, row: ScheduleRow) -> dict[str, Any]:
+    """The schedule as the API shows it: its row, plus ``last_status``, the outcome of its latest fire."""
+    out = row.to_dict()
+    status: str | None = None
+    if row.last_run_id:
+        record = (await _run_records(deps, [row.last_session_id])).get(row.last_run_id)
+        status = str(record["status"]) if record is not None else "running"
+    elif row.last_error:
+        status = "failed"  # the fire could not start its run
+    out["last_status"] = status
+    return out
+
+
+def _fire(row: ScheduleRow, claim: dict[str, Any], record: dict[str, Any] | None) -> dict[str, Any]:
+    """One fire of a schedule: the record of the run it started (``run_id``, ``status``, ``usage``...)
+    and the claimed slot (``slot``, ``claimed_at``, ``fired_at``); a fire that could not start is a
+    failed record with the reason as its ``error``."""
+    if record is not None:
+        return {**claim, **record, "error": claim.get("error") or record.get("error")}
+    started = claim.get("fired_at") or claim.get("claimed_at")
+    return {
+        **claim,
+        "agent": row.agent,
+        "source": f"schedule:{row.id}",
+        "status": "failed" if claim.get("error") else "running",
+        "started_at": started,
+        "finished_at": started if claim.get("error") else None,
+        "usage": None,
+    }
+
+
 def _check_refs(deps: RouterDeps, agent: str | None) -> None:
     if agent is not None and agent not in deps.agents:
         raise _error(404, "agent_not_found", f"no agent {agent!r}", f"use one of {', '.join(sorted(deps.agents))}")
@@ -52,7 +91,7 @@ def _collection_routes(router: APIRouter, deps: RouterDeps) -> None:
     @router.get("")
     async def list_schedules(session_id: str | None = None) -> list[dict[str, Any]]:
         assert deps.schedules is not None
-        return [row.to_dict() for row in await deps.schedules.list(session_id=session_id)]
+        return [await _info(deps, row) for row in await deps.schedules.list(session_id=session_id)]
 
     @router.post("", status_code=201)
     async def create(body: ScheduleSpec) -> dict[str, Any]:
@@ -86,7 +125,7 @@ def _collection_routes(router: APIRouter, deps: RouterDeps) -> None:
         )
         await deps.schedules.add(row)
         deps.scheduler.wake()
-        return row.to_dict()
+        return await _info(deps, row)
 
 
 def _check_until(until: str | None, kind: str, max_fires: int | None, expires_at: float | None) -> str | None:
@@ -139,7 +178,7 @@ def _item_routes(router: APIRouter, deps: RouterDeps) -> None:
 
     @router.get("/{schedule_id}")
     async def read(schedule_id: str) -> dict[str, Any]:
-        return (await require(schedule_id)).to_dict()
+        return await _info(deps, await require(schedule_id))
 
     @router.patch("/{schedule_id}")
     async def patch(schedule_id: str, body: SchedulePatch) -> dict[str, Any]:
@@ -151,7 +190,7 @@ def _item_routes(router: APIRouter, deps: RouterDeps) -> None:
         updated = _patched(row, body, now=deps.scheduler.clock())
         await deps.schedules.update(updated)
         deps.scheduler.wake()
-        return updated.to_dict()
+        return await _info(deps, updated)
 
     @router.delete("/{schedule_id}")
     async def delete(schedule_id: str) -> dict[str, Any]:
@@ -173,5 +212,7 @@ def _item_routes(router: APIRouter, deps: RouterDeps) -> None:
     @router.get("/{schedule_id}/runs")
     async def runs(schedule_id: str, limit: int = 50) -> list[dict[str, Any]]:
         assert deps.schedules is not None
-        await require(schedule_id)
-        return [claim.to_dict() for claim in await deps.schedules.claims(schedule_id, limit=max(1, min(limit, 500)))]
+        row = await require(schedule_id)
+        claims = [c.to_dict() for c in await deps.schedules.claims(schedule_id, limit=max(1, min(limit, 500)))]
+        records = await _run_records(deps, [c.get("session_id") for c in claims])
+        return [_fire(row, c, records.get(c["run_id"]) if c.get("run_id") else None) for c in claims]

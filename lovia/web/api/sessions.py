@@ -128,7 +128,12 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
     @router.get("/sessions")
     async def list_sessions(q: str | None = None, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
         metas = await store.list(query=q or None, limit=limit, offset=offset)
-        return {"sessions": [{**m.to_dict(), "live": sup.get(m.id) is not None} for m in metas]}
+        statuses = await store.latest_run_statuses([m.id for m in metas])
+        return {
+            "sessions": [
+                {**m.to_dict(), "last_run_status": statuses.get(m.id), "live": sup.get(m.id) is not None} for m in metas
+            ]
+        }
 
     @router.post("/sessions")
     async def create_session(body: CreateSessionRequest) -> dict[str, Any]:
@@ -141,13 +146,18 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
         meta = await _require(deps, session_id)
         segments = await store.session.segments(session_id)
         entries = [e for s in segments for e in s.entries]
+        origin = _origin(await store.origin(session_id), meta)
+        task_of = None
+        if origin is not None and origin["kind"] not in ("fork", "spawn"):
+            task_of, origin = origin, None  # a subagent's chat: parent_id names its parent
         return {
             **meta.to_dict(),
             "entries": segments_to_out(segments, created_at=meta.created_at, updated_at=meta.updated_at),
             "transcript": [entry_to_dict(e) for e in entries],
             "runs": _runs(segments, await store.runs(session_id)),
             "live": sup.get(session_id) is not None,
-            "origin": await store.origin(session_id),
+            "origin": origin,
+            "task_of": task_of,
             "variants": [
                 {"user_turn": turn, "answers": answers} for turn, answers in (await store.variants(session_id)).items()
             ],
@@ -185,10 +195,25 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
 
     @router.get("/runs/history")
     async def run_history(
-        session_id: str | None = None, since: Since = None, limit: Limit = 50, offset: Offset = 0
+        session_id: str | None = None,
+        source: str | None = None,
+        since: Since = None,
+        limit: Limit = 50,
+        offset: Offset = 0,
     ) -> dict[str, Any]:
-        records = await store.run_history(session_id=session_id, since=since, limit=limit, offset=offset)
+        records = await store.run_history(session_id=session_id, source=source, since=since, limit=limit, offset=offset)
         return {"runs": [r.to_dict() for r in records]}
+
+
+def _origin(origin: dict[str, Any] | None, meta: ChatMeta) -> dict[str, Any] | None:
+    """Where the chat came from, with the ``ref`` of the user message a fork was cut before.
+
+    The detail shows a ``fork`` or ``spawn`` as ``origin``; a background subagent's chat has
+    ``parent_id`` and, for the page's line back to its parent, ``task_of`` (the same shape).
+    """
+    if origin is None:
+        return None
+    return {**origin, "ref": meta.origin_ref if origin.get("kind") == "fork" else None}
 
 
 def _ui_data_route(router: APIRouter, deps: RouterDeps) -> None:

@@ -5,7 +5,8 @@
 * ``GET /api/workspace/recent``: the most recently changed files (a bounded walk of the tree).
 * ``GET /api/workspace/file?path=``: a text file's content (413 over the preview cap, 415 for binary).
 * ``GET /api/workspace/raw?path=``: a file's bytes, typed so that nothing runs in the page.
-* ``POST /api/workspace/upload?agent=``: the raw body saved as ``uploads/<X-Filename>``.
+* ``POST /api/workspace/upload?agent=``: one file saved as ``uploads/<name>``: a ``multipart/form-data``
+  file field, or the raw body named by ``X-Filename``.
 
 Reads go through a read-only session over the agent's root that keeps the agent's
 ``denied_paths`` (and its ``deny`` path rules), whatever mode the agent itself runs in. Only
@@ -25,7 +26,7 @@ import os
 import re
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,11 +41,11 @@ from ...workspace import LocalWorkspace, LocalWorkspaceSession, WorkspacePolicy
 from ...workspace.errors import WorkspaceError
 from ...workspace.workspace import SCRATCH_DIR, WorkspaceSessionBinding
 from ..errors import ApiRoute, ErrorCode, WebError
-from ..media import PREVIEW_IMAGE_MIME_BY_EXT, preview_image_mime
+from ..media import PREVIEW_IMAGE_MIME_BY_EXT, model_image_mime, preview_image_mime
 from ..routes_uploads import check_upload_type, upload_too_large
 from .deps import RouterDeps
 
-__all__ = ["MAX_PREVIEW_BYTES", "UPLOADS_DIR", "build_workspace_router", "workspace_cfg"]
+__all__ = ["MAX_PREVIEW_BYTES", "UPLOADS_DIR", "attachment_file", "build_workspace_router", "workspace_cfg"]
 
 UPLOADS_DIR = "uploads"
 """The folder under the workspace root that ``POST /api/workspace/upload`` writes into."""
@@ -227,15 +228,17 @@ def _open_file(panel: _Panel, raw: str) -> tuple[int, os.stat_result, str]:
 # --------------------------------------------------------------------------- listings
 
 
-def _entry(rel: str, st: os.stat_result, *, link: bool) -> dict[str, Any]:
+def _entry(rel: str, st: os.stat_result, *, link: bool, target: str | None = None) -> dict[str, Any]:
     kind = _kind(st.st_mode)
     return {
         "name": rel.rsplit("/", 1)[-1],
         "path": rel,
         "kind": kind,
+        "is_dir": kind == "dir",
         "size": st.st_size if kind == "file" else None,
         "mtime": st.st_mtime,
         "symlink": link,
+        "symlink_target": target,
     }
 
 
@@ -252,13 +255,15 @@ def _shown(panel: _Panel, entry: os.DirEntry[str], where: Path, rel: str) -> dic
             if target != panel.root and panel.root not in target.parents:
                 return None
             st = os.stat(target)
+            shown_target = "." if target == panel.root else target.relative_to(panel.root).as_posix()
         else:
             if panel.session.policy.is_denied(rel=rel, abs_posix=where.as_posix()):
                 return None
             st = entry.stat(follow_symlinks=False)
+            shown_target = None
     except (OSError, WorkspaceError):
         return None
-    return _entry(rel, st, link=link)
+    return _entry(rel, st, link=link, target=shown_target)
 
 
 def _open_dir(landed: Path, rel: str) -> int:
@@ -389,6 +394,7 @@ def _read_text(panel: _Panel, raw: str) -> dict[str, Any]:
             f"{rel!r} is not UTF-8 text and cannot be previewed inline",
             "download it with GET /api/workspace/raw",
         ) from None
+    lines = len(content.splitlines())
     return {
         "path": rel,
         "name": rel.rsplit("/", 1)[-1],
@@ -396,6 +402,11 @@ def _read_text(panel: _Panel, raw: str) -> dict[str, Any]:
         "mtime": st.st_mtime,
         "mime_type": _mime(rel),
         "content": content,
+        "start": 1,
+        "end": lines,
+        "total_lines": lines,
+        "truncated": False,
+        "binary": False,
     }
 
 
@@ -488,11 +499,89 @@ def _free_name(dir_fd: int, name: str, partial: str) -> str:
     raise _error(400, "invalid_request", f"too many files named like {name!r}", "rename the file")
 
 
+_FORM_OVERHEAD = 64 * 1024
+"""Bytes a multipart body may carry beyond the file itself (boundaries and part headers)."""
+
+
+def _form_file(body: bytes, content_type: str) -> tuple[str | None, str | None, bytes]:
+    """``(file name, declared type, bytes)`` of the first file part of a ``multipart/form-data`` body.
+
+    Raises:
+        WebError: 400 ``invalid_request`` when the body holds no file part.
+    """
+    match = re.search(r'boundary="?([^";]+)"?', content_type)
+    if match is None:
+        raise _error(400, "invalid_request", "the multipart body names no boundary", "send the file as form data")
+    delimiter = b"--" + match.group(1).encode("latin-1")
+    for part in body.split(delimiter)[1:]:
+        if part.startswith(b"--"):
+            break  # the closing delimiter
+        head, sep, data = part.lstrip(b"\r\n").partition(b"\r\n\r\n")
+        if not sep:
+            continue
+        headers: dict[str, str] = {}
+        for line in head.decode("utf-8", "replace").split("\r\n"):
+            key, _, value = line.partition(":")
+            headers[key.strip().lower()] = value.strip()
+        disposition = headers.get("content-disposition", "")
+        encoded = re.search(r"filename\*=(?:UTF-8|utf-8)''([^;]+)", disposition)
+        plain = re.search(r'filename="((?:[^"\\]|\\.)*)"|filename=([^;]+)', disposition)
+        if encoded is None and plain is None:
+            continue  # a plain form field
+        if encoded is not None:
+            name = unquote(encoded.group(1).strip())
+        else:
+            assert plain is not None
+            name = plain.group(1) if plain.group(1) is not None else plain.group(2).strip()
+        if data.endswith(b"\r\n"):
+            data = data[:-2]
+        mime = headers.get("content-type") or None
+        return name, mime, data
+    raise _error(400, "invalid_request", "the form holds no file", "send one file field (multipart/form-data)")
+
+
+async def _read_form(request: Request, deps: RouterDeps) -> bytes:
+    """The whole multipart body, refused (413) once it is plainly over the upload limit."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > deps.max_upload_bytes + _FORM_OVERHEAD:
+            raise upload_too_large(deps)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _single(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+def _upload_kind(name: str) -> str:
+    return "image" if model_image_mime(name) is not None else "file"
+
+
 def _upload_routes(router: APIRouter, deps: RouterDeps) -> None:
     @router.post("/upload")
     async def upload(request: Request, agent: str | None = None, session_id: str | None = None) -> dict[str, Any]:
         panel = await _panel(deps, agent, session_id)
-        name = _upload_name(request.headers.get("x-filename"))
+        content_type = request.headers.get("content-type") or ""
+        declared_type: str | None = content_type.split(";")[0].strip() or None
+        body: Any = None
+        if content_type.lower().startswith("multipart/form-data"):
+            declared = request.headers.get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) > deps.max_upload_bytes + _FORM_OVERHEAD:
+                raise upload_too_large(deps)
+            try:
+                form = await _read_form(request, deps)
+            except ClientDisconnect:
+                raise _error(400, "invalid_request", "the upload was interrupted", "send the file again") from None
+            raw_name, declared_type, data = _form_file(form, content_type)
+            name = _upload_name(raw_name)
+            if len(data) > deps.max_upload_bytes:
+                raise upload_too_large(deps)
+            body = _single(data)
+        else:
+            name = _upload_name(request.headers.get("x-filename"))
         check_upload_type(deps, name)
         rel = f"{UPLOADS_DIR}/{name}"
         policy = panel.workspace.policy
@@ -502,7 +591,7 @@ def _upload_routes(router: APIRouter, deps: RouterDeps) -> None:
         ):
             raise _error(403, "path_denied", f"writing {rel!r} is denied by the workspace policy", "rename the file")
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > deps.max_upload_bytes:
+        if body is None and declared is not None and declared.isdigit() and int(declared) > deps.max_upload_bytes:
             raise upload_too_large(deps)
         dir_fd = _uploads_dir(panel)
         partial = f".upload-{uuid.uuid4().hex[:12]}.partial"
@@ -510,7 +599,7 @@ def _upload_routes(router: APIRouter, deps: RouterDeps) -> None:
             size = 0
             fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
             try:
-                async for chunk in request.stream():
+                async for chunk in body if body is not None else request.stream():
                     size += len(chunk)
                     if size > deps.max_upload_bytes:
                         raise upload_too_large(deps)
@@ -529,7 +618,39 @@ def _upload_routes(router: APIRouter, deps: RouterDeps) -> None:
             os.close(dir_fd)
         final = f"{UPLOADS_DIR}/{stored}"
         st = os.stat(panel.root / final, follow_symlinks=False)
-        return {"path": final, "name": stored, "size": size, "mtime": st.st_mtime, "renamed": stored != name}
+        mime = model_image_mime(stored) or declared_type or mimetypes.guess_type(stored)[0]
+        return {
+            "path": final,
+            "name": stored,
+            "mime": mime or "application/octet-stream",
+            "kind": _upload_kind(stored),
+            "size": size,
+            "mtime": st.st_mtime,
+            "renamed": stored != name,
+        }
+
+
+# --------------------------------------------------------------------------- attachments
+
+
+async def attachment_file(deps: RouterDeps, agent: str | None, raw: str) -> tuple[Path, str]:
+    """``(absolute path, workspace-relative path)`` of a file a chat message attaches by path.
+
+    The file is judged as the panel judges a read: inside the agent's workspace root, not denied,
+    not hidden, a regular file.
+
+    Raises:
+        WebError: 404 ``feature_unavailable`` (no local workspace), 403 ``path_denied``,
+            404 ``file_not_found``, 400 ``invalid_request``.
+    """
+    panel = await _panel(deps, agent, None)
+
+    def judge() -> tuple[Path, str]:
+        fd, _st, rel = _open_file(panel, raw)
+        os.close(fd)
+        return panel.root / rel, rel
+
+    return await asyncio.to_thread(judge)
 
 
 # --------------------------------------------------------------------------- the router
@@ -549,6 +670,8 @@ def build_workspace_router(deps: RouterDeps) -> APIRouter:
         return {
             "available": True,
             "agent": panel.agent,
+            "name": panel.root.name or str(panel.root),
+            "scratch_dir": SCRATCH_DIR,
             "root": panel.root.name or str(panel.root),
             "mode": mode,
             "uploads_dir": UPLOADS_DIR,

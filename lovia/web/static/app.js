@@ -157,7 +157,9 @@ function showNotice() {
 }
 
 async function loadInfo() {
-  state.info = await api("GET", "/api/info");
+  // /api/info names the agents; /api/agents describes them (model, tools, workspace, memory).
+  const [info, described] = await Promise.all([api("GET", "/api/info"), api("GET", "/api/agents")]);
+  state.info = { ...info, agents: described.agents };
   document.title = state.info.title;
   $("title").textContent = state.info.title;
   const agent = state.info.agents.find((a) => a.name === state.info.default_agent);
@@ -431,7 +433,8 @@ async function runStream(path, body) {
       }
     }, controller.signal);
   } catch (error) {
-    if (generation === state.generation) fail(error);
+    // run_not_found: the run a reconnect was for ended meanwhile; the chat is re-read below.
+    if (generation === state.generation && error.code !== "run_not_found") fail(error);
   }
   if (started) ext.emit("run-end", { sessionId: state.sessionId, ...outcome });
   if (generation !== state.generation) return;
@@ -485,7 +488,11 @@ async function stop() {
 }
 
 async function sendCancel() {
-  await api("POST", `/api/chat/cancel?session_id=${encodeURIComponent(state.sessionId)}`);
+  try {
+    await api("POST", `/api/chat/cancel?session_id=${encodeURIComponent(state.sessionId)}`);
+  } catch (error) {
+    if (error.code !== "run_not_found") throw error; // it ended on its own meanwhile
+  }
 }
 
 // ------------------------------------------------------------------ views
@@ -614,7 +621,10 @@ function onLinkClick(event) {
 
 // ------------------------------------------------------------------ window.lovia
 
-const theme = () => (window.matchMedia?.("(prefers-color-scheme: dark)").matches ? "dark" : "light");
+const systemTheme = () => (window.matchMedia?.("(prefers-color-scheme: dark)").matches ? "dark" : "light");
+// <html data-theme> carries the theme (the page's head sets it before the first paint); the
+// design tokens are keyed on it.
+const theme = () => document.documentElement.dataset.theme || systemTheme();
 
 function setDraft(text) {
   const box = $("composer");
@@ -709,7 +719,11 @@ function bind() {
   picker.value = chosenLang() || "";
   picker.onchange = () => setLang(picker.value || null);
   document.addEventListener("click", onLinkClick);
-  window.matchMedia?.("(prefers-color-scheme: dark)").addEventListener?.("change", () => ext.emit("theme", { theme: theme() }));
+  document.documentElement.dataset.theme = systemTheme();
+  window.matchMedia?.("(prefers-color-scheme: dark)").addEventListener?.("change", () => {
+    document.documentElement.dataset.theme = systemTheme();
+    ext.emit("theme", { theme: theme() });
+  });
   let searchTimer = null;
   $("search").oninput = () => {
     clearTimeout(searchTimer);

@@ -86,8 +86,24 @@ function themed(option) {
   if (!out.color && palette.every(Boolean)) out.color = palette;
   out.tooltip = { ...(typeof out.tooltip === "object" && out.tooltip ? out.tooltip : {}), renderMode: "richText" };
   out.textStyle = { color: cssVar("--chart-text", "#333"), ...(out.textStyle || {}) };
+  const axis = cssVar("--chart-axis", "");
+  const grid = cssVar("--chart-grid", "");
+  for (const key of ["xAxis", "yAxis"]) {
+    if (out[key] && typeof out[key] === "object") out[key] = inked(out[key], axis, grid);
+  }
   out.animation = false;
   return out;
+}
+
+// An axis (or a list of them) with the theme's axis-line and grid-line colors, unless it sets its own.
+function inked(axes, axis, grid) {
+  const one = (a) => {
+    if (!a || typeof a !== "object") return a;
+    const line = { ...(a.axisLine || {}), lineStyle: { ...(axis ? { color: axis } : {}), ...((a.axisLine || {}).lineStyle || {}) } };
+    const split = { ...(a.splitLine || {}), lineStyle: { ...(grid ? { color: grid } : {}), ...((a.splitLine || {}).lineStyle || {}) } };
+    return { ...a, axisLine: line, splitLine: split };
+  };
+  return Array.isArray(axes) ? axes.map(one) : one(axes);
 }
 
 async function renderChart(view, props) {

@@ -220,6 +220,7 @@ class Page {
 
 document.addEventListener("fullscreenchange", () => pages.forEach((p) => p.fit()));
 darkQuery?.addEventListener?.("change", () => {
+  document.documentElement.dataset.theme = darkQuery.matches ? "dark" : "light"; // the tokens follow it
   for (const page of [...pages]) if (page.view.isConnected) page.run();
 });
 

@@ -57,6 +57,7 @@ export function createFilesPanel(page) {
   const panel = el("aside", "files-panel");
   panel.id = "files-panel";
   panel.dataset.testid = "files-panel";
+  panel.dataset.part = "files-panel";
   panel.setAttribute("aria-label", t("files.title"));
   panel.hidden = true;
 

@@ -21,9 +21,11 @@ export function initPanels(page) {
   filesToggle.title = t("files.toggleTitle");
   filesToggle.setAttribute("aria-controls", "files-panel");
   filesToggle.setAttribute("aria-pressed", "false");
+  filesToggle.dataset.part = "files-toggle";
   filesToggle.hidden = true;
   const memoryOpen = button("", t("memory.open"), "memory-open");
   memoryOpen.title = t("memory.openTitle");
+  memoryOpen.dataset.part = "memory";
   memoryOpen.hidden = true;
   tools.append(memoryOpen, filesToggle);
   topbar.append(tools);

@@ -50,6 +50,7 @@ export function initSchedules(deps) {
   const open = el("button", "schedules-open", t("schedules.open"));
   open.type = "button";
   open.dataset.testid = "schedules-open";
+  open.dataset.part = "schedules";
   open.title = t("schedules.openTitle");
   // Beside the other panel buttons when the page has them, else at the end of the top bar.
   (document.querySelector(".topbar .panel-buttons") || document.querySelector(".topbar")).append(open);

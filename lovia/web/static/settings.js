@@ -42,7 +42,8 @@ async function refreshInfo() {
     return;
   }
   view.configured = info.configured;
-  const agent = info.agents.find((a) => a.name === info.default_agent);
+  const { agents } = await api("GET", "/api/agents");
+  const agent = agents.find((a) => a.name === info.default_agent);
   const label = document.getElementById("model");
   if (label) label.textContent = agent && agent.model ? agent.model : "";
 }
@@ -350,6 +351,7 @@ async function init() {
   view.configured = info.configured;
   view.dialog = buildDialog();
   const button = el("button", { type: "button", class: "settings-open", testid: "settings-open", onclick: () => run(openDialog) }, t("settings.open"));
+  button.dataset.part = "settings";
   const bar = document.querySelector(".topbar");
   if (bar) bar.append(button);
   offerInNotice();

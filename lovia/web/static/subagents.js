@@ -31,6 +31,7 @@ function el(tag, cls, text) {
 export function initLineage(deps) {
   const panel = el("section", "lineage");
   panel.dataset.testid = "lineage";
+  panel.dataset.part = "tasks";
   panel.hidden = true;
   const wrap = document.querySelector(".messages-wrap");
   wrap.parentNode.insertBefore(panel, wrap);
@@ -96,7 +97,8 @@ export function initLineage(deps) {
     // A chat was opened (its detail, with `origin`) or closed (null).
     show(id, detail) {
       shownFor = id;
-      origin = detail ? detail.origin || null : null;
+      // A fork or a spawn is the chat's origin; a background task names its parent as task_of.
+      origin = detail ? detail.origin || (detail.task_of ? { ...detail.task_of, kind: "subagent" } : null) : null;
       children = [];
       draw();
       if (id) loadChildren().catch(deps.fail);

@@ -205,6 +205,32 @@ def _origin(url: str) -> str | None:
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else None
 
 
+# A <script> or <style> start tag of the page template's own markup, its attributes in group 2.
+_START_TAG = re.compile(r"<(script|style)(\s[^>]*)?>", re.IGNORECASE)
+# Attributes that leave a tag alone: a nonce already written, or a data block (it never runs).
+_LEAVE_ALONE = re.compile(r"\bnonce\s*=|\btype\s*=\s*[\"']?application/(ld\+)?json", re.IGNORECASE)
+
+
+def _sign_tags(html: str, nonce: str) -> str:
+    """Give every ``<script>``/``<style>`` tag of the rendered template the request's nonce.
+
+    The template (ours, or the one in ``ChatUI(assets=...)``) is server-side markup written by the
+    app's author, so its inline scripts and styles (an import map in the ``head`` block, say) run
+    as written. Anything that reaches the page later (a message, a tool result, a script added by
+    the DOM) carries no nonce, so the policy still refuses it.
+    """
+
+    def sign(m: re.Match[str]) -> str:
+        attributes = m.group(2) or ""
+        if _LEAVE_ALONE.search(attributes):
+            return m.group(0)
+        body = attributes.rstrip()
+        close = "/>" if body.endswith("/") else ">"  # a (needless) self-closing slash stays last
+        return f'<{m.group(1)}{body.removesuffix("/")} nonce="{nonce}"{close}'
+
+    return _START_TAG.sub(sign, html)
+
+
 def _origins(urls: Sequence[str | None]) -> list[str]:
     """The distinct ``scheme://host`` of the absolute URLs among ``urls`` (for the CSP)."""
     return sorted({o for o in (_origin(u) for u in urls if u) if o})
@@ -292,9 +318,11 @@ def build_ui_router(ui: ChatUI, *, title: str) -> Any:
         script_src = " ".join(["'self'", f"'nonce-{nonce}'", *_origins(scripts)])
         style_src = " ".join(["'self'", f"'nonce-{nonce}'", *_origins(styles)])
         img_src = " ".join(["'self'", "data:", *_origins([logo, favicon])])
+        # Frames may come from other sites (a block or an extension embedding a video or a map);
+        # what lovia itself renders in frames is sandboxed apart (``srcdoc`` with its own policy).
         csp = (
             f"default-src 'self'; script-src {script_src}; style-src {style_src}; img-src {img_src}; "
-            "connect-src 'self'; object-src 'none'; base-uri 'none'"
+            "frame-src 'self' https: http:; connect-src 'self'; object-src 'none'; base-uri 'none'"
         )
         name = "index.html" if root_dir is not None and (root_dir / "index.html").is_file() else "lovia/index.html"
         template = env.get_template(name)
@@ -312,6 +340,7 @@ def build_ui_router(ui: ChatUI, *, title: str) -> Any:
             csp_nonce=nonce,
             csp=csp,
         )
+        html = _sign_tags(html, nonce)
         # The policy rides in a <meta> tag, first in <head>, as the page always sent it.
         headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
         response = HTMLResponse(html, headers=headers)

@@ -426,3 +426,34 @@ def test_the_branding_example_works_in_the_page(page: Any, tmp_path: Path) -> No
         page.get_by_role("link", name="Orders").click()
         page.get_by_text("#7 Espresso machine — shipped").wait_for()
         assert page.locator("#title").inner_text() == "Orders"
+
+
+def test_inline_scripts_of_the_template_run_and_injected_ones_do_not(page: Any, tmp_path: Path) -> None:
+    # The template is the app author's markup: its inline import map and script run without any
+    # nonce written by hand. A script that reaches the page later (here added by the DOM, as an
+    # injection through rendered content would) has no nonce and is refused by the page's policy.
+    ui = tmp_path / "ui"
+    ui.mkdir()
+    (ui / "mod.js").write_text("export const answer = 42;\n", encoding="utf-8")
+    (ui / "index.html").write_text(
+        '{% extends "lovia/index.html" %}\n'
+        '{% block head %}<script type="importmap">{"imports": {"acme": "{{ url_for(\'ui-assets\', '
+        "path='mod.js').path }}\"}}</script>{% endblock %}\n"
+        "{% block body_end %}<script>window.__blockRan = true;</script>"
+        '<script type="module">import { answer } from "acme"; window.__answer = answer;</script>'
+        '<style>.acme-mark { color: rgb(1, 2, 3); }</style><p class="acme-mark" data-testid="mark">m</p>'
+        "{% endblock %}\n",
+        encoding="utf-8",
+    )
+    with _serve(tmp_path, ChatUI(assets=ui)) as srv:
+        page.goto(srv.url)
+        page.wait_for_function("() => window.__answer === 42")
+        assert page.evaluate("window.__blockRan") is True
+        color = page.get_by_test_id("mark").evaluate("el => getComputedStyle(el).color")
+        assert color == "rgb(1, 2, 3)"
+        page.evaluate(
+            "() => { const s = document.createElement('script'); s.textContent = 'window.__injected = 1';"
+            " document.body.appendChild(s); }"
+        )
+        page.wait_for_timeout(200)
+        assert page.evaluate("window.__injected === undefined")

@@ -349,3 +349,20 @@ def test_python_m_lovia_web_init_ui_is_the_same_command(tmp_path: Path, capsys: 
     with pytest.raises(SystemExit):
         web_main(["init-ui"])  # DIR is required
     assert "the following arguments are required: directory" in capsys.readouterr().err
+
+
+def test_the_templates_own_scripts_and_styles_get_the_nonce_and_data_blocks_stay_as_written(tmp_path: Path) -> None:
+    ui_dir = _assets(tmp_path)
+    (ui_dir / "index.html").write_text(
+        '{% extends "lovia/index.html" %}\n'
+        '{% block head %}<script type="importmap">{}</script><style>.a{}</style>'
+        '<script type="application/ld+json">{"@type": "x"}</script>{% endblock %}\n',
+        encoding="utf-8",
+    )
+    page = _client(tmp_path, ChatUI(assets=ui_dir)).get("/")
+    nonce = _csp(page.text).split("'nonce-")[1].split("'")[0]
+    assert f'<script type="importmap" nonce="{nonce}">{{}}</script>' in page.text
+    assert f'<style nonce="{nonce}">.a{{}}</style>' in page.text
+    assert '<script type="application/ld+json">{"@type": "x"}</script>' in page.text
+    assert _config(page.text)  # the page's own JSON config block is untouched too
+    assert "frame-src 'self' https: http:" in _csp(page.text)

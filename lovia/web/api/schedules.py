@@ -213,6 +213,9 @@ def _item_routes(router: APIRouter, deps: RouterDeps) -> None:
     async def runs(schedule_id: str, limit: int = 50) -> list[dict[str, Any]]:
         assert deps.schedules is not None
         row = await require(schedule_id)
-        claims = [c.to_dict() for c in await deps.schedules.claims(schedule_id, limit=max(1, min(limit, 500)))]
+        # A claim whose run has not started yet (fired_at unset) is not a fire yet: it turns into one
+        # moments later, or reclaim() takes it over if its server died in between.
+        claimed = await deps.schedules.claims(schedule_id, limit=max(1, min(limit, 500)))
+        claims = [c.to_dict() for c in claimed if c.fired_at is not None or c.error is not None]
         records = await _run_records(deps, [c.get("session_id") for c in claims])
         return [_fire(row, c, records.get(c["run_id"]) if c.get("run_id") else None) for c in claims]

@@ -95,7 +95,8 @@ def test_branch_in_new_chat_copies_up_to_that_reply(page: Any, srv: ThreadServer
     original = page.evaluate("location.hash")
     page.get_by_test_id("branch").first.click()
     page.wait_for_function("h => location.hash !== h", arg=original)
-    page.get_by_test_id("message-user").first.wait_for()
+    # The branch's chat loads after the hash changes: wait until the old transcript is replaced.
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=message-user]').length === 1")
     assert texts(page, "message-user") == ["first"]
     page.screenshot(path=str(IMG / "web-branch.png"))
     send(page, "another way")

@@ -194,3 +194,24 @@ def test_export_sends_the_token(guarded: ThreadServer, page: Any) -> None:
     _chat_id(page)
     page.wait_for_function("() => !document.querySelector('[data-testid=export]').disabled")
     assert "guarded words" in _download(page, "md")
+
+
+def test_export_under_a_path_prefix(tmp_path: Path, page: Any) -> None:
+    from .helpers import ProcessServer
+    from .proxy import proxy_server
+
+    backend = ProcessServer(
+        "--root-path", "/lovia", "--app", "tests.web.app_fixture:agent", "--db", str(tmp_path / "p.db")
+    )
+    with backend:
+        server, proxy = proxy_server("/lovia", backend.url)
+        with server:
+            page.goto(server.url + "/lovia/")
+            send(page, "make the report")
+            page.get_by_text("All done").wait_for()
+            idle(page)
+            sid = _chat_id(page)
+            page.wait_for_function("() => !document.querySelector('[data-testid=export]').disabled")
+            assert "make the report" in _download(page, "md")
+            assert f"/api/sessions/{sid}/export" in proxy.paths
+            page.goto("about:blank")  # close the page's event stream before the proxy stops

@@ -1,10 +1,12 @@
 """Regenerate the chat page screenshots in docs/img/ (light and dark, desktop and 390 px wide).
 
     python scripts/web_screenshots.py            # writes docs/img/web-{light,dark}-{desktop,390}.png
+                                                 # and docs/img/web-export.png
     python scripts/web_screenshots.py --out DIR  # somewhere else (the test suite does this)
 
 Offline: a scripted model answers in Markdown, one run fails with a provider error (the error
-card) and one is stopped mid-answer (the "stopped" mark). Needs lovia[web,dev] and /usr/bin/chromium.
+card) and one is stopped mid-answer (the "stopped" mark). A second server with two agents shows
+the agent switcher and the open Export menu. Needs lovia[web,dev] and /usr/bin/chromium.
 """
 
 from __future__ import annotations
@@ -108,8 +110,34 @@ def _seed(page: Any, url: str) -> str:
     return str(page.url)
 
 
+def _export_shot(browser: Any, out: Path, tmp: str) -> Path:
+    """Two agents (so the sidebar has its switcher), one chat, and the Export menu open."""
+    agents = {
+        "assistant": Agent(name="assistant", model=ScriptedProvider(_script), tools=[release_status]),
+        "researcher": Agent(name="researcher", model=ScriptedProvider(_script, model="research-model")),
+    }
+    server, thread, url = _serve(create_app(agents, db_path=str(Path(tmp) / "export.db"), title="lovia"))
+    try:
+        page = browser.new_page(viewport=SIZES["desktop"])
+        page.goto(url)
+        page.get_by_test_id("composer").fill("Plan Friday's release")
+        page.get_by_test_id("send").click()
+        page.get_by_test_id("stop").wait_for(state="hidden")
+        page.wait_for_function("() => !document.querySelector('[data-testid=export]').disabled")
+        page.get_by_test_id("export").click()
+        page.get_by_test_id("export-menu").wait_for()
+        page.wait_for_timeout(200)
+        path = out / "web-export.png"
+        page.screenshot(path=str(path))
+        page.close()
+        return path
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+
+
 def take(out: Path) -> list[Path]:
-    """Write the four screenshots into ``out``; return their paths."""
+    """Write the screenshots into ``out``; return their paths."""
     from playwright.sync_api import sync_playwright
 
     out.mkdir(parents=True, exist_ok=True)
@@ -131,6 +159,7 @@ def take(out: Path) -> list[Path]:
                         page.screenshot(path=str(path))
                         written.append(path)
                         page.close()
+                written.append(_export_shot(browser, out, tmp))
                 browser.close()
         finally:
             server.should_exit = True

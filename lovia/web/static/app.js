@@ -12,6 +12,8 @@ import { initLineage } from "./subagents.js";
 import { CONFIG, LANG, applyI18n, chosenLang, languageName, languages, setLang, t } from "./i18n.js";
 import * as ext from "./extensions.js";
 import { initPanels } from "./panels.js";
+import { initAgentSwitcher } from "./agentswitch.js";
+import { initExportMenu } from "./exportmenu.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -26,6 +28,7 @@ const PHASES = ["idle", "starting", "streaming", "stopping"];
 const state = {
   info: null,
   sessionId: null,
+  agent: null, // the agent of the chat on screen (a new chat: the one the switcher shows)
   phase: "idle",
   abort: null,
   generation: 0,
@@ -54,7 +57,7 @@ const uploads = initUploads(transcript, {
     if (state.sessionId) return state.sessionId;
     // Files attached together (a drop of several, a paste during an upload) share one new chat.
     if (!creatingSession) {
-      creatingSession = api("POST", "/api/sessions", {})
+      creatingSession = api("POST", "/api/sessions", newChatAgent())
         .then((meta) => {
           setSession(meta.id);
           history.replaceState(null, "", `#/chat/${encodeURIComponent(meta.id)}`);
@@ -74,6 +77,12 @@ const uploads = initUploads(transcript, {
 initVariants(transcript); // after initUploads: it chains the controls hook
 const lineage = initLineage({ api, sessionId: () => state.sessionId, openSession: (id) => openSession(id).catch(fail), fail: (error) => fail(error) });
 const panels = initPanels({ sessionId: () => state.sessionId, send: (text) => send(text).catch(fail) });
+const switcher = initAgentSwitcher((name) => pickAgent(name));
+initExportMenu({
+  sessionId: () => state.sessionId,
+  title: () => document.querySelector("#sessions .session.active:not(.damaged) .name")?.textContent || null,
+  fail: (error) => fail(error),
+});
 
 // ------------------------------------------------------------------ helpers
 
@@ -162,13 +171,34 @@ async function loadInfo() {
   state.info = { ...info, agents: described.agents };
   document.title = state.info.title;
   $("title").textContent = state.info.title;
-  const agent = state.info.agents.find((a) => a.name === state.info.default_agent);
-  $("model").textContent = agent && agent.model ? agent.model : "";
+  showAgent(switcher.setInfo(state.info));
   transcript.canRewind = Boolean(state.info.features.rewind);
   showNotice();
   $("composer").disabled = !composerEnabled();
   panels.setInfo(state.info);
 }
+
+// ------------------------------------------------------------------ agents
+
+// Show `name` as the current agent: the switcher and the model label in the top bar.
+function showAgent(name) {
+  state.agent = name || state.info?.default_agent || null;
+  switcher.show(state.agent);
+  const agent = state.info?.agents.find((a) => a.name === state.agent);
+  $("model").textContent = agent && agent.model ? agent.model : "";
+}
+
+// The user picked an agent in the switcher: a new chat with it.
+function pickAgent(name) {
+  views.close();
+  newChat();
+  showAgent(name);
+  switcher.remember(name);
+  ext.emit("agent", { agent: name });
+}
+
+// The `agent` of a request that creates a chat (only when there is a choice of agents).
+const newChatAgent = () => (switcher.enabled && state.agent ? { agent: state.agent } : {});
 
 // ------------------------------------------------------------------ sidebar
 
@@ -337,6 +367,7 @@ async function openSession(id) {
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
   if (generation !== state.generation) return;
   transcript.render(data.transcript, data.runs, false, data.variants);
+  if (state.info) showAgent(data.agent);
   lineage.show(id, data);
   loadTodos(api, id).catch(fail);
   setPhase("idle");
@@ -463,7 +494,8 @@ async function send(text, { fromComposer = true } = {}) {
   if (fromComposer) $("composer").value = "";
   transcript.jumpToLatest();
   if (!busy()) setPhase("starting");
-  await runStream("/api/chat/stream", { message, session_id: state.sessionId, attachments });
+  const agent = state.sessionId ? {} : newChatAgent();
+  await runStream("/api/chat/stream", { message, session_id: state.sessionId, attachments, ...agent });
 }
 
 async function resend(turn, text, keepAnswer = false) {
@@ -683,7 +715,7 @@ Object.defineProperty(window.lovia, "state", {
   configurable: true,
   enumerable: true,
   get() {
-    const agent = state.info ? state.info.default_agent : null;
+    const agent = state.agent || (state.info ? state.info.default_agent : null);
     const view = views.current ? views.current.target : null;
     return Object.freeze({ sessionId: state.sessionId, agent, theme: theme(), lang: LANG, busy: busy(), view });
   },

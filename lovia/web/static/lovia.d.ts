@@ -17,6 +17,7 @@ declare global {
     interface State {
       /** The chat on screen; null for a new chat. */
       readonly sessionId: string | null;
+      /** The agent of the chat on screen (a new chat: the one the sidebar's switcher shows). */
       readonly agent: string | null;
       readonly theme: "light" | "dark";
       readonly lang: string;

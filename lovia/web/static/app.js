@@ -12,6 +12,7 @@ import { initLineage } from "./subagents.js";
 import { CONFIG, LANG, applyI18n, chosenLang, languageName, languages, setLang, t } from "./i18n.js";
 import * as ext from "./extensions.js";
 import { initPanels } from "./panels.js";
+import { bindThemePicker, currentTheme, onThemeChange } from "./theme.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -621,10 +622,9 @@ function onLinkClick(event) {
 
 // ------------------------------------------------------------------ window.lovia
 
-const systemTheme = () => (window.matchMedia?.("(prefers-color-scheme: dark)").matches ? "dark" : "light");
-// <html data-theme> carries the theme (the page's head sets it before the first paint); the
-// design tokens are keyed on it.
-const theme = () => document.documentElement.dataset.theme || systemTheme();
+// <html data-theme> carries the theme (theme.js; the page's head sets it before the first paint);
+// the design tokens are keyed on it.
+const theme = currentTheme;
 
 function setDraft(text) {
   const box = $("composer");
@@ -719,11 +719,8 @@ function bind() {
   picker.value = chosenLang() || "";
   picker.onchange = () => setLang(picker.value || null);
   document.addEventListener("click", onLinkClick);
-  document.documentElement.dataset.theme = systemTheme();
-  window.matchMedia?.("(prefers-color-scheme: dark)").addEventListener?.("change", () => {
-    document.documentElement.dataset.theme = systemTheme();
-    ext.emit("theme", { theme: theme() });
-  });
+  bindThemePicker($("theme"), t);
+  onThemeChange((value) => ext.emit("theme", { theme: value }));
   let searchTimer = null;
   $("search").oninput = () => {
     clearTimeout(searchTimer);

@@ -13,6 +13,7 @@ import { CONFIG, LANG, applyI18n, chosenLang, languageName, languages, setLang, 
 import * as ext from "./extensions.js";
 import { initPanels } from "./panels.js";
 import { bindThemePicker, currentTheme, onThemeChange } from "./theme.js";
+import { initRing } from "./ring.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -75,6 +76,7 @@ const uploads = initUploads(transcript, {
 initVariants(transcript); // after initUploads: it chains the controls hook
 const lineage = initLineage({ api, sessionId: () => state.sessionId, openSession: (id) => openSession(id).catch(fail), fail: (error) => fail(error) });
 const panels = initPanels({ sessionId: () => state.sessionId, send: (text) => send(text).catch(fail) });
+const ring = initRing($("context-ring"), { agents: () => state.info?.agents, defaultAgent: () => state.info?.default_agent });
 
 // ------------------------------------------------------------------ helpers
 
@@ -322,6 +324,7 @@ function newChat() {
   history.replaceState(null, "", window.location.pathname + window.location.search);
   setPhase("idle");
   transcript.render([], [], false);
+  ring.hide();
   lineage.show(null, null);
   showTodos([]);
   refreshSessions().catch(fail);
@@ -338,6 +341,7 @@ async function openSession(id) {
   const data = await api("GET", `/api/sessions/${encodeURIComponent(id)}`);
   if (generation !== state.generation) return;
   transcript.render(data.transcript, data.runs, false, data.variants);
+  ring.show(data);
   lineage.show(id, data);
   loadTodos(api, id).catch(fail);
   setPhase("idle");
@@ -446,7 +450,10 @@ async function runStream(path, body) {
   const shown = state.streamError;
   if (state.sessionId) {
     const data = await api("GET", `/api/sessions/${encodeURIComponent(state.sessionId)}`).catch(fail);
-    if (data && generation === state.generation) transcript.render(data.transcript, data.runs, false, data.variants);
+    if (data && generation === state.generation) {
+      transcript.render(data.transcript, data.runs, false, data.variants);
+      ring.show(data);
+    }
   }
   if (generation !== state.generation) return;
   if (shown && !transcript.hasErrorFor(shown.run_id)) transcript.error(shown);

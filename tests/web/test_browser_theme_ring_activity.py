@@ -109,7 +109,9 @@ def _ready(page: Any, url: str) -> None:
 
 def _listen(page: Any) -> None:
     # (not the `off` function as the expression's value: evaluate would call it)
-    page.evaluate("window.__themes = []; window.__off = window.lovia.on('theme', (e) => window.__themes.push({ ...e })); 0")
+    page.evaluate(
+        "window.__themes = []; window.__off = window.lovia.on('theme', (e) => window.__themes.push({ ...e })); 0"
+    )
 
 
 def _token(page: Any, name: str) -> str:
@@ -232,8 +234,9 @@ def _check_three(page: Any) -> None:
     fold = turns.last.locator("[data-part=activity]")
     assert fold.count() == 1
     assert fold.locator("[data-part=tool]").count() == 3
-    assert fold.locator("[data-part=tool]").evaluate_all("(ns) => ns.map((n) => n.dataset.tool)") == list(THREE)
-    assert all(s == "done" for s in fold.locator("[data-part=tool]").evaluate_all("(ns) => ns.map((n) => n.dataset.status)"))
+    cards = fold.locator("[data-part=tool]")
+    assert cards.evaluate_all("(ns) => ns.map((n) => n.dataset.tool)") == list(THREE)
+    assert cards.evaluate_all("(ns) => ns.map((n) => n.dataset.status)") == ["done"] * 3
     assert fold.evaluate("(n) => n.open") is False  # the reply's text came
     summary = fold.locator(":scope > summary").inner_text()
     assert "3 steps" in summary and "read_file, search, lookup" in summary
@@ -244,7 +247,7 @@ def test_three_tool_steps_fold_under_one_summary(server: ThreadServer, page: Any
     _ready(page, server.url)
     send(page, "three steps")
     idle(page)
-    page.wait_for_function("() => document.querySelector('[data-part=activity]') && !document.querySelector('[data-part=activity]').open")
+    page.wait_for_function("() => document.querySelector('[data-part=activity]')?.open === false")
     _check_three(page)
     page.locator("[data-part=activity] > summary").click()  # the reader opens it: the cards show
     assert page.get_by_test_id("tool-call").first.is_visible()

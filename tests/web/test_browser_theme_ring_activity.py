@@ -237,8 +237,8 @@ def _check_three(page: Any) -> None:
     cards = fold.locator("[data-part=tool]")
     assert cards.evaluate_all("(ns) => ns.map((n) => n.dataset.tool)") == list(THREE)
     assert cards.evaluate_all("(ns) => ns.map((n) => n.dataset.status)") == ["done"] * 3
-    assert fold.evaluate("(n) => n.open") is False  # the reply's text came
-    summary = fold.locator(":scope > summary").inner_text()
+    assert fold.get_attribute("data-open") == "false"  # the reply's text came
+    summary = fold.locator(":scope > .activity-summary").inner_text()
     assert "3 steps" in summary and "read_file, search, lookup" in summary
     assert "Done after 3 steps." in turns.last.inner_text()
 
@@ -247,10 +247,12 @@ def test_three_tool_steps_fold_under_one_summary(server: ThreadServer, page: Any
     _ready(page, server.url)
     send(page, "three steps")
     idle(page)
-    page.wait_for_function("() => document.querySelector('[data-part=activity]')?.open === false")
+    page.wait_for_function("() => document.querySelector('[data-part=activity]')?.dataset.open === 'false'")
     _check_three(page)
-    page.locator("[data-part=activity] > summary").click()  # the reader opens it: the cards show
-    assert page.get_by_test_id("tool-call").first.is_visible()
+    assert page.locator("[data-part=activity] > .activity-steps").evaluate("(n) => n.inert") is True
+    page.locator("[data-part=activity] > .activity-summary").click()  # the reader opens it
+    assert page.locator("[data-part=activity]").get_attribute("data-open") == "true"
+    assert page.locator("[data-part=activity] > .activity-steps").evaluate("(n) => n.inert") is False
 
     page.reload()
     page.evaluate("window.lovia.ready")
@@ -275,10 +277,10 @@ def test_a_fold_is_open_while_its_steps_come_in(server: ThreadServer, gate: _Gat
     send(page, "hold on")
     page.wait_for_function("() => document.querySelectorAll('[data-part=activity] [data-part=tool]').length === 2")
     fold = page.locator("[data-part=activity]")
-    assert fold.evaluate("(n) => n.open") is True
+    assert fold.get_attribute("data-open") == "true"
     assert fold.get_attribute("data-status") == "running"
     assert page.locator("[data-part=tool][data-tool=wait]").is_visible()
     gate.release.set()
     idle(page)
-    page.wait_for_function("() => !document.querySelector('[data-part=activity]').open")
+    page.wait_for_function("() => document.querySelector('[data-part=activity]').dataset.open === 'false'")
     assert fold.get_attribute("data-status") == "done"

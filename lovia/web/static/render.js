@@ -103,8 +103,10 @@ function iconNode(icon, label) {
 // ---------------------------------------------------------------- activity folds
 
 // Two or more consecutive reasoning / tool steps of a reply fold under one summary line
-// (<details data-part="activity">). A fold is open while its steps come in and closes once the
-// reply's text starts after it; one the reader opened again stays open. A card awaiting the user
+// ([data-part="activity"], data-open "true" / "false"). A fold is open while its steps come in
+// and closes once the reply's text starts after it; one the reader opened again stays open. A
+// closed fold clips its steps to no height and makes them inert, rather than dropping them from
+// the layout as a closed <details> would: their text still reads (innerText) for scripts and tests. A card awaiting the user
 // (an approval) is not a step: it stays outside, so a closed fold never hides it, and so does a
 // tool's rich view (a chart, a table, a page), which sits between cards.
 const isFold = (node) => node.dataset?.part === "activity";
@@ -118,6 +120,14 @@ function arrange(parent, wanted) {
   });
 }
 
+const stepsOf = (fold) => fold.lastElementChild;
+
+function setFoldOpen(fold, open) {
+  fold.dataset.open = String(open);
+  fold.firstElementChild.setAttribute("aria-expanded", String(open));
+  stepsOf(fold).inert = !open;
+}
+
 function foldSummary(fold, steps) {
   const names = [...new Set(steps.filter((s) => s.dataset.part === "tool").map((s) => s.dataset.tool))];
   const statuses = steps.filter((s) => s.dataset.part === "tool").map((s) => s.dataset.status);
@@ -129,13 +139,15 @@ function foldSummary(fold, steps) {
 }
 
 function newFold() {
-  const fold = el("details", "activity");
+  const fold = el("div", "activity");
   fold.dataset.part = "activity";
   fold.dataset.testid = "activity";
-  const summary = el("summary");
+  const summary = el("button", "activity-summary");
+  summary.type = "button";
   summary.append(el("span", "activity-count"), el("span", "activity-names"));
-  fold.append(summary);
-  fold.open = true;
+  summary.onclick = () => setFoldOpen(fold, fold.dataset.open !== "true");
+  fold.append(summary, el("div", "activity-steps"));
+  setFoldOpen(fold, true);
   return fold;
 }
 
@@ -144,7 +156,7 @@ export function foldActivity(body) {
   if (!body) return;
   const items = [];
   for (const child of [...body.children]) {
-    if (isFold(child)) items.push(...[...child.children].filter((c) => c.tagName !== "SUMMARY"));
+    if (isFold(child)) items.push(...stepsOf(child).children);
     else items.push(child);
   }
   const top = [];
@@ -165,10 +177,11 @@ export function foldActivity(body) {
   const used = new Set();
   const wanted = top.map((entry) => {
     if (!Array.isArray(entry)) return entry;
-    let fold = entry.map((step) => step.parentNode).find((p) => p && p !== body && isFold(p) && p.parentNode === body && !used.has(p));
+    const holders = entry.map((step) => step.parentNode?.parentNode);
+    let fold = holders.find((p) => p && p !== body && isFold(p) && p.parentNode === body && !used.has(p));
     if (!fold) fold = newFold();
     used.add(fold);
-    arrange(fold, [fold.firstElementChild, ...entry]);
+    arrange(stepsOf(fold), entry);
     foldSummary(fold, entry);
     return fold;
   });
@@ -179,7 +192,7 @@ export function foldActivity(body) {
     const node = wanted[i];
     if (node.classList?.contains("md")) textAfter = true;
     else if (isFold(node) && textAfter && !node._closed) {
-      node.open = false; // the reply's text started: fold its steps away (once)
+      setFoldOpen(node, false); // the reply's text started: fold its steps away (once)
       node._closed = true;
     }
   }

@@ -1,12 +1,14 @@
 """Regenerate the chat page screenshots in docs/img/ (light and dark, desktop and 390 px wide).
 
-    python scripts/web_screenshots.py            # writes docs/img/web-{light,dark}-{desktop,390}.png
-                                                 # and docs/img/web-export.png
+    python scripts/web_screenshots.py            # writes docs/img/web-{light,dark}-{desktop,390}.png,
+                                                 # web-export.png, web-theme-dark-ring.png and web-activity.png
     python scripts/web_screenshots.py --out DIR  # somewhere else (the test suite does this)
 
 Offline: a scripted model answers in Markdown, one run fails with a provider error (the error
 card) and one is stopped mid-answer (the "stopped" mark). A second server with two agents shows
-the agent switcher and the open Export menu. Needs lovia[web,dev] and /usr/bin/chromium.
+the agent switcher and the open Export menu. Two more pictures: Dark picked in the Theme menu,
+with the composer's context ring, and a reply whose tool steps fold under one line.
+Needs lovia[web,dev] and /usr/bin/chromium.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from lovia import Agent, tool
+from lovia.context import NoopContextPolicy
 from lovia.exceptions import ProviderError
+from lovia.messages import Usage
 from lovia.testing import ScriptedProvider, call, text
 from lovia.transcript import InputEntry, ToolResultEntry, TranscriptEntry
 from lovia.web import create_app
@@ -55,13 +59,43 @@ def release_status(version: str) -> dict[str, Any]:
     return {"version": version, "tests": "green", "blockers": []}
 
 
+@tool
+def read_changelog(version: str) -> str:
+    """The changelog of a release."""
+    return f"## {version}\n- faster sync\n- fewer surprises"
+
+
+@tool
+def list_blockers(milestone: str) -> list[str]:
+    """Open issues that block a milestone."""
+    return []
+
+
+class _Window(NoopContextPolicy):
+    """Sends the whole transcript, and names the model's context window (for the ring)."""
+
+    context_window = 128_000
+
+
+CHECKS = (
+    ("release_status", {"version": "1.4.0"}),
+    ("read_changelog", {"version": "1.4.0"}),
+    ("list_blockers", {"milestone": "1.4"}),
+)
+
+
 def _script(entries: list[TranscriptEntry], _tools: list[Any]) -> Any:
     said = next(e.text for e in reversed(entries) if isinstance(e, InputEntry) and e.role == "user")
     tools_done = sum(1 for e in entries if isinstance(e, ToolResultEntry))
     if said.startswith("Plan") and tools_done == 0:
         return call("release_status", {"version": "1.4.0"}, call_id="call_status")
     if said.startswith("Plan"):
-        return text(ANSWER)
+        return text(ANSWER, usage=Usage(input_tokens=41_200, output_tokens=380))
+    if said.startswith("Check") and tools_done < len(CHECKS):
+        name, args = CHECKS[tools_done]
+        return call(name, args, call_id=f"call_check_{tools_done}")
+    if said.startswith("Check"):
+        return text("All three checks pass: tests are green, the changelog is written, and no issue blocks 1.4.")
     if said.startswith("Ask"):
         raise ProviderError(
             "openai (gpt-4.1-mini): HTTP 500: upstream overloaded",
@@ -136,12 +170,41 @@ def _export_shot(browser: Any, out: Path, tmp: str) -> Path:
         thread.join(timeout=20)
 
 
+def _theme_and_activity(browser: Any, url: str, chat_url: str, out: Path) -> list[Path]:
+    """Dark picked in the Theme menu (the ring beside the composer), and a folded reply."""
+    page = browser.new_page(viewport=SIZES["desktop"], color_scheme="light")
+    page.goto(chat_url)
+    page.get_by_test_id("stopped-mark").wait_for()
+    page.get_by_test_id("theme").select_option("dark")
+    page.get_by_test_id("context-ring").wait_for()
+    page.wait_for_timeout(200)
+    ring = out / "web-theme-dark-ring.png"
+    page.screenshot(path=str(ring))
+    page.close()
+    page = browser.new_page(viewport=SIZES["desktop"], color_scheme="light")
+    page.goto(url)
+    page.get_by_test_id("composer").fill("Check that 1.4.0 is ready")
+    page.get_by_test_id("send").click()
+    page.get_by_test_id("stop").wait_for(state="hidden")
+    page.locator("[data-part=activity]").first.wait_for()
+    page.wait_for_timeout(200)
+    activity = out / "web-activity.png"
+    page.screenshot(path=str(activity))
+    page.close()
+    return [ring, activity]
+
+
 def take(out: Path) -> list[Path]:
     """Write the screenshots into ``out``; return their paths."""
     from playwright.sync_api import sync_playwright
 
     out.mkdir(parents=True, exist_ok=True)
-    agent = Agent(name="assistant", model=ScriptedProvider(_script), tools=[release_status])
+    agent = Agent(
+        name="assistant",
+        model=ScriptedProvider(_script),
+        tools=[release_status, read_changelog, list_blockers],
+        context_policy=_Window(),
+    )
     with tempfile.TemporaryDirectory(prefix="lovia-shots-") as tmp:
         server, thread, url = _serve(create_app(agent, db_path=str(Path(tmp) / "shots.db"), title="lovia"))
         try:
@@ -160,6 +223,7 @@ def take(out: Path) -> list[Path]:
                         written.append(path)
                         page.close()
                 written.append(_export_shot(browser, out, tmp))
+                written += _theme_and_activity(browser, url, chat_url, out)
                 browser.close()
         finally:
             server.should_exit = True

@@ -36,12 +36,12 @@ _TOKEN = re.compile(r"^\s*(--[\w-]+)\s*:\s*([^;]+);", re.M)
 def _tokens() -> tuple[dict[str, str], dict[str, str]]:
     """The design tokens of the bundled ``style.css``: ``(light, dark)``, name -> default value.
 
-    Read from the stylesheet itself (its first ``:root`` block, and the one inside its
-    ``prefers-color-scheme: dark`` query), so the scaffold never drifts from the page.
+    Read from the stylesheet itself (its first ``:root`` block, and its ``[data-theme="dark"]``
+    block), so the scaffold never drifts from the page.
     """
     css = _STYLE.read_text(encoding="utf-8")
     light_block = re.search(r"^:root\s*\{(.*?)^\}", css, re.S | re.M)
-    dark_block = re.search(r"prefers-color-scheme:\s*dark\)\s*\{\s*:root\s*\{(.*?)\}", css, re.S)
+    dark_block = re.search(r'^\[data-theme="dark"\]\s*\{(.*?)^\}', css, re.S | re.M)
     light = dict(_TOKEN.findall(light_block.group(1))) if light_block else {}
     dark = dict(_TOKEN.findall(dark_block.group(1))) if dark_block else {}
     return light, dark

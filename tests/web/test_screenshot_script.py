@@ -19,7 +19,7 @@ pytestmark = [
 ]
 
 
-def test_the_screenshot_script_writes_light_and_dark_desktop_and_narrow(tmp_path: Path) -> None:
+def test_the_screenshot_script_writes_light_and_dark_desktop_and_narrow_theme_and_activity(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "scripts/web_screenshots.py", "--out", str(tmp_path)],
         cwd=ROOT,
@@ -31,11 +31,13 @@ def test_the_screenshot_script_writes_light_and_dark_desktop_and_narrow(tmp_path
     assert out.returncode == 0, out.stdout + out.stderr
     names = sorted(p.name for p in tmp_path.glob("*.png"))
     assert names == [
+        "web-activity.png",
         "web-dark-390.png",
         "web-dark-desktop.png",
         "web-export.png",
         "web-light-390.png",
         "web-light-desktop.png",
+        "web-theme-dark-ring.png",
     ]
     for name in names:
         data = (tmp_path / name).read_bytes()

@@ -14,6 +14,8 @@ import * as ext from "./extensions.js";
 import { initPanels } from "./panels.js";
 import { initAgentSwitcher } from "./agentswitch.js";
 import { initExportMenu } from "./exportmenu.js";
+import { bindThemePicker, currentTheme, onThemeChange } from "./theme.js";
+import { initRing } from "./ring.js";
 
 const $ = (id) => document.getElementById(id);
 const DEMO_KEY = "lovia_demo_ok";
@@ -83,6 +85,7 @@ initExportMenu({
   title: () => document.querySelector("#sessions .session.active:not(.damaged) .name")?.textContent || null,
   fail: (error) => fail(error),
 });
+const ring = initRing($("context-ring"), { agents: () => state.info?.agents, defaultAgent: () => state.info?.default_agent });
 
 // ------------------------------------------------------------------ helpers
 
@@ -351,6 +354,7 @@ function newChat() {
   history.replaceState(null, "", window.location.pathname + window.location.search);
   setPhase("idle");
   transcript.render([], [], false);
+  ring.hide();
   lineage.show(null, null);
   showTodos([]);
   refreshSessions().catch(fail);
@@ -368,6 +372,7 @@ async function openSession(id) {
   if (generation !== state.generation) return;
   transcript.render(data.transcript, data.runs, false, data.variants);
   if (state.info) showAgent(data.agent);
+  ring.show(data);
   lineage.show(id, data);
   loadTodos(api, id).catch(fail);
   setPhase("idle");
@@ -476,7 +481,10 @@ async function runStream(path, body) {
   const shown = state.streamError;
   if (state.sessionId) {
     const data = await api("GET", `/api/sessions/${encodeURIComponent(state.sessionId)}`).catch(fail);
-    if (data && generation === state.generation) transcript.render(data.transcript, data.runs, false, data.variants);
+    if (data && generation === state.generation) {
+      transcript.render(data.transcript, data.runs, false, data.variants);
+      ring.show(data);
+    }
   }
   if (generation !== state.generation) return;
   if (shown && !transcript.hasErrorFor(shown.run_id)) transcript.error(shown);
@@ -653,10 +661,9 @@ function onLinkClick(event) {
 
 // ------------------------------------------------------------------ window.lovia
 
-const systemTheme = () => (window.matchMedia?.("(prefers-color-scheme: dark)").matches ? "dark" : "light");
-// <html data-theme> carries the theme (the page's head sets it before the first paint); the
-// design tokens are keyed on it.
-const theme = () => document.documentElement.dataset.theme || systemTheme();
+// <html data-theme> carries the theme (theme.js; the page's head sets it before the first paint);
+// the design tokens are keyed on it.
+const theme = currentTheme;
 
 function setDraft(text) {
   const box = $("composer");
@@ -751,11 +758,8 @@ function bind() {
   picker.value = chosenLang() || "";
   picker.onchange = () => setLang(picker.value || null);
   document.addEventListener("click", onLinkClick);
-  document.documentElement.dataset.theme = systemTheme();
-  window.matchMedia?.("(prefers-color-scheme: dark)").addEventListener?.("change", () => {
-    document.documentElement.dataset.theme = systemTheme();
-    ext.emit("theme", { theme: theme() });
-  });
+  bindThemePicker($("theme"), t);
+  onThemeChange((value) => ext.emit("theme", { theme: value }));
   let searchTimer = null;
   $("search").oninput = () => {
     clearTimeout(searchTimer);

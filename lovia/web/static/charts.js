@@ -3,6 +3,7 @@
 
 import { api } from "./api.js";
 import { t } from "./i18n.js";
+import { onThemeChange } from "./theme.js";
 
 const ENVELOPE_KEY = "lovia_ui";
 const PAGE_ROWS = 20;
@@ -106,6 +107,17 @@ function inked(axes, axis, grid) {
   return Array.isArray(axes) ? axes.map(one) : one(axes);
 }
 
+// The colours are read from the tokens when a chart is drawn: a theme switch draws them again.
+const drawn = new Set(); // { chart, option, box }
+onThemeChange(() => {
+  for (const entry of [...drawn]) {
+    if (!entry.box.isConnected) {
+      drawn.delete(entry);
+      entry.chart.dispose();
+    } else entry.chart.setOption(themed(entry.option), { notMerge: true });
+  }
+});
+
 async function renderChart(view, props) {
   if (!props || typeof props !== "object" || Array.isArray(props)) throw new Error("the chart option is not an object");
   const option = sanitize(props);
@@ -117,6 +129,7 @@ async function renderChart(view, props) {
   const echarts = await loadEcharts();
   const chart = echarts.init(box, null, { renderer: "canvas" });
   chart.setOption(themed(option));
+  drawn.add({ chart, option, box });
   const resize = new ResizeObserver(() => chart.resize());
   resize.observe(box);
   view.dataset.rendered = "chart";
@@ -285,7 +298,7 @@ function gatedSend(send) {
 // `ctx` (from the transcript): sessionId, live, send — handed on to the renderer.
 export function renderToolView(node, frame, ctx = {}) {
   const id = node.dataset.callId;
-  node.parentNode?.querySelectorAll(".tool-view").forEach((v) => { if (v.dataset.viewFor === id) v.remove(); });
+  (node.closest(".body") || node.parentNode)?.querySelectorAll(".tool-view").forEach((v) => { if (v.dataset.viewFor === id) v.remove(); });
   if (frame.is_error) return;
   const view = el("div", "tool-view");
   view.dataset.viewFor = id;

@@ -25,6 +25,7 @@
 
 import { registerRenderer } from "./charts.js";
 import { t } from "./i18n.js";
+import { currentTheme as pageTheme, onThemeChange } from "./theme.js";
 
 const FRAME_URL = new URL("./pages-frame.html", import.meta.url).href;
 const MIN_HEIGHT = 60;
@@ -38,7 +39,6 @@ const THEME_VARS = {
 };
 const FALLBACK = { light: { "--ink": "#1d1d1f", "--surface": "#ffffff", "--border": "#e3e3e0", "--accent": "#3a5bd9", "--muted": "#6b6b70" },
   dark: { "--ink": "#e6e6e3", "--surface": "#202226", "--border": "#33353b", "--accent": "#7d95ff", "--muted": "#9b9ca3" } };
-const darkQuery = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
 const pages = new Set(); // mounted pages, re-run on a theme switch
 
 function el(tag, cls, text) {
@@ -58,7 +58,7 @@ function button(label, testid, title) {
 
 function currentTheme(ctx) {
   if (ctx && (ctx.theme === "dark" || ctx.theme === "light")) return ctx.theme;
-  return darkQuery && darkQuery.matches ? "dark" : "light";
+  return pageTheme();
 }
 
 // The chat's colours as a CSS declaration list for the page's :root. Values are the computed ones
@@ -219,8 +219,7 @@ class Page {
 }
 
 document.addEventListener("fullscreenchange", () => pages.forEach((p) => p.fit()));
-darkQuery?.addEventListener?.("change", () => {
-  document.documentElement.dataset.theme = darkQuery.matches ? "dark" : "light"; // the tokens follow it
+onThemeChange(() => {
   for (const page of [...pages]) if (page.view.isConnected) page.run();
 });
 

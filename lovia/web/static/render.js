@@ -100,6 +100,104 @@ function iconNode(icon, label) {
   return span;
 }
 
+// ---------------------------------------------------------------- activity folds
+
+// Two or more consecutive reasoning / tool steps of a reply fold under one summary line
+// ([data-part="activity"], data-open "true" / "false"). A fold is open while its steps come in
+// and closes once the reply's text starts after it; one the reader opened again stays open. A
+// closed fold clips its steps to no height and makes them inert, rather than dropping them from
+// the layout as a closed <details> would: their text still reads (innerText) for scripts and tests. A card awaiting the user
+// (an approval) is not a step: it stays outside, so a closed fold never hides it, and so does a
+// tool's rich view (a chart, a table, a page), which sits between cards.
+const isFold = (node) => node.dataset?.part === "activity";
+const isStep = (node) => node.matches?.("details.reasoning") || (node.dataset?.part === "tool" && node.dataset.status !== "awaiting");
+
+// Make `parent`'s element children start with `wanted`, in order, moving only what is out of place.
+function arrange(parent, wanted) {
+  wanted.forEach((node, i) => {
+    const at = parent.children[i];
+    if (at !== node) parent.insertBefore(node, at || null);
+  });
+}
+
+const stepsOf = (fold) => fold.lastElementChild;
+
+function setFoldOpen(fold, open) {
+  fold.dataset.open = String(open);
+  fold.firstElementChild.setAttribute("aria-expanded", String(open));
+  stepsOf(fold).inert = !open;
+}
+
+function foldSummary(fold, steps) {
+  const names = [...new Set(steps.filter((s) => s.dataset.part === "tool").map((s) => s.dataset.tool))];
+  const statuses = steps.filter((s) => s.dataset.part === "tool").map((s) => s.dataset.status);
+  fold.dataset.status = statuses.includes("running") ? "running" : statuses.includes("error") ? "error" : "done";
+  fold.dataset.steps = String(steps.length);
+  const summary = fold.firstElementChild;
+  summary.querySelector(".activity-count").textContent = t("chat.activity", { n: steps.length });
+  summary.querySelector(".activity-names").textContent = `· ${names.length ? names.join(", ") : t("chat.reasoning")}`;
+}
+
+function newFold() {
+  const fold = el("div", "activity");
+  fold.dataset.part = "activity";
+  fold.dataset.testid = "activity";
+  const summary = el("button", "activity-summary");
+  summary.type = "button";
+  summary.append(el("span", "activity-count"), el("span", "activity-names"));
+  summary.onclick = () => setFoldOpen(fold, fold.dataset.open !== "true");
+  fold.append(summary, el("div", "activity-steps"));
+  setFoldOpen(fold, true);
+  return fold;
+}
+
+/** Fold the runs of steps in a reply's body (idempotent: call it after any change to the body). */
+export function foldActivity(body) {
+  if (!body) return;
+  const items = [];
+  for (const child of [...body.children]) {
+    if (isFold(child)) items.push(...stepsOf(child).children);
+    else items.push(child);
+  }
+  const top = [];
+  let run = [];
+  const flush = () => {
+    if (run.length >= 2) top.push(run);
+    else top.push(...run);
+    run = [];
+  };
+  for (const item of items) {
+    if (isStep(item)) run.push(item);
+    else {
+      flush();
+      top.push(item);
+    }
+  }
+  flush();
+  const used = new Set();
+  const wanted = top.map((entry) => {
+    if (!Array.isArray(entry)) return entry;
+    const holders = entry.map((step) => step.parentNode?.parentNode);
+    let fold = holders.find((p) => p && p !== body && isFold(p) && p.parentNode === body && !used.has(p));
+    if (!fold) fold = newFold();
+    used.add(fold);
+    arrange(stepsOf(fold), entry);
+    foldSummary(fold, entry);
+    return fold;
+  });
+  arrange(body, wanted);
+  while (body.children.length > wanted.length) body.lastElementChild.remove(); // emptied folds
+  let textAfter = false;
+  for (let i = wanted.length - 1; i >= 0; i -= 1) {
+    const node = wanted[i];
+    if (node.classList?.contains("md")) textAfter = true;
+    else if (isFold(node) && textAfter && !node._closed) {
+      setFoldOpen(node, false); // the reply's text started: fold its steps away (once)
+      node._closed = true;
+    }
+  }
+}
+
 function errorCard(data) {
   const card = el("div", "error-card");
   card.setAttribute("role", "alert");
@@ -198,6 +296,7 @@ export class Transcript {
     });
     this.replaying = false;
     if (!running) this.root.querySelectorAll(".tool.pending").forEach((t) => this.setToolState(t, "dropped"));
+    this.root.querySelectorAll(".msg.assistant > .body").forEach((body) => foldActivity(body));
     if (!entries.length) this.root.append(welcome());
     this.setControls(running);
     this.follow = follow;
@@ -219,6 +318,13 @@ export class Transcript {
     return [...this.root.querySelectorAll(".error-card")].some((c) => !runId || c.dataset.runId === runId);
   }
 
+  // Re-fold the reply `node` is in (the current one by default); not while a stored chat replays.
+  fold(node) {
+    if (this.replaying) return;
+    const body = node ? node.closest(".body") : this.current?.body;
+    if (body) foldActivity(body);
+  }
+
   addEntry(entry) {
     if (entry.type === "input") {
       if (entry.role === "user") this.hooks.userContent?.(this.addUser(contentText(entry.content)), entry.content);
@@ -232,6 +338,7 @@ export class Transcript {
     }
     else if (entry.type === "tool_call") this.storedCall(msg, entry);
     else if (entry.type === "tool_result") this.toolResult({ id: entry.call_id, output: entry.output, is_error: entry.is_error, parts: entry.parts });
+    this.fold();
   }
 
   storedCall(msg, entry) {
@@ -413,6 +520,7 @@ export class Transcript {
     if (!live.textEl) {
       live.textEl = el("div", "md cursor");
       this.assistant().body.append(live.textEl);
+      this.fold();
     }
     live.text += delta;
     this.paint();
@@ -424,6 +532,7 @@ export class Transcript {
       live.reasoningEl = this.reasoningBlock("");
       live.reasoningEl.open = true;
       this.assistant().body.append(live.reasoningEl);
+      this.fold();
     }
     live.reasoning += delta;
     live.reasoningEl.querySelector("div").textContent = live.reasoning;
@@ -452,6 +561,7 @@ export class Transcript {
     this.live.textEl?.remove();
     this.live.reasoningEl?.remove();
     this.live = null;
+    this.fold();
   }
 
   messageCompleted(message) {
@@ -468,6 +578,7 @@ export class Transcript {
       this.assistant().body.append(node);
     }
     this.setToolState(node, "running");
+    this.fold(node);
   }
 
   toolResult(frame) {
@@ -481,6 +592,7 @@ export class Transcript {
     this.setToolState(node, frame.is_error ? "failed" : "done");
     if (!this.replaying) this.liveCalls.add(frame.id);
     renderToolView(node, frame, { ...this.hooks.viewContext?.(), live: this.liveCalls.has(frame.id) });
+    this.fold(node);
   }
 
   approval(frame, decide) {
@@ -502,6 +614,7 @@ export class Transcript {
     no.onclick = () => decide(frame.id, "deny");
     bar.append(el("span", "", t("approval.needed")), yes, no);
     node.append(bar);
+    this.fold(node); // awaiting the user: out of any fold
   }
 
   userInjected(content) {
@@ -558,6 +671,7 @@ export class Transcript {
     const line = el("div", "note", text);
     line.dataset.testid = testid;
     this.assistant().body.append(line);
+    this.fold();
     this.scroll();
   }
 
@@ -578,6 +692,7 @@ export class Transcript {
     if (data.stopped) this.keepPartial();
     this.discardLive();
     if (data.stopped) this.root.querySelectorAll(".tool.pending, .tool.running").forEach((t) => this.setToolState(t, "dropped"));
+    this.fold();
     if (this.current) this.setFooter(this.current, data.usage, data.stopped);
   }
 

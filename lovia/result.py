@@ -30,6 +30,10 @@ class RunResult(Generic[T]):
     turns: int = 0
     finish_reason: str | None = None
     """Last provider finish reason; ``None`` on a replay (not persisted)."""
+    last_input_tokens: int | None = None
+    """Input tokens of the run's last model call: how much of the context window the conversation
+    filled at its end (``usage.input_tokens`` adds up every call of the run). ``None`` when no
+    model call reported usage."""
     run_id: str | None = None
     session_id: str | None = None
     replayed: bool = False

@@ -109,12 +109,18 @@ def _call_deltas(index: int, name: str, args: dict[str, Any] | str, call_id: str
 
 
 def call(
-    name: str, args: dict[str, Any] | str | None = None, *, call_id: str | None = None, text: str | None = None
+    name: str,
+    args: dict[str, Any] | str | None = None,
+    *,
+    call_id: str | None = None,
+    text: str | None = None,
+    usage: Usage | None = None,
 ) -> ScriptedTurn:
-    """A turn with one tool call (``args`` may be a raw string, e.g. malformed JSON)."""
+    """A turn with one tool call (``args`` may be a raw string, e.g. malformed JSON); ``usage``
+    is what the call reports (default 10 input and 5 output tokens)."""
     deltas: list[ModelDelta] = [TextDelta(text)] if text else []
     deltas.extend(_call_deltas(0, name, args if args is not None else {}, call_id))
-    deltas.append(UsageDelta(Usage(input_tokens=10, output_tokens=5)))
+    deltas.append(UsageDelta(usage or Usage(input_tokens=10, output_tokens=5)))
     deltas.append(FinishDelta("tool_calls"))
     return ScriptedTurn(tuple(deltas))
 

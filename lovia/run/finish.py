@@ -83,6 +83,7 @@ def run_result(
         usage=state.usage.copy(),
         turns=turns,
         finish_reason=None if replayed else state.finish_reason,
+        last_input_tokens=state.head.last_input_tokens,
         run_id=state.run_id,
         session_id=options.session_id,
         replayed=replayed,

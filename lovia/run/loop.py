@@ -336,6 +336,7 @@ class RunLoop:
         state.usage.add(snap.head.usage)
         state.head.model_usage = {model: usage.copy() for model, usage in snap.head.model_usage.items()}
         state.head.context_state = dict(snap.head.context_state)
+        state.head.last_input_tokens = snap.head.last_input_tokens
         output = revive_output(snap.head.output, agent, options, state.run_id)
         # Hooks ran on the original completion: a replay hands its two terminal events to the
         # stream only, never to agent hooks again (a RunCompleted hook must not fire twice).

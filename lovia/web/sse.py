@@ -533,7 +533,10 @@ def event_to_sse(ev: events.Event | LegFrame) -> dict[str, str] | None:  # noqa:
     if isinstance(ev, (events.ToolCallFailed, events.RunFailed)):
         return frame("error", error_data(ev))
     if isinstance(ev, events.RunCompleted):
-        done: DoneData = {"output": to_json_safe(ev.result.output), "usage": usage_dict(ev.result.usage)}
+        done: DoneData = {
+            "output": to_json_safe(ev.result.output),
+            "usage": usage_dict(ev.result.usage, last_input_tokens=ev.result.last_input_tokens),
+        }
         return frame("done", done)
     if isinstance(ev, UserTurnRefs):
         return frame("refs", RefsData(refs=list(ev.refs)))

@@ -856,7 +856,7 @@ class RunSupervisor:
         asyncio.get_running_loop().call_later(timeout, lambda: asyncio.ensure_future(expire()))
 
     async def _completed(self, live: RunController, result: Any) -> None:
-        usage = usage_dict(result.usage)
+        usage = usage_dict(result.usage, last_input_tokens=result.last_input_tokens)
         live.status = "completed"
         live.output, live.usage = to_json_safe(result.output), usage
         live.result = result

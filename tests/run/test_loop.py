@@ -55,6 +55,21 @@ async def test_tool_round_trip_records_own_entries_only():
     assert result.usage.total_tokens > 0
 
 
+async def test_last_input_tokens_is_the_last_calls_prompt_and_survives_a_replay():
+    from lovia import CheckpointOptions, InMemoryCheckpointer, Usage
+
+    script = [call("add", {"a": 2, "b": 3}, usage=Usage(input_tokens=300)), text("5", usage=Usage(input_tokens=420))]
+    checkpointer = InMemoryCheckpointer()
+    agent = agent_with(ScriptedProvider(script), add)
+    result = await Runner.run(agent, "2+3?", checkpoint=CheckpointOptions(checkpointer, "r-last"))
+    assert result.usage.input_tokens == 720 and result.last_input_tokens == 420
+    untouched = agent_with(ScriptedProvider([]), add)
+    replay = await Runner.run(untouched, "2+3?", checkpoint=CheckpointOptions(checkpointer, "r-last"))
+    assert replay.replayed and replay.last_input_tokens == 420  # kept in the checkpoint's head
+    silent = await Runner.run(agent_with(ScriptedProvider([text("no usage", usage=Usage())])), "hi")
+    assert silent.last_input_tokens is None
+
+
 async def test_stream_event_order_and_single_terminal():
     provider = ScriptedProvider([call("add", {"a": 1, "b": 1}), text("two")])
     handle = Runner.stream(agent_with(provider, add), "1+1")

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from lovia import Agent, Compaction, tool
@@ -70,6 +71,10 @@ def fold_agent(gate: Gate) -> Agent[Any]:
             return call("lookup", {"q": "first"}, call_id=f"c{len(entries)}")
         if word == "hold" and results == 1:
             return call("wait", {}, call_id=f"c{len(entries)}")
+        if word == "steps":  # two model calls: the ring shows the last one's prompt, not their sum
+            if results == 0:
+                return call("lookup", {"q": "size"}, call_id=f"c{len(entries)}", usage=Usage(input_tokens=40_000))
+            return text("Measured.", usage=Usage(input_tokens=50_000, output_tokens=5))
         if word == "code":
             return text(CODE)
         return text(f"Done after {results} steps.")
@@ -214,6 +219,17 @@ def test_the_context_ring_shows_the_latest_run_against_the_window(server: Thread
     sid = first.split("/")[-1]
     page.locator(f"[data-testid=session-item][data-session-id='{sid}']").click()  # its own latest run
     page.wait_for_function("() => document.querySelector('[data-part=context-ring]').dataset.percent === '86'")
+
+
+def test_the_ring_counts_the_last_model_call_of_a_multi_step_run(server: ThreadServer, page: Any) -> None:
+    _ready(page, server.url)
+    send(page, "steps please")
+    idle(page)
+    page.get_by_test_id("context-ring").wait_for()
+    assert "50,000 of 128,000 tokens (39%)" in _ring_label(page)  # the run's input was 90,000 in all
+    sid = page.evaluate("decodeURIComponent(location.hash.slice('#/chat/'.length))")
+    (run,) = httpx.get(f"{server.url}/api/sessions/{sid}").json()["runs"]
+    assert run["usage"]["input_tokens"] == 90_000 and run["usage"]["last_input_tokens"] == 50_000
 
 
 def test_no_ring_when_the_window_is_unknown(tmp_path: Path, page: Any) -> None:

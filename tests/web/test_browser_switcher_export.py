@@ -215,3 +215,22 @@ def test_export_under_a_path_prefix(tmp_path: Path, page: Any) -> None:
             assert "make the report" in _download(page, "md")
             assert f"/api/sessions/{sid}/export" in proxy.paths
             page.goto("about:blank")  # close the page's event stream before the proxy stops
+
+
+def test_memory_button_follows_the_agent_on_screen(tmp_path: Path, page: Any) -> None:
+    from lovia import Memory
+
+    memory = Memory(tmp_path / "memory", index=None, auto_curate=False, dream_every_days=None)
+    keeper = Agent(name="keeper", model=ScriptedProvider(lambda *_: text("noted")), plugins=[memory])
+    agents = {"alpha": _agent("alpha", "alpha-model"), "keeper": keeper}
+    with ThreadServer(create_app(agents, db_path=str(tmp_path / "mem.db"))) as srv:
+        page.goto(srv.url)
+        page.evaluate("window.lovia.ready")
+        assert page.get_by_test_id("memory-open").is_hidden()  # alpha, the default, keeps no notes
+        page.get_by_test_id("agent-switcher").select_option("keeper")
+        page.get_by_test_id("memory-open").wait_for()
+        page.get_by_test_id("memory-open").click()
+        page.get_by_test_id("memory-meter").wait_for()  # the dialog reads keeper's notes
+        page.keyboard.press("Escape")
+        page.get_by_test_id("agent-switcher").select_option("alpha")
+        page.get_by_test_id("memory-open").wait_for(state="hidden")

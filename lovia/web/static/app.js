@@ -187,6 +187,7 @@ async function loadInfo() {
 function showAgent(name) {
   state.agent = name || state.info?.default_agent || null;
   switcher.show(state.agent);
+  panels.setAgent(state.agent);
   const agent = state.info?.agents.find((a) => a.name === state.agent);
   $("model").textContent = agent && agent.model ? agent.model : "";
 }

@@ -51,21 +51,40 @@ export function initPanels(page) {
 
   const followups = initFollowups(page);
 
+  let serverInfo = null;
+  let probe = 0; // the newest workspace probe; an older answer arriving late is dropped
+
+  // Memory and Files follow the agent on screen: the server's default until the user picks
+  // another in the switcher or opens a chat of another agent.
+  function setAgent(name) {
+    if (!serverInfo) return;
+    agentName = name || serverInfo.default_agent;
+    const agent = serverInfo.agents.find((a) => a.name === agentName) || {};
+    memoryOpen.hidden = !agent.memory;
+    // The agent's own flag when the server sends one; else ask the workspace route itself,
+    // which answers 404 for an agent without a local folder.
+    const maybe = "workspace" in agent ? agent.workspace : Boolean(serverInfo.features?.workspace);
+    const mine = ++probe;
+    if (!maybe) {
+      filesToggle.hidden = true;
+      if (files.isOpen()) setFilesOpen(false);
+      return;
+    }
+    api("GET", `/api/workspace?agent=${encodeURIComponent(agentName)}`)
+      .then(() => {
+        if (mine === probe) filesToggle.hidden = false;
+      })
+      .catch(() => {
+        if (mine === probe) filesToggle.hidden = true;
+      });
+  }
+
   return {
     setInfo(info) {
-      agentName = info.default_agent;
-      const agent = info.agents.find((a) => a.name === agentName) || {};
-      memoryOpen.hidden = !agent.memory;
-      // The agent's own flag when the server sends one; else ask the workspace route itself,
-      // which answers 404 for an agent without a local folder.
-      const maybe = "workspace" in agent ? agent.workspace : Boolean(info.features?.workspace);
-      if (!maybe) return;
-      api("GET", `/api/workspace?agent=${encodeURIComponent(agentName)}`)
-        .then(() => {
-          filesToggle.hidden = false;
-        })
-        .catch(() => {});
+      serverInfo = info;
+      setAgent(info.default_agent);
     },
+    setAgent,
     runFinished(sessionId, ok) {
       if (!sessionId) return;
       loadTodos(api, sessionId).catch(() => {});

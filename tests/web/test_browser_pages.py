@@ -293,6 +293,8 @@ def test_a_theme_switch_runs_the_page_again_with_the_new_colours(page: Any) -> N
     light = inner.locator("#ink").inner_text()
     assert light == page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--text').trim()")
     page.emulate_media(color_scheme="dark")
+    # The page follows the system through <html data-theme>, set by its media-query listener.
+    page.wait_for_function("() => document.documentElement.dataset.theme === 'dark'")
     dark = page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--text').trim()")
     assert dark and dark != light
     inner.locator("#ink", has_text=dark).wait_for()

@@ -75,7 +75,7 @@ def clean_value(value: T) -> T:
 def loads(data: str | bytes) -> Any:
     """``json.loads`` for text from outside (provider payloads), with the text policy applied."""
     value = json.loads(data)
-    # Decoded JSON can only hold a lone surrogate that was written as a \\uXXXX escape.
+    # Decoded JSON can only hold a lone surrogate that was written as an escape (``\\ud800``-``\\udfff``).
     escaped = (b"\\ud" in data or b"\\uD" in data) if isinstance(data, bytes) else ("\\ud" in data or "\\uD" in data)
     return clean_value(value) if escaped else value
 

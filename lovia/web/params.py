@@ -44,7 +44,7 @@ class CleanJsonBodies:
     A JSON body over :data:`MAX_JSON_BODY` is refused with 413 ``payload_too_large``, from its
     ``Content-Length`` before a byte is read, else as soon as the bytes read pass the limit.
 
-    ``JSON.stringify`` in a browser writes a lone surrogate as a ``\\udXXX`` escape; pydantic would
+    ``JSON.stringify`` in a browser writes a lone surrogate as an escape such as ``\\udc80``; pydantic would
     refuse such a string with 422. A body that spells one is decoded, cleaned (lone surrogates
     become U+FFFD) and re-encoded before the route sees it, so a chat message behaves exactly like
     run input given in Python. Other bodies pass through untouched.

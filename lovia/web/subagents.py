@@ -44,22 +44,23 @@ class SubagentDeps(Protocol):
     def announce_session(self, meta: ChatMeta) -> None: ...
 
 
-def _parents(deps: SubagentDeps) -> dict[str, str]:
-    """Child id -> parent chat id, shared by the runner and the delivery of one app."""
-    table: dict[str, str] | None = getattr(deps, "_subagent_parents", None)
+def _table(deps: SubagentDeps, slot: str) -> dict[str, Any]:
+    """A per-app table kept in a private slot of the caller's deps (made on first use)."""
+    table: dict[str, Any] | None = getattr(deps, slot, None)
     if table is None:
         table = {}
-        setattr(deps, "_subagent_parents", table)  # noqa: B010 - a private slot on the caller's deps
+        setattr(deps, slot, table)
     return table
+
+
+def _parents(deps: SubagentDeps) -> dict[str, str]:
+    """Child id -> parent chat id, shared by the runner and the delivery of one app."""
+    return _table(deps, "_subagent_parents")
 
 
 def _contexts(deps: SubagentDeps) -> dict[str, JsonObject]:
     """Child id -> the client context of the parent chat when the child started (for its report's run)."""
-    table: dict[str, JsonObject] | None = getattr(deps, "_subagent_contexts", None)
-    if table is None:
-        table = {}
-        setattr(deps, "_subagent_contexts", table)  # noqa: B010 - a private slot on the caller's deps
-    return table
+    return _table(deps, "_subagent_contexts")
 
 
 async def _chat_context(deps: SubagentDeps, session_id: str) -> JsonObject:

@@ -267,3 +267,16 @@ def test_web_approvals_example_decides_equal_call_ids_per_chat():
     assert "chat_billing: tool result 'billing restarted'" in out
     assert "chat_search: tool result \"Tool error: the call to 'restart_service' was not approved.\"" in out
     assert "still pending: []" in out
+
+
+def test_run_usage_example():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "run_usage.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert "model calls: 2, input tokens in all: 2460" in out
+    assert "last prompt: 1260 tokens = 1.0% of a 128,000-token window" in out
+    assert "replayed: True, last prompt still 1260 tokens" in out

@@ -7,6 +7,7 @@ lets a replayed or resumed run re-append safely. There is deliberately no ``repl
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -24,10 +25,12 @@ TIMING_META_KEY = "timing"
 
 
 def new_run_id() -> str:
-    """A fresh, globally unique run id."""
-    import uuid
-
-    return f"run_{uuid.uuid4().hex}"
+    """A fresh, globally unique run id: ``run_`` and the 32 hex digits of a random (version 4) UUID."""
+    # uuid.uuid4().hex, without building the UUID object (a third of the cost; every append makes one).
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
+    return "run_" + raw.hex()
 
 
 @dataclass(slots=True)

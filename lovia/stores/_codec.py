@@ -13,12 +13,12 @@ import threading
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from pydantic_core import from_json
 
 from .._json import dumps
-from .._text import clean_value
+from .._text import clean_text
 from ..checkpointer import RunHead
 from ..exceptions import CorruptRecordError, UserError
 from ..session import Segment
@@ -63,7 +63,9 @@ def encode_meta(meta: dict[str, Any] | None) -> str | None:
     if not isinstance(meta, dict):
         raise UserError(f"segment meta must be a dict, got {type(meta).__name__}", hint="pass meta={...} or None")
     try:
-        return json.dumps(clean_value(meta), separators=_SEPARATORS, ensure_ascii=False)
+        # Cleaning the text is cleaning every key and string in it: with ensure_ascii=False a lone
+        # surrogate is written as itself, inside the one string token it belongs to.
+        return clean_text(json.dumps(meta, separators=_SEPARATORS, ensure_ascii=False))
     except (TypeError, ValueError) as exc:
         raise UserError(
             f"segment meta is not JSON-serializable: {exc}",
@@ -121,9 +123,9 @@ def decode_segment(
     )
 
 
-SegmentRow = tuple[int, str, "str | bytes", "str | None", "int | None"]
+SegmentRow = tuple[int, str, "str | bytes", "str | bytes | None", "int | None"]
 """``(row id, run id, entries_json, meta_json, checksum)``: a stored session row as both stores select it
-(``entries_json`` as text, or as its UTF-8 bytes)."""
+(the JSON texts as text, or as their UTF-8 bytes)."""
 
 # Below this many rows the cyclic collector is left alone: it would hardly run anyway.
 PAUSE_GC_FROM = 64
@@ -135,10 +137,12 @@ class _Retry(Exception):
 
 class Decoded(NamedTuple):
     """Decoded session rows, flat: every entry in row order, and per row ``(run_id, meta, end)``
-    where ``end`` is one past the row's last entry in ``entries``."""
+    where ``end`` is one past the row's last entry in ``entries``. A decoded row's meta is its
+    object; the history cache also keeps a run it appended itself with the meta as the stored
+    JSON text (``lovia.stores._history.meta_copy``)."""
 
     entries: list[TranscriptEntry]
-    marks: list[tuple[str, dict[str, Any] | None, int]]
+    marks: list[tuple[str, dict[str, Any] | str | None, int]]
     last_id: int
 
 
@@ -164,7 +168,7 @@ def decode_history(session_id: str, rows: Sequence[SegmentRow]) -> Decoded:
         except Exception:
             pass  # start over row by row: the same result, or the error naming the first bad row
     entries: list[TranscriptEntry] = []
-    marks: list[tuple[str, dict[str, Any] | None, int]] = []
+    marks: list[tuple[str, dict[str, Any] | str | None, int]] = []
     last_id = 0
     for row in rows:
         row_id, segment = decode_segment(session_id, *_as_text(session_id, row))
@@ -180,6 +184,7 @@ def decode_segments(session_id: str, rows: Sequence[SegmentRow]) -> list[tuple[i
     out: list[tuple[int, Segment]] = []
     start = 0
     for row, (run_id, meta, end) in zip(rows, decoded.marks, strict=True):
+        assert not isinstance(meta, str)  # rows decoded here carry their meta decoded
         out.append((int(row[0]), Segment(run_id=run_id, entries=decoded.entries[start:end], meta=meta)))
         start = end
     return out
@@ -187,26 +192,43 @@ def decode_segments(session_id: str, rows: Sequence[SegmentRow]) -> list[tuple[i
 
 def _as_text(session_id: str, row: SegmentRow) -> tuple[int, str, str, str | None, int | None]:
     row_id, run_id, entries_json, meta_json, stored = row
-    if isinstance(entries_json, bytes):
-        try:
-            entries_json = entries_json.decode("utf-8", "surrogatepass")
-        except UnicodeDecodeError as exc:
-            raise _corrupt(
-                f"stored entries of {_where(session_id, run_id)} are not UTF-8 text", session_id, run_id
-            ) from exc
-    return row_id, run_id, entries_json, meta_json, stored
+    return (
+        row_id,
+        run_id,
+        _text(entries_json, "entries are", session_id, run_id),
+        _text(meta_json, "meta is", session_id, run_id),
+        stored,
+    )
+
+
+@overload
+def _text(value: str | bytes, what: str, session_id: str, run_id: str) -> str: ...
+@overload
+def _text(value: str | bytes | None, what: str, session_id: str, run_id: str) -> str | None: ...
+def _text(value: str | bytes | None, what: str, session_id: str, run_id: str) -> str | None:
+    if not isinstance(value, bytes):
+        return value
+    try:
+        return value.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        subject, verb = what.split()
+        message = f"stored {subject} of {_where(session_id, run_id)} {verb} not UTF-8 text"
+        raise _corrupt(message, session_id, run_id) from exc
 
 
 def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> Decoded:
     crc = zlib.crc32
     texts: list[bytes] = []
+    metas: list[bytes] = []
     for _, _, entries_json, meta_json, stored in rows:
         if stored is None:
             raise _Retry("unverified")  # rare (a row written by hand): decoded on its own
         data = entries_json if entries_json.__class__ is bytes else entries_json.encode("utf-8", "surrogatepass")  # type: ignore[union-attr]
         value = crc(data)
         if meta_json is not None:
-            value = crc(b"\x00" + meta_json.encode("utf-8", "surrogatepass"), value)
+            meta = meta_json if meta_json.__class__ is bytes else meta_json.encode("utf-8", "surrogatepass")  # type: ignore[union-attr]
+            value = crc(meta, crc(b"\x00", value))
+            metas.append(meta)
         if value != stored:
             raise _Retry("checksum")
         texts.append(data)
@@ -220,11 +242,28 @@ def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> Decoded:
         raise _Retry("shape")
     entries, ends = _entries_direct_rows(arrays)
     del arrays  # the parsed dicts go now, while the collector is paused: it never scans them
-    marks = [
-        (run_id, None if meta_json is None else decode_meta(meta_json, session_id=session_id, run_id=run_id), end)
-        for (_, run_id, _, meta_json, _), end in zip(rows, ends, strict=True)
-    ]
-    return Decoded(entries, marks, int(rows[-1][0]))  # both stores select rows ORDER BY id
+    if not metas:
+        marks: list[tuple[str, dict[str, Any] | str | None, int]] = [
+            (run_id, None, end) for (_, run_id, _, _, _), end in zip(rows, ends, strict=True)
+        ]
+        return Decoded(entries, marks, int(rows[-1][0]))  # both stores select rows ORDER BY id
+    # Every run a lovia run stored carries meta (its timing at least): parsed in one call too, as
+    # the entries are (one JSON object each, or ``null``, as decode_meta allows).
+    parsed = from_json(b"[" + b",".join(metas) + b"]", cache_strings="keys")
+    if len(parsed) != len(metas):
+        raise _Retry("shape")
+    objects = iter(parsed)
+    marks = []
+    mark = marks.append
+    for (_, run_id, _, meta_json, _), end in zip(rows, ends, strict=True):
+        if meta_json is None:
+            mark((run_id, None, end))
+            continue
+        value = next(objects)
+        if value is not None and value.__class__ is not dict:
+            raise _Retry("meta")
+        mark((run_id, value, end))
+    return Decoded(entries, marks, int(rows[-1][0]))
 
 
 _gc_lock = threading.Lock()

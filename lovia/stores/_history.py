@@ -22,6 +22,7 @@ lists, and segment meta is copied on the way out.
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -37,8 +38,18 @@ __all__ = ["EMPTY_ID", "HistoryCache", "HistoryState", "Mark", "history_of"]
 MAX_SESSIONS = 256
 
 
-Mark = tuple[str, "dict[str, Any] | None", int]
-"""One stored run in a :class:`HistoryState`: ``(run_id, meta, end)``, ``end`` one past its last entry."""
+Mark = tuple[str, "dict[str, Any] | str | None", int]
+"""One stored run in a :class:`HistoryState`: ``(run_id, meta, end)``, ``end`` one past its last entry.
+``meta`` is the decoded object, or the JSON text the store wrote (a run this process appended:
+decoded only when asked for, see :func:`meta_copy`)."""
+
+
+def meta_copy(meta: dict[str, Any] | str | None) -> dict[str, Any] | None:
+    """A caller's own copy of a mark's meta (cached objects are never handed out)."""
+    if isinstance(meta, str):
+        data: dict[str, Any] = json.loads(meta)  # lovia's own text: a JSON object
+        return data
+    return copy.deepcopy(meta)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +73,13 @@ class HistoryState:
         out: list[Segment] = []
         entries, start = self.entries, 0
         for run_id, meta, end in self.segments[: self.n_segments]:
-            out.append(Segment(run_id=run_id, entries=entries[start:end], meta=copy.deepcopy(meta)))
+            out.append(Segment(run_id=run_id, entries=entries[start:end], meta=meta_copy(meta)))
             start = end
         return out
 
     def last_meta(self) -> dict[str, Any] | None:
         """A copy of the newest segment's meta."""
-        return copy.deepcopy(self.segments[self.n_segments - 1][1]) if self.n_segments else None
+        return meta_copy(self.segments[self.n_segments - 1][1]) if self.n_segments else None
 
 
 EMPTY_ID = 0
@@ -152,7 +163,9 @@ class HistoryCache:
         session_id: str,
         row_id: int,
         prev_id: int | None,
-        segment: Segment,
+        run_id: str,
+        entries: list[TranscriptEntry],
+        meta_json: str | None,
         *,
         epoch: int,
         version: int,
@@ -161,8 +174,10 @@ class HistoryCache:
         """The state this process's own append leads to, when it directly follows the cached
         state: the session was at ``previous`` (its version just before this append) in the cached
         epoch, and its previous row is the last one cached (a row written by hand must not be
-        skipped). Built, not remembered: call :meth:`publish` with it once the append committed,
-        so the transaction's commit is the only work between its last statement and the publish."""
+        skipped). ``entries`` become the cache's (pass a list nobody else holds) and ``meta_json``
+        is the meta exactly as stored. Built, not remembered: call :meth:`publish` with it once the
+        append committed, so the transaction's commit is the only work between its last statement
+        and the publish."""
         with self._lock:
             base = self._states.get(session_id)
             if base is None:
@@ -170,7 +185,7 @@ class HistoryCache:
                     return None
             elif not (base.epoch == epoch and base.version == previous and (prev_id or EMPTY_ID) == base.last_id):
                 return None
-            one = Decoded(list(segment.entries), [(segment.run_id, segment.meta, len(segment.entries))], row_id)
+            one = Decoded(entries, [(run_id, meta_json, len(entries))], row_id)
             return self._extend(base, one, epoch=epoch, version=version)
 
     def publish(self, session_id: str, state: HistoryState | None) -> None:

@@ -84,3 +84,16 @@ async def test_many_concurrent_runs_on_one_sqlite_session(tmp_path):
             assert calls == results
         total += sum(len(s.entries) for s in segments)
     assert total == 60 * 4
+
+
+def test_run_ids_are_version_4_uuids_and_do_not_repeat():
+    import uuid
+
+    from lovia.session import new_run_id
+
+    ids = [new_run_id() for _ in range(2_000)]
+    assert len(set(ids)) == len(ids)
+    for rid in ids[:200]:
+        assert rid.startswith("run_") and len(rid) == 36
+        parsed = uuid.UUID(rid[4:])
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122 and parsed.hex == rid[4:]

@@ -303,6 +303,41 @@ def test_bulk_decode_equals_row_by_row(count):
     assert decode_segments("s", rows) == _one_by_one("s", rows)
 
 
+def _as_bytes(rows: list[tuple]) -> list[tuple]:
+    """Rows as SQLite's load selects them: both JSON texts as their UTF-8 bytes."""
+    return [(i, rid, text.encode(), None if meta is None else meta.encode(), crc) for i, rid, text, meta, crc in rows]
+
+
+_meta_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.none() | st.dictionaries(st.text(max_size=5), _meta_values, max_size=4), min_size=1, max_size=80))
+def test_metas_read_in_bulk_as_json_loads_reads_them(metas):
+    # Floats to the last bit, integers past 64 bits, any text, null and nested values: the one
+    # parse of every meta gives what json.loads gives row by row, from text or from bytes.
+    rows = [_row(i, _run(i) if i % 4 == 0 else [], meta) for i, meta in enumerate(metas)]
+    expected = _one_by_one("s", rows)
+    assert decode_segments("s", rows) == expected
+    assert decode_segments("s", _as_bytes(rows)) == expected
+
+
+def test_a_meta_stored_as_null_reads_as_none_in_bulk(monkeypatch):
+    rows = [_row(i, _run(i), {"i": i}) for i in range(BIG)]
+    rows = _damaged(rows, 7, **_signed(rows[7][2], "null"))  # decode_meta's reading: no meta
+    monkeypatch.setattr(_codec, "decode_segment", lambda *a: pytest.fail("decoded row by row"))
+    decoded = decode_segments("s", _as_bytes(rows))
+    assert [seg.meta for _, seg in decoded] == [None if i == 7 else {"i": i} for i in range(BIG)]
+
+
 def test_rows_without_checksum_are_decoded_in_place():
     rows = [_row(i, _run(i), signed=i % 5 != 0) for i in range(BIG)]
     assert decode_segments("s", rows) == _one_by_one("s", rows)
@@ -334,6 +369,9 @@ DAMAGE = {
     "entry missing a field": lambda text: _signed('[{"type":"tool_call","call_id":"c"}]'),
     "two arrays in one row": lambda text: _signed(f"[{_ENTRY}],[{_ENTRY}]"),
     "meta not an object": lambda text: _signed(text, "[1]"),
+    "meta a string": lambda text: _signed(text, '"x"'),
+    "meta no longer JSON": lambda text: _signed(text, '{"turn":'),
+    "meta two objects": lambda text: _signed(text, '{"a":1},{"b":2}'),
     "unverified and broken": lambda text: {"text": "[{", "stored": None},
     "entries NULL": lambda text: {"text": None},
 }
@@ -347,6 +385,8 @@ def test_a_damaged_row_is_reported_as_row_by_row_would(damage, count):
     rows = _damaged(rows, at, **DAMAGE[damage](rows[at][2]))
     expected = _error_of(lambda: _one_by_one("s", rows))
     assert _error_of(lambda: decode_segments("s", rows)) == expected
+    if rows[at][2] is not None:  # as SQLite hands them over: the same error
+        assert _error_of(lambda: decode_segments("s", _as_bytes(rows))) == expected
     message, session_id, run_id, hint = expected
     assert (session_id, run_id) == ("s", f"r{at}") and hint
 
@@ -515,6 +555,19 @@ async def test_sqlite_entries_that_are_not_utf8_name_their_row(tmp_path, signed)
             await cold.load("s")
         assert (err.value.session_id, err.value.run_id) == ("s", "r9") and err.value.hint
         assert await cold.load("other") == _run(0)
+
+
+async def test_sqlite_meta_that_is_not_utf8_names_its_row(tmp_path):
+    path = tmp_path / "m.db"
+    async with SQLiteSession(path) as session:
+        for i in range(BIG):
+            await session.append("s", _run(i), run_id=f"r{i}", meta={"i": i})
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE session_runs SET meta_json = CAST(x'7b2269223aff7d' AS TEXT) WHERE run_id = 'r5'")
+    async with SQLiteSession(path) as cold:
+        with pytest.raises(CorruptRecordError) as err:
+            await cold.load("s")
+        assert (err.value.session_id, err.value.run_id) == ("s", "r5") and err.value.hint
 
 
 @pytest.mark.parametrize("count", [1, 2, BIG])

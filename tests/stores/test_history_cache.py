@@ -170,6 +170,30 @@ async def test_a_sigkilled_writer_never_leaves_a_change_uncounted(backend):
         await _assert_cached_matches_fresh(store, backend, sid)
 
 
+async def test_meta_of_this_process_appends_is_the_stored_meta_and_never_shared(backend):
+    """The cache keeps a run this process appended with its meta as stored (decoded only when
+    asked for): what comes back equals what a fresh store reads (tuples as lists, lone surrogates
+    replaced) and is the caller's own: mutating it changes no later answer."""
+    sid = "meta"
+    meta = {"tags": ("a", "b"), "note\ud800": "x\udc00y", "n": {"deep": [1, 2.5, None]}}
+    async with backend.open() as store:
+        assert await store.load(sid) == []  # cached while empty: the appends below extend the cache
+        await store.append(sid, run_entries("a"), run_id="a", meta=meta)
+        await store.append(sid, run_entries("b"), run_id="b")
+        stored = {"tags": ["a", "b"], "note\ufffd": "x\ufffdy", "n": {"deep": [1, 2.5, None]}}
+        segments = await store.segments(sid)
+        assert [s.meta for s in segments] == [stored, None]
+        segments[0].meta["n"]["deep"].append("mutated")
+        _, last = await history_of(store, sid)
+        assert last is None
+        await store.append(sid, run_entries("c"), run_id="c", meta={"k": [1]})
+        _, last = await history_of(store, sid)
+        assert last == {"k": [1]}
+        last["k"].append(2)
+        assert [s.meta for s in await store.segments(sid)] == [stored, None, {"k": [1]}]
+        await _assert_cached_matches_fresh(store, backend, sid)
+
+
 async def test_sqlite_appends_are_their_own_counter_and_maintenance_bumps_in_its_transaction(tmp_path):
     """In SQLite an append is counted by its own row (the session's largest id), so it touches no
     other table; each maintenance call bumps the epoch in its own transaction: make that bump

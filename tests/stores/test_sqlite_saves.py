@@ -196,3 +196,28 @@ def test_threads_with_their_own_loops_share_one_store(tmp_path):
         await cp.close()
 
     asyncio.run(check())
+
+
+# ---------------------------------------------------------------------------- the worker thread
+
+
+async def test_the_worker_keeps_nothing_of_a_finished_job(tmp_path):
+    """A job's result (a 10,000-entry load, say) is the caller's alone once handed over: the idle
+    worker must not keep it alive until its next job, nor free it in the middle of that job."""
+    import weakref
+
+    class Result:
+        pass
+
+    db = Database(tmp_path / "w.db", wal=False, component="session")
+    try:
+        got = await db.run(lambda conn: Result())
+        ref = weakref.ref(got)
+        del got
+        for _ in range(200):  # the worker lets go right after handing the result over
+            if ref() is None:
+                break
+            await asyncio.sleep(0.005)
+        assert ref() is None
+    finally:
+        await db.close()

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...session import Segment, SessionInfo, new_run_id
 from ...transcript import TranscriptEntry
-from .._codec import checksum, decode_history, decode_meta, decode_segment, encode_entries, encode_meta
+from .._codec import checksum, decode_history, decode_segment, encode_entries, encode_meta
 from .._history import HistoryCache, HistoryState
 from .._maintenance import check_non_negative, plan_rewind, trim_entries
 from ._db import Database
@@ -171,15 +171,20 @@ class PostgresSession:
             cur = await conn.execute(self._insert, params)
             row = await cur.fetchone()
         if row is not None and row[2] is not None:
-            segment = Segment(
-                run_id=rid, entries=stored, meta=decode_meta(meta_json, session_id=session_id, run_id=rid)
-            )
             prev_id = int(row[3]) if row[3] is not None else None
             version = int(row[1])
             self._cache.publish(
                 session_id,
                 self._cache.after_append(
-                    session_id, int(row[2]), prev_id, segment, epoch=int(row[0]), version=version, previous=version - 1
+                    session_id,
+                    int(row[2]),
+                    prev_id,
+                    rid,
+                    stored,
+                    meta_json,
+                    epoch=int(row[0]),
+                    version=version,
+                    previous=version - 1,
                 ),
             )
         return rid

@@ -226,6 +226,9 @@ class _Worker:
                 loop.call_soon_threadsafe(_settle, fut, *outcome)
             except RuntimeError:  # that event loop is closed: nobody is waiting any more
                 pass
+            # Hold nothing of this job while waiting for the next one: a load's result would
+            # otherwise stay alive here (and be freed in the middle of the next job).
+            job = fn = loop = fut = outcome = None  # type: ignore[assignment]
 
     def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         try:

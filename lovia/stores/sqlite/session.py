@@ -29,7 +29,6 @@ from .._codec import (
     checksum,
     decode_entries,
     decode_history,
-    decode_meta,
     encode_entries,
     encode_meta,
     verify_checksum,
@@ -46,9 +45,11 @@ _Row = tuple[int, str, str, "str | None", "int | None"]
 _SELECT_FROM = (
     "SELECT id, run_id, entries_json, meta_json, checksum FROM session_runs WHERE session_id = ? AND id > ? ORDER BY id"
 )
-# What a load reads: the entries as their stored UTF-8 bytes, which the checksum covers and the JSON
-# parser takes as they are (no text object made, nothing encoded again to check it).
-_LOAD_FROM = _SELECT_FROM.replace("entries_json", "CAST(entries_json AS BLOB)", 1)
+# What a load reads: the entries and the meta as their stored UTF-8 bytes, which the checksum covers
+# and the JSON parser takes as they are (no text object made, nothing encoded again to check it).
+_LOAD_FROM = _SELECT_FROM.replace("entries_json", "CAST(entries_json AS BLOB)", 1).replace(
+    "meta_json", "CAST(meta_json AS BLOB)", 1
+)
 # ``version`` is no longer read (schema version 3 counts appends by row id); it is still bumped so
 # the column keeps meaning "changes made", as in the files that version 2 wrote.
 _BUMP_EPOCH = (
@@ -202,9 +203,6 @@ class SQLiteSession:
         stored = list(entries)
         text, meta_json = encode_entries(stored), encode_meta(meta)
         params = (session_id, rid, text, meta_json, time.time(), checksum(text, meta_json))
-        # What the cache keeps of this run (its meta as stored, not the caller's dict), built here
-        # so the worker's part is the transaction itself.
-        segment = Segment(run_id=rid, entries=stored, meta=decode_meta(meta_json, session_id=session_id, run_id=rid))
         cache = self._cache
 
         def insert(conn: sqlite3.Connection) -> None:
@@ -219,7 +217,15 @@ class SQLiteSession:
                 row_id = int(cur.lastrowid or 0)
                 prev_id, epoch = conn.execute(_PREVIOUS, (session_id, row_id)).fetchone()
                 state = cache.after_append(
-                    session_id, row_id, prev_id, segment, epoch=epoch or 0, version=row_id, previous=prev_id or EMPTY_ID
+                    session_id,
+                    row_id,
+                    prev_id,
+                    rid,
+                    stored,
+                    meta_json,
+                    epoch=epoch or 0,
+                    version=row_id,
+                    previous=prev_id or EMPTY_ID,
                 )
             cache.publish(session_id, state)
 

@@ -412,6 +412,99 @@ def run_concurrency(cfg: Config, rep: Report) -> dict[str, list[float]]:
     return per
 
 
+def run_store(cfg: Config, rep: Report) -> dict[str, float]:
+    """Workload 5 (``session_store.py``): cold 10,000-entry loads and single appends."""
+    import tempfile
+    from pathlib import Path
+
+    import session_store
+
+    progress("session store: appends, then cold loads in rounds")
+    with tempfile.TemporaryDirectory() as tmp:
+        figures = asyncio.run(session_store.measure(Path(tmp)))
+    r = session_store.ratios(figures)
+    appends, loads = figures["appends"], figures["loads"]
+    rep.out("### 5. Session store: cold loads and appends")
+    rep.out()
+    rep.out(
+        f"A 10,000-entry session loaded by a store that has not read it ({session_store.LOADS} rounds, rotating "
+        "order; ratios are medians of the round-by-round ratios), and a 4-entry append (medians of"
+    )
+    rep.out(f"{session_store.APPENDS}), against the SDK and against a bare sqlite3 INSERT + COMMIT of the same bytes.")
+    rep.out()
+    rep.table(
+        ["figure", "lovia", "reference", "ratio"],
+        [
+            [
+                f"cold load, wal={wal}, vs get_items()",
+                f"{med(loads[f'lovia wal={wal}']['wall']) * 1e3:.2f} ms",
+                f"{med(loads['peer']['wall']) * 1e3:.2f} ms",
+                f"{r[f'lovia wal={wal} cold load / peer']:.2f}",
+            ]
+            for wal in (False, True)
+        ]
+        + [
+            [
+                "cold load, runs with meta, vs get_items()",
+                f"{med(loads[session_store.WITH_META]['wall']) * 1e3:.2f} ms",
+                f"{med(loads['peer']['wall']) * 1e3:.2f} ms",
+                f"{r[f'{session_store.WITH_META} cold load / peer']:.2f}",
+            ],
+            [
+                "append, wal=True, vs add_items()",
+                f"{appends[True]['append'] * 1e3:.3f} ms",
+                f"{figures['peer_append'] * 1e3:.3f} ms",
+                f"{r['append wal=True / peer']:.2f}",
+            ],
+            [
+                "append, default journal, vs bare insert + commit",
+                f"{appends[False]['append'] * 1e3:.3f} ms",
+                f"{appends[False]['bare'] * 1e3:.3f} ms",
+                f"{r['append wal=False / bare']:.2f}",
+            ],
+        ],
+    )
+    rep.data["store"] = r
+    return r
+
+
+def run_history(cfg: Config, rep: Report) -> dict[str, float]:
+    """Workload 6 (``long_run.py``): a conversation's 200th run and a run's 2,000th turn against the first."""
+    import tempfile
+    from pathlib import Path
+
+    import long_run
+
+    out: dict[str, float] = {}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(long_run.shared_session(5, Path(tmp), wal=False))  # warm-up: imports, first connection
+        for wal in (False, True):
+            progress(f"history: 200 runs into one session, wal={wal}")
+            costs, _ = asyncio.run(long_run.shared_session(200, Path(tmp), wal=wal))
+            first, last, ratio = long_run.tenths(costs)
+            out[f"shared session wal={wal}"] = ratio
+            rows.append(
+                [
+                    f"shared session, 200 runs, wal={wal}",
+                    f"{first * 1e3:.3f} ms",
+                    f"{last * 1e3:.3f} ms",
+                    f"{ratio:.2f}",
+                ]
+            )
+    progress("history: one run of 2,000 turns")
+    first, last, ratio = long_run.tenths(asyncio.run(long_run.long_run(2_000)))
+    out["long run"] = ratio
+    rows.append(["one run, 2,000 turns", f"{first * 1e3:.3f} ms", f"{last * 1e3:.3f} ms", f"{ratio:.2f}"])
+    rep.out("### 6. History-independent costs")
+    rep.out()
+    rep.out("Median cost of the first and the last 10% of runs (turns), lovia alone (ScriptedProvider).")
+    rep.out()
+    rep.table(["workload", "first 10%", "last 10%", "last / first"], rows)
+    rep.data["history"] = out
+    return out
+
+
 # --------------------------------------------------------------------------- targets
 
 
@@ -512,6 +605,30 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
                 f"({'grows' if lg > 1.5 else 'does not grow'})",
             )
         )
+    store = rep.data.get("store")
+    if store:
+        for name, key, limit in (
+            (
+                "cold 10,000-entry load, default journal: lovia <= 1/2 openai-agents",
+                "lovia wal=False cold load / peer",
+                0.5,
+            ),
+            ("cold 10,000-entry load, wal=True: lovia <= 1/2 openai-agents", "lovia wal=True cold load / peer", 0.5),
+            ("append, wal=True: lovia <= 1/2 openai-agents", "append wal=True / peer", 0.5),
+            ("append, default journal: lovia <= bare insert + commit + 25%", "append wal=False / bare", 1.25),
+        ):
+            targets.append(Target(name, store[key], limit, f"ratio {store[key]:.2f}"))
+    history = rep.data.get("history")
+    if history:
+        for wal in (False, True):
+            value = history[f"shared session wal={wal}"]
+            targets.append(
+                Target(
+                    f"shared session, wal={wal}: last 10% of 200 runs <= 1.5x the first", value, 1.5, f"{value:.2f}x"
+                )
+            )
+        value = history["long run"]
+        targets.append(Target("one run of 2,000 turns: last 10% <= 2x the first", value, 2.0, f"{value:.2f}x"))
     session = rep.data.get("session", {})
     nmax = max(session) if session else None
     if nmax is not None:
@@ -561,7 +678,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repetitions (smoke test)")
     parser.add_argument("--no-setup", action="store_true", help="do not run setup_peers.sh when bench/.peers exists")
     parser.add_argument(
-        "--only", choices=["session", "growth", "loop", "concurrency"], action="append", help="run only these workloads"
+        "--only",
+        choices=["session", "growth", "loop", "concurrency", "store", "history"],
+        action="append",
+        help="run only these workloads",
     )
     args = parser.parse_args(argv)
     bootstrap(args)
@@ -580,7 +700,14 @@ def main(argv: list[str] | None = None) -> int:
     rep.out(f"Machine: {info['cores']} cores, {info['cpu']}, {info['os']}; {info['python']}; SQLite {info['sqlite']}.")
     rep.out("Versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()) + ".")
     rep.out()
-    steps = {"session": run_session, "growth": run_growth, "loop": run_loop, "concurrency": run_concurrency}
+    steps = {
+        "session": run_session,
+        "growth": run_growth,
+        "loop": run_loop,
+        "concurrency": run_concurrency,
+        "store": run_store,
+        "history": run_history,
+    }
     for name, fn in steps.items():
         if args.only and name not in args.only:
             continue

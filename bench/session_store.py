@@ -37,6 +37,7 @@ from lovia.transcript import AssistantTextEntry, InputEntry, ToolCallEntry, Tool
 APPENDS = 400
 LOADS = 31
 RUNS_IN_BIG_SESSION = 2_500  # x 4 entries = 10,000
+WITH_META = "lovia wal=False, runs with meta"
 RESULT = ("weather in Paris: 18C, light rain, wind 12 km/h from the south-west; humidity 81%. " * 3)[:200]
 
 
@@ -185,58 +186,79 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:8.3f} ms"
 
 
+async def measure(folder: Path) -> dict[str, Any]:
+    """Every figure of this benchmark, taken with files in ``folder`` (``peer_*`` are ``None``
+    when the SDK is not importable). Seconds; load figures as per-round lists."""
+    appends = {wal: await bench_appends(folder, wal=wal) for wal in (True, False)}
+    peer_append = await bench_peer_append(folder)
+    sessions = {wal: await big_lovia_session(folder, wal=wal) for wal in (True, False)}
+    peer = await big_peer_session(folder)
+    with_meta = await big_lovia_session(folder, wal=False, meta=True)
+    stores: dict[str, Callable[[], Awaitable[Any]]] = {
+        f"lovia wal={wal}": (lambda s=s: lovia_cold_load(s)) for wal, s in sessions.items()
+    }
+    stores[WITH_META] = lambda: lovia_cold_load(with_meta)
+    if peer is not None:
+        stores["peer"] = peer.get_items
+    loads = await bench_loads(stores)
+    cached = {wal: await timed(LOADS, lambda i, s=s: s.load("big")) for wal, s in sessions.items()}
+    for s in [*sessions.values(), with_meta]:
+        await s.close()
+    if peer is not None:
+        peer.close()
+    return {"appends": appends, "peer_append": peer_append, "loads": loads, "cached": cached}
+
+
+def ratios(figures: dict[str, Any]) -> dict[str, float]:
+    """The ratios the targets name (those against the SDK only when it ran)."""
+    appends, loads, peer_append = figures["appends"], figures["loads"], figures["peer_append"]
+    out = {f"append wal={wal} / bare": appends[wal]["append"] / appends[wal]["bare"] for wal in (True, False)}
+    if peer_append is not None and "peer" in loads:
+        out["append wal=True / peer"] = appends[True]["append"] / peer_append
+        out["append wal=False / peer"] = appends[False]["append"] / peer_append
+        for name in ("lovia wal=True", "lovia wal=False", WITH_META):
+            out[f"{name} cold load / peer"] = paired(loads[name]["wall"], loads["peer"]["wall"])
+            out[f"{name} cold load / peer, CPU time"] = paired(loads[name]["cpu"], loads["peer"]["cpu"])
+    return out
+
+
+def print_report(figures: dict[str, Any]) -> None:
+    appends, loads, cached, peer_append = (figures[k] for k in ("appends", "loads", "cached", "peer_append"))
+    r = ratios(figures)
+    print(f"{'store':34} {'append 4-entry run':>20} {'load 10k (cold)':>17} {'load 10k (cached)':>19}")
+    for wal in (True, False):
+        cold = statistics.median(loads[f"lovia wal={wal}"]["wall"])
+        print(f"{f'lovia wal={wal}':34} {ms(appends[wal]['append']):>20} {ms(cold):>17} {ms(cached[wal]):>19}")
+        print(f"{f'bare sqlite3 insert+commit wal={wal}':34} {ms(appends[wal]['bare']):>20}")
+    print(f"{WITH_META:34} {'':>20} {ms(statistics.median(loads[WITH_META]['wall'])):>17}")
+    if "append wal=True / peer" in r:
+        peer_load = statistics.median(loads["peer"]["wall"])
+        print(f"{'agents.SQLiteSession (WAL)':34} {ms(peer_append):>20} {ms(peer_load):>17}")
+    print()
+    print(f"append wal=True / bare insert+commit: {r['append wal=True / bare']:.2f}x")
+    print(f"append wal=False / bare insert+commit: {r['append wal=False / bare']:.2f}x  (target <= 1.25x)")
+    if "append wal=True / peer" not in r:
+        print("agents (openai-agents) not importable: run with bench/.peers/bin/python for the peer ratios")
+        return
+    print(f"append wal=True / peer:  {r['append wal=True / peer']:.2f}x  (target <= 0.5x)")
+    print(f"append wal=False / peer: {r['append wal=False / peer']:.2f}x")
+    peer_load = statistics.median(loads["peer"]["wall"])
+    for wal in (True, False):
+        name = f"lovia wal={wal}"
+        print(
+            f"load 10k cold wal={wal} / peer: {r[f'{name} cold load / peer']:.2f}x  (target <= 0.5x), "
+            f"in CPU time {r[f'{name} cold load / peer, CPU time']:.2f}x; cached: {cached[wal] / peer_load:.3f}x"
+        )
+    print(
+        f"load 10k cold, every run with its meta (the runner's timing) / peer: "
+        f"{r[f'{WITH_META} cold load / peer']:.2f}x (the SDK stores no per-run meta)"
+    )
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory(dir=sys.argv[1] if len(sys.argv) > 1 else None) as tmp:
-        folder = Path(tmp)
-        print(f"files in {folder} (sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]})")
-        appends = {wal: await bench_appends(folder, wal=wal) for wal in (True, False)}
-        peer_append = await bench_peer_append(folder)
-        sessions = {wal: await big_lovia_session(folder, wal=wal) for wal in (True, False)}
-        peer = await big_peer_session(folder)
-        with_meta = await big_lovia_session(folder, wal=False, meta=True)
-        stores: dict[str, Callable[[], Awaitable[Any]]] = {
-            f"lovia wal={wal}": (lambda s=s: lovia_cold_load(s)) for wal, s in sessions.items()
-        }
-        stores["lovia wal=False, runs with meta"] = lambda: lovia_cold_load(with_meta)
-        if peer is not None:
-            stores["peer"] = peer.get_items
-        loads = await bench_loads(stores)
-        cached = {wal: await timed(LOADS, lambda i, s=s: s.load("big")) for wal, s in sessions.items()}
-        for s in [*sessions.values(), with_meta]:
-            await s.close()
-        if peer is not None:
-            peer.close()
-        print(f"{'store':34} {'append 4-entry run':>20} {'load 10k (cold)':>17} {'load 10k (cached)':>19}")
-        for wal in (True, False):
-            cold = statistics.median(loads[f"lovia wal={wal}"]["wall"])
-            print(f"{f'lovia wal={wal}':34} {ms(appends[wal]['append']):>20} {ms(cold):>17} {ms(cached[wal]):>19}")
-            print(f"{f'bare sqlite3 insert+commit wal={wal}':34} {ms(appends[wal]['bare']):>20}")
-        meta_load = statistics.median(loads["lovia wal=False, runs with meta"]["wall"])
-        print(f"{'lovia wal=False, runs with meta':34} {'':>20} {ms(meta_load):>17}")
-        if peer is not None and peer_append is not None:
-            peer_load = statistics.median(loads["peer"]["wall"])
-            print(f"{'agents.SQLiteSession (WAL)':34} {ms(peer_append):>20} {ms(peer_load):>17}")
-        print()
-        for wal in (True, False):
-            ratio = appends[wal]["append"] / appends[wal]["bare"]
-            print(f"append wal={wal} / bare insert+commit: {ratio:.2f}x" + ("  (target <= 1.25x)" if not wal else ""))
-        if peer is None or peer_append is None:
-            print("agents (openai-agents) not importable: run with bench/.peers/bin/python for the peer ratios")
-            return
-        print(f"append wal=True / peer:  {appends[True]['append'] / peer_append:.2f}x  (target <= 0.5x)")
-        print(f"append wal=False / peer: {appends[False]['append'] / peer_append:.2f}x")
-        for wal in (True, False):
-            mine, theirs = loads[f"lovia wal={wal}"], loads["peer"]
-            print(
-                f"load 10k cold wal={wal} / peer: {paired(mine['wall'], theirs['wall']):.2f}x  (target <= 0.5x), "
-                f"in CPU time {paired(mine['cpu'], theirs['cpu']):.2f}x; "
-                f"cached: {cached[wal] / statistics.median(theirs['wall']):.3f}x"
-            )
-        mine = loads["lovia wal=False, runs with meta"]
-        print(
-            f"load 10k cold, every run with its meta (the runner's timing) / peer: "
-            f"{paired(mine['wall'], loads['peer']['wall']):.2f}x (the SDK stores no per-run meta)"
-        )
+        print(f"files in {tmp} (sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]})")
+        print_report(await measure(Path(tmp)))
 
 
 if __name__ == "__main__":

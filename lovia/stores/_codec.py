@@ -247,8 +247,8 @@ def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> Decoded:
             (run_id, None, end) for (_, run_id, _, _, _), end in zip(rows, ends, strict=True)
         ]
         return Decoded(entries, marks, int(rows[-1][0]))  # both stores select rows ORDER BY id
-    # Every run a lovia run stored carries meta (its timing at least): parsed in one call too, as
-    # the entries are (one JSON object each, or ``null``, as decode_meta allows).
+    # Every run the runner stores carries meta (its timing at least): parsed in one call too, like
+    # the entries (each one JSON object, or ``null``, which decode_meta reads as no meta).
     parsed = from_json(b"[" + b",".join(metas) + b"]", cache_strings="keys")
     if len(parsed) != len(metas):
         raise _Retry("shape")

@@ -2,7 +2,7 @@
 
 From the repository root (a fresh clone is fine):
 
-    python3 bench/run_all.py            # full run, about 10 minutes on 2 cores
+    python3 bench/run_all.py            # full run, about 2-3 minutes on 2 cores
     python3 bench/run_all.py --quick    # smaller sizes, fewer repetitions: a smoke test
 
 The first step runs ``bench/setup_peers.sh``, which creates ``bench/.peers`` (gitignored) with

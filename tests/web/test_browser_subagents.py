@@ -71,6 +71,25 @@ def test_parent_and_child_chats_link_and_follow_live(server: ThreadServer, page:
     assert texts(page, "message-assistant")[0].endswith("I started a helper on it.")
 
 
+def test_a_task_started_while_the_event_stream_was_down_shows_once_it_is_back(
+    server: ThreadServer, page: Any, release: threading.Event
+) -> None:
+    # /api/events has no replay: what the agent started while the page was not listening (a
+    # stream still connecting on a busy machine, or reconnecting after a blip) must still show,
+    # not only at the task's end. The page looks again when it learns its new chat's id and when
+    # the stream opens (its `hello`); without either, this task would appear only once released.
+    page.route("**/api/events", lambda route: route.abort())
+    page.goto(server.url)
+    send(page, "delegate the weekly report")
+    page.get_by_text("I started a helper on it.").wait_for()
+    idle(page)
+    page.unroute("**/api/events")  # the page retries every 2 s
+    child = page.get_by_test_id("child-chat")
+    child.wait_for(timeout=15_000)
+    assert child.get_attribute("data-status") == "running"
+    release.set()
+
+
 def test_a_branch_links_back_until_its_origin_is_deleted(server: ThreadServer, page: Any) -> None:
     page.goto(server.url)
     send(page, "plain question")

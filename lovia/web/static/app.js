@@ -390,6 +390,7 @@ const HANDLERS = {
       setSession(data.session_id);
       history.replaceState(null, "", `#/chat/${encodeURIComponent(data.session_id)}`);
       refreshSessions().catch(fail);
+      lineage.refresh();
     }
     if (stopNow) sendCancel().catch(fail);
   },

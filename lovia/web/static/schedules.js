@@ -74,9 +74,10 @@ class SchedulesView {
     this.historyOf = null;
   }
 
-  // A lifecycle event from /api/events: a fire (or the end of its run) changes the open list.
+  // A lifecycle event from /api/events: a fire (or the end of its run) changes the open list;
+  // `hello` (the stream opened again) may follow fires nobody heard.
   notify(event) {
-    if (!this.dialog.open || !["schedule_fired", "run_finished"].includes(event)) return;
+    if (!this.dialog.open || !["hello", "schedule_fired", "run_finished"].includes(event)) return;
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.refresh().catch((e) => this.showError(e)), 100);
   }

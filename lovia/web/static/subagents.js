@@ -82,11 +82,13 @@ export function initLineage(deps) {
     panel.hidden = !origin && !children.length;
   }
 
+  let asked = 0; // loads overlap (an open, then events): only the newest one's answer is drawn
   async function loadChildren() {
     const id = deps.sessionId();
     if (!id) return;
+    const mine = ++asked;
     const data = await deps.api("GET", `/api/sessions/${encodeURIComponent(id)}/children`);
-    if (id !== deps.sessionId()) return;
+    if (mine !== asked || id !== deps.sessionId()) return;
     if (id !== shownFor) origin = null; // a chat the page started itself: it came from nowhere
     shownFor = id;
     children = data.children;
@@ -103,9 +105,16 @@ export function initLineage(deps) {
       draw();
       if (id) loadChildren().catch(deps.fail);
     },
-    // A lifecycle event from /api/events: children appear, start and finish.
+    // A lifecycle event from /api/events: children appear, start and finish. `hello` opens the
+    // stream, also after a reconnect: whatever happened before it was not heard, so look again.
     notify(event) {
-      if (!deps.sessionId() || !["session_created", "session_deleted", "run_started", "run_finished"].includes(event)) return;
+      if (["hello", "session_created", "session_deleted", "run_started", "run_finished"].includes(event)) this.refresh();
+    },
+    // Look for the shown chat's children again soon (also when the page has just learnt the id of
+    // a chat it started: the chat's events and its run stream travel apart, so what the agent
+    // started may have been announced before the page knew which chat was its own).
+    refresh() {
+      if (!deps.sessionId()) return;
       clearTimeout(timer);
       timer = setTimeout(() => loadChildren().catch(deps.fail), 100);
     },

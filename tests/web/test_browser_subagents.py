@@ -103,7 +103,7 @@ def test_a_branch_links_back_until_its_origin_is_deleted(server: ThreadServer, p
     assert page.get_by_test_id("child-chat").count() == 0  # a branch is not listed as started by its origin
     page.get_by_test_id("origin-link").click()
     page.wait_for_function(f"() => location.hash === '#/chat/{original}'")
-    assert page.get_by_test_id("origin").count() == 0
+    page.get_by_test_id("origin").wait_for(state="detached")  # drawn once the chat's detail is in
     branch = [s["id"] for s in httpx.get(server.url + "/api/sessions").json()["sessions"] if s["id"] != original][0]
     assert httpx.delete(f"{server.url}/api/sessions/{original}").status_code == 200
     page.evaluate(f"() => {{ location.hash = '#/chat/{branch}'; location.reload(); }}")

@@ -115,13 +115,7 @@ def test_mcp_tools_example():
 
 
 def test_todo_list_example():
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "todo_list.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    out = _run_example("todo_list.py")
     run1, run2 = out.split("reminder in the first view of run 2:")
     assert "[x] Outline the talk\n[~] Write the slides\n[ ] Rehearse" in run1
     assert "[x] Outline the talk\n[~] Write the slides\n[ ] Rehearse" in run2
@@ -129,13 +123,7 @@ def test_todo_list_example():
 
 
 def test_skills_catalog_example():
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "skills_catalog.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    out = _run_example("skills_catalog.py")
     assert "  - `refund-policy` — Use when a customer asks for a refund" in out
     assert "tool result: BEGIN SKILL REFERENCE MATERIAL (skill: refund-policy) ..." in out
     assert "file: references/tiers.md) ..." in out
@@ -143,26 +131,14 @@ def test_skills_catalog_example():
 
 
 def test_memory_notes_example():
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "memory_notes.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    out = _run_example("memory_notes.py")
     assert "MEMORY.md after run 1: - [" in out and "] Is vegetarian" in out
     assert "notes in run 2's prompt: ['- [" in out
     assert "recall: Earlier the user planned a vegetarian dinner party." in out
 
 
 def test_subagents_background_example():
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "subagents_background.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    out = _run_example("subagents_background.py")
     assert out.count("spawn_subagent: Started subagent sa-") == 2
     assert "report: Findings on 'solar panels'" in out
     assert "report: Findings on 'heat pumps' (also: compare running costs)" in out
@@ -189,13 +165,7 @@ def test_celery_worker_crash_example():
 
 
 def test_web_schedules_example():
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "web_schedules.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    out = _run_example("web_schedules.py")
     assert "fires: 4 for 4 claimed slots, distinct: 4" in out
     assert "fire_count=4 next_fire=+540s" in out
 
@@ -270,13 +240,7 @@ def test_web_approvals_example_decides_equal_call_ids_per_chat():
 
 
 def test_run_usage_example():
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "run_usage.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    out = _run_example("run_usage.py")
     assert "model calls: 2, input tokens in all: 2460" in out
     assert "last prompt: 1260 tokens = 1.0% of a 128,000-token window" in out
     assert "replayed: True, last prompt still 1260 tokens" in out

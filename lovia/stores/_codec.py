@@ -242,18 +242,13 @@ def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> Decoded:
         raise _Retry("shape")
     entries, ends = _entries_direct_rows(arrays)
     del arrays  # the parsed dicts go now, while the collector is paused: it never scans them
-    if not metas:
-        marks: list[tuple[str, dict[str, Any] | str | None, int]] = [
-            (run_id, None, end) for (_, run_id, _, _, _), end in zip(rows, ends, strict=True)
-        ]
-        return Decoded(entries, marks, int(rows[-1][0]))  # both stores select rows ORDER BY id
     # Every run the runner stores carries meta (its timing at least): parsed in one call too, like
     # the entries (each one JSON object, or ``null``, which decode_meta reads as no meta).
-    parsed = from_json(b"[" + b",".join(metas) + b"]", cache_strings="keys")
+    parsed = from_json(b"[" + b",".join(metas) + b"]", cache_strings="keys") if metas else []
     if len(parsed) != len(metas):
         raise _Retry("shape")
     objects = iter(parsed)
-    marks = []
+    marks: list[tuple[str, dict[str, Any] | str | None, int]] = []
     mark = marks.append
     for (_, run_id, _, meta_json, _), end in zip(rows, ends, strict=True):
         if meta_json is None:
@@ -263,7 +258,7 @@ def _decode_bulk(session_id: str, rows: Sequence[SegmentRow]) -> Decoded:
         if value is not None and value.__class__ is not dict:
             raise _Retry("meta")
         mark((run_id, value, end))
-    return Decoded(entries, marks, int(rows[-1][0]))
+    return Decoded(entries, marks, int(rows[-1][0]))  # both stores select rows ORDER BY id
 
 
 _gc_lock = threading.Lock()

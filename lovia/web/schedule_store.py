@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from ..exceptions import SchemaTooNewError, StoreError
+from ..stores.sqlite._schema import Migration, ensure_schema
 from ..types import JsonObject
 
 __all__ = [
@@ -181,6 +182,11 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (3, "add_schedule_until", ("ALTER TABLE {p}web_schedules ADD COLUMN until TEXT",)),
 )
 LATEST_VERSION = _MIGRATIONS[-1][0]
+# The same steps for the stores' shared SQLite migration record (lovia/stores/sqlite/_schema.py).
+_SQLITE_MIGRATIONS = tuple(
+    Migration(version, name, tuple(statement.format(p="", i="", real="REAL") for statement in statements))
+    for version, name, statements in _MIGRATIONS
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,38 +297,8 @@ class SQLiteScheduleStore(ScheduleStore):
                 f"cannot open the schedule store in {self.path}: {exc}", hint="check the --db path and its permissions"
             ) from exc
 
-    def _version(self) -> int:
-        if not self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='lovia_schema'").fetchone():
-            return 0
-        row = self._conn.execute("SELECT version FROM lovia_schema WHERE component = ?", (COMPONENT,)).fetchone()
-        return int(row[0]) if row else 0
-
     def _migrate(self) -> None:
-        for version, name, statements in _MIGRATIONS:
-            if self._version() >= version:
-                continue
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                current = self._version()  # another process may have migrated while we waited
-                _refuse_too_new(current, self.path)
-                if version > current:
-                    self._conn.execute(
-                        "CREATE TABLE IF NOT EXISTS lovia_schema (component TEXT PRIMARY KEY, "
-                        "version INTEGER NOT NULL, migration TEXT NOT NULL, applied_at REAL NOT NULL)"
-                    )
-                    for statement in statements:
-                        self._conn.execute(statement.format(p="", i="", real="REAL"))
-                    self._conn.execute(
-                        "INSERT INTO lovia_schema (component, version, migration, applied_at) VALUES (?, ?, ?, ?) "
-                        "ON CONFLICT (component) DO UPDATE SET version = excluded.version, "
-                        "migration = excluded.migration, applied_at = excluded.applied_at",
-                        (COMPONENT, version, name, time.time()),
-                    )
-            except BaseException:
-                self._conn.rollback()
-                raise
-            self._conn.commit()
-        _refuse_too_new(self._version(), self.path)
+        ensure_schema(self._conn, COMPONENT, path=self.path, migrations=_SQLITE_MIGRATIONS)
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         def locked() -> T:

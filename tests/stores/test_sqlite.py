@@ -25,7 +25,8 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "sqlite"
 
 def _versions(path: Path) -> dict[str, int]:
     with sqlite3.connect(path) as conn:
-        return dict(conn.execute("SELECT component, version FROM lovia_schema").fetchall())
+        # The record is keyed by ``store`` (older files of ours: ``component``): take the first two columns.
+        return {row[0]: row[1] for row in conn.execute("SELECT * FROM lovia_schema").fetchall()}
 
 
 def _sql(path: Path, *statements: str, params: tuple = ()) -> None:
@@ -110,22 +111,27 @@ async def test_frozen_fixture_of_every_version_opens_and_migrates(tmp_path, fixt
     assert _versions(path) == {"session": 4, "checkpoint": 5}
 
 
-async def test_failed_migration_step_leaves_recorded_version(tmp_path):
+async def test_failed_migration_step_leaves_the_file_as_it_was(tmp_path):
     path = tmp_path / "v1.db"
     conn = sqlite3.connect(path)
     conn.executescript((FIXTURES / "checkpoint_v1.sql").read_text())
-    # Recording step 2 fails after its table was created: the table must be rolled back with it.
-    conn.execute("CREATE TRIGGER no_record BEFORE UPDATE ON lovia_schema BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    # Step 3 creates this name: it fails after steps 2 (run_leases) and the record's conversion ran.
+    conn.execute("CREATE VIEW snapshot_turns_chained AS SELECT 1")
     conn.commit()
     conn.close()
+    before = path.read_bytes()
     checkpointer = SQLiteCheckpointer(path)
     with pytest.raises(StoreError) as err:
         await checkpointer.load("job-1")
-    assert isinstance(err.value.__cause__, sqlite3.Error) and "refused" in str(err.value)
+    assert isinstance(err.value.__cause__, sqlite3.Error) and "already exists" in str(err.value)
     await checkpointer.close()
-    assert _versions(path) == {"checkpoint": 1}
+    assert path.read_bytes() == before  # all steps share one transaction: none of them stays
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'run_leases'").fetchall() == []
+        conn.execute("DROP VIEW snapshot_turns_chained")
+    async with SQLiteCheckpointer(path) as checkpointer:  # once the obstacle is gone the next open migrates
+        assert (await checkpointer.load("job-1")) is not None
+    assert _versions(path) == {"checkpoint": 5}
 
 
 @pytest.mark.parametrize("component", ["session", "checkpoint"])
@@ -134,7 +140,7 @@ async def test_newer_schema_is_refused_with_upgrade_hint(tmp_path, component):
     async with SQLiteSession(path) as session, SQLiteCheckpointer(path) as checkpointer:
         await session.append("u1", [InputEntry(role="user", content="hi")], run_id="r")
         await checkpointer.load("x")
-    _sql(path, "UPDATE lovia_schema SET version = 99 WHERE component = ?", params=(component,))
+    _sql(path, "UPDATE lovia_schema SET version = 99 WHERE store = ?", params=(component,))
     store = SQLiteSession(path) if component == "session" else SQLiteCheckpointer(path)
     with pytest.raises(SchemaTooNewError) as err:
         await store.load("u1")

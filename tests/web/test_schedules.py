@@ -178,8 +178,8 @@ def test_sqlite_schema_is_versioned_and_a_newer_one_refused(tmp_path: Path) -> N
     path = tmp_path / "v.db"
     asyncio.run(SQLiteScheduleStore(path).close())
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM lovia_schema WHERE component = 'schedule'").fetchone() == (3,)
-        conn.execute("UPDATE lovia_schema SET version = 99 WHERE component = 'schedule'")
+        assert conn.execute("SELECT version FROM lovia_schema WHERE store = 'schedule'").fetchone() == (3,)
+        conn.execute("UPDATE lovia_schema SET version = 99 WHERE store = 'schedule'")
     with pytest.raises(SchemaTooNewError) as info:
         SQLiteScheduleStore(path)
     assert info.value.hint
@@ -191,7 +191,7 @@ def test_a_version_1_schedule_store_gains_the_context_and_until_columns(tmp_path
     with sqlite3.connect(path) as conn:  # back to the first layout, with a schedule in it
         conn.execute("ALTER TABLE web_schedules DROP COLUMN client_context")
         conn.execute("ALTER TABLE web_schedules DROP COLUMN until")
-        conn.execute("UPDATE lovia_schema SET version = 1 WHERE component = 'schedule'")
+        conn.execute("UPDATE lovia_schema SET version = 1 WHERE store = 'schedule'")
         conn.execute(
             "INSERT INTO web_schedules (id, input, trigger_kind, trigger_expr, next_fire, created_at, updated_at)"
             " VALUES ('old', 'ping', 'every', '60', 1, 1, 1)"
@@ -208,7 +208,7 @@ def test_a_version_1_schedule_store_gains_the_context_and_until_columns(tmp_path
     rows = {r.id: r.context for r in asyncio.run(reopen())}
     assert rows == {"old": None, "new": {"kb": "ops"}}
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM lovia_schema WHERE component = 'schedule'").fetchone() == (3,)
+        assert conn.execute("SELECT version FROM lovia_schema WHERE store = 'schedule'").fetchone() == (3,)
 
 
 def test_factory_picks_the_store_by_url(tmp_path: Path) -> None:

@@ -1,10 +1,18 @@
-"""Internal: the SQLite schema of each store component and its ordered, named migrations.
+"""Internal: the SQLite schema of each store and its ordered, named migrations.
 
-``lovia_schema(component, version, migration, applied_at)`` records, per component, the last
-migration applied to the file. Each migration and the update of its record commit in one
-transaction, so a crash mid-upgrade leaves the file at a consistent, recorded version and the next
-open resumes from there. Version 1 of each component uses ``IF NOT EXISTS`` so a file written
-before versioning existed (same tables, no ``lovia_schema``) is adopted in place.
+``lovia_schema(store, version, migration, applied_at)`` records, per store, the last migration
+applied to the file. The first two columns are the shape lovia 0.9.119 reads, so it refuses a file
+we migrated with its own "upgrade lovia" error; ``migration`` and ``applied_at`` are ours and
+nullable. Files written before this shape (keyed by ``component``) and 0.9.119's files (no extra
+columns) are converted on their next migration.
+
+Every pending step of one store, and the conversion of the record itself, commit in **one**
+transaction: a failure or a crash at any step leaves the file exactly as it was, and the next open
+starts again from the same version. Version 1 of each store uses ``IF NOT EXISTS`` (or an
+``already_applied`` probe) so a file written before versioning existed is adopted in place.
+
+Stores outside this module (the web chat file, the memory indexes) pass their own ``migrations``
+to :func:`ensure_schema`; the ones here are the session and checkpoint stores.
 
 To change the schema: append a :class:`Migration` (never edit a released one), bump nothing else,
 and add a frozen fixture of the new version under ``tests/fixtures/sqlite/``.
@@ -14,14 +22,25 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from ...exceptions import SchemaTooNewError
 from .._codec import checksum
 
-__all__ = ["MIGRATIONS", "Component", "Migration", "ensure_schema", "latest_version", "read_version"]
+__all__ = [
+    "MIGRATIONS",
+    "Component",
+    "Migration",
+    "ensure_schema",
+    "latest_version",
+    "pending_migrations",
+    "read_version",
+    "record_shape",
+]
 
+# The stores whose migrations live here; other stores pass theirs to ensure_schema().
 Component = Literal["session", "checkpoint"]
 
 
@@ -37,7 +56,7 @@ class Migration:
     already_applied: str | None = None
 
 
-MIGRATIONS: dict[Component, tuple[Migration, ...]] = {
+MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     "session": (
         Migration(
             1,
@@ -165,32 +184,74 @@ MIGRATIONS: dict[Component, tuple[Migration, ...]] = {
 }
 
 _CREATE_SCHEMA_TABLE = """CREATE TABLE IF NOT EXISTS lovia_schema (
-    component TEXT PRIMARY KEY,
+    store TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
-    migration TEXT NOT NULL,
-    applied_at REAL NOT NULL
+    migration TEXT,
+    applied_at REAL
 )"""
 
-
-def latest_version(component: Component) -> int:
-    """The newest schema version this lovia knows for ``component``."""
-    return MIGRATIONS[component][-1].version
+RecordShape = Literal["none", "store", "component"]
 
 
-def read_version(conn: sqlite3.Connection, component: Component) -> int:
-    """The version recorded in the file (0 when the file predates versioning or is new)."""
-    has_table = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lovia_schema'").fetchone()
-    if not has_table:
+def record_shape(conn: sqlite3.Connection) -> RecordShape:
+    """Which version record the file has: none yet, keyed by ``store`` (current), or by ``component`` (ours, older)."""
+    columns = {row[1] for row in conn.execute("SELECT * FROM pragma_table_info('lovia_schema')")}
+    if not columns:
+        return "none"
+    return "store" if "store" in columns else "component"
+
+
+def _record_is_current(conn: sqlite3.Connection) -> bool:
+    columns = {row[1] for row in conn.execute("SELECT * FROM pragma_table_info('lovia_schema')")}
+    return {"store", "migration", "applied_at"} <= columns
+
+
+def _convert_record(conn: sqlite3.Connection) -> None:
+    """Create the version record, or bring an older one to the current shape (inside the caller's transaction)."""
+    shape = record_shape(conn)
+    if shape == "none":
+        conn.execute(_CREATE_SCHEMA_TABLE)
+    elif shape == "component":
+        conn.execute("ALTER TABLE lovia_schema RENAME TO lovia_schema_by_component")
+        conn.execute(_CREATE_SCHEMA_TABLE)
+        conn.execute(
+            "INSERT INTO lovia_schema (store, version, migration, applied_at) "
+            "SELECT component, version, migration, applied_at FROM lovia_schema_by_component"
+        )
+        conn.execute("DROP TABLE lovia_schema_by_component")
+    else:  # 0.9.119's (store, version): add our nullable columns
+        columns = {row[1] for row in conn.execute("SELECT * FROM pragma_table_info('lovia_schema')")}
+        for column, kind in (("migration", "TEXT"), ("applied_at", "REAL")):
+            if column not in columns:
+                conn.execute(f"ALTER TABLE lovia_schema ADD COLUMN {column} {kind}")
+
+
+def latest_version(store: str, migrations: Sequence[Migration] | None = None) -> int:
+    """The newest schema version this lovia knows for ``store``."""
+    return (MIGRATIONS[store] if migrations is None else migrations)[-1].version
+
+
+def read_version(conn: sqlite3.Connection, store: str) -> int:
+    """The version recorded in the file (0 when the file predates versioning or is new); reads either record shape."""
+    shape = record_shape(conn)
+    if shape == "none":
         return 0
-    row = conn.execute("SELECT version FROM lovia_schema WHERE component = ?", (component,)).fetchone()
+    row = conn.execute(f"SELECT version FROM lovia_schema WHERE {shape} = ?", (store,)).fetchone()
     return int(row[0]) if row else 0
 
 
-def _refuse_if_too_new(version: int, component: Component, path: str) -> None:
-    latest = latest_version(component)
+def pending_migrations(
+    conn: sqlite3.Connection, store: str, migrations: Sequence[Migration] | None = None
+) -> list[Migration]:
+    """The steps an open would apply to this file, in order (nothing is changed)."""
+    current = read_version(conn, store)
+    return [m for m in (MIGRATIONS[store] if migrations is None else migrations) if m.version > current]
+
+
+def _refuse_if_too_new(version: int, store: str, path: str, latest: int) -> None:
     if version > latest:
         raise SchemaTooNewError(
-            f"{path}: {component} schema version {version} is newer than this lovia supports (up to {latest})",
+            f"{path}: {store} schema version {version} is newer than this lovia supports (up to {latest})",
             hint="a newer lovia migrated this database; upgrade lovia (pip install -U lovia) to open it",
         )
 
@@ -202,32 +263,47 @@ def _sql_checksum(entries_json: object, meta_json: object) -> int | None:
     return checksum(entries_json, meta_json)
 
 
-def ensure_schema(conn: sqlite3.Connection, component: Component, *, path: str) -> None:
-    """Bring ``component`` up to date in this file, or refuse a file from a newer lovia."""
+def ensure_schema(
+    conn: sqlite3.Connection,
+    store: str,
+    *,
+    path: str,
+    migrations: Sequence[Migration] | None = None,
+    before_step: Callable[[Migration], None] | None = None,
+) -> None:
+    """Bring ``store`` up to date in this file in one transaction, or refuse a file from a newer lovia.
+
+    ``migrations`` defaults to this module's steps for ``store``. ``before_step`` is called inside
+    the transaction before each step runs (tests use it to fail or kill a migration mid-way).
+    """
+    steps = MIGRATIONS[store] if migrations is None else tuple(migrations)
+    latest = steps[-1].version
     conn.create_function("lovia_checksum", 2, _sql_checksum, deterministic=True)
-    current = read_version(conn, component)
-    _refuse_if_too_new(current, component, path)
-    for migration in MIGRATIONS[component]:
-        if migration.version <= current:
-            continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # Another process may have migrated while we waited for the write lock.
-            current = read_version(conn, component)
-            _refuse_if_too_new(current, component, path)
-            if migration.version > current:
-                conn.execute(_CREATE_SCHEMA_TABLE)
-                adopted = migration.already_applied and conn.execute(migration.already_applied).fetchone()
-                for statement in () if adopted else migration.statements:
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO lovia_schema (component, version, migration, applied_at) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (component) DO UPDATE SET version = excluded.version, "
-                    "migration = excluded.migration, applied_at = excluded.applied_at",
-                    (component, migration.version, migration.name, time.time()),
-                )
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.commit()
-        current = max(current, migration.version)
+    current = read_version(conn, store)
+    _refuse_if_too_new(current, store, path, latest)
+    if current >= latest and _record_is_current(conn):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Another process may have migrated while we waited for the write lock.
+        current = read_version(conn, store)
+        _refuse_if_too_new(current, store, path, latest)
+        _convert_record(conn)
+        for migration in steps:
+            if migration.version <= current:
+                continue
+            if before_step is not None:
+                before_step(migration)
+            adopted = migration.already_applied and conn.execute(migration.already_applied).fetchone()
+            for statement in () if adopted else migration.statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO lovia_schema (store, version, migration, applied_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (store) DO UPDATE SET version = excluded.version, "
+                "migration = excluded.migration, applied_at = excluded.applied_at",
+                (store, migration.version, migration.name, time.time()),
+            )
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -263,18 +263,33 @@ def _sql_checksum(entries_json: object, meta_json: object) -> int | None:
     return checksum(entries_json, meta_json)
 
 
+def _apply_step(conn: sqlite3.Connection, store: str, migration: Migration) -> None:
+    """Run one step and record it (inside the caller's transaction).
+
+    Looked up as a module global on every step, so a test child can wrap it to fail or be killed
+    at a chosen step of any store.
+    """
+    adopted = migration.already_applied and conn.execute(migration.already_applied).fetchone()
+    for statement in () if adopted else migration.statements:
+        conn.execute(statement)
+    conn.execute(
+        "INSERT INTO lovia_schema (store, version, migration, applied_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (store) DO UPDATE SET version = excluded.version, "
+        "migration = excluded.migration, applied_at = excluded.applied_at",
+        (store, migration.version, migration.name, time.time()),
+    )
+
+
 def ensure_schema(
     conn: sqlite3.Connection,
     store: str,
     *,
     path: str,
     migrations: Sequence[Migration] | None = None,
-    before_step: Callable[[Migration], None] | None = None,
 ) -> None:
     """Bring ``store`` up to date in this file in one transaction, or refuse a file from a newer lovia.
 
-    ``migrations`` defaults to this module's steps for ``store``. ``before_step`` is called inside
-    the transaction before each step runs (tests use it to fail or kill a migration mid-way).
+    ``migrations`` defaults to this module's steps for ``store``.
     """
     steps = MIGRATIONS[store] if migrations is None else tuple(migrations)
     latest = steps[-1].version
@@ -292,17 +307,7 @@ def ensure_schema(
         for migration in steps:
             if migration.version <= current:
                 continue
-            if before_step is not None:
-                before_step(migration)
-            adopted = migration.already_applied and conn.execute(migration.already_applied).fetchone()
-            for statement in () if adopted else migration.statements:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO lovia_schema (store, version, migration, applied_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (store) DO UPDATE SET version = excluded.version, "
-                "migration = excluded.migration, applied_at = excluded.applied_at",
-                (store, migration.version, migration.name, time.time()),
-            )
+            _apply_step(conn, store, migration)
     except BaseException:
         conn.rollback()
         raise

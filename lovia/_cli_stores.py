@@ -212,7 +212,7 @@ async def _probe(dsn: str, schema: str | None) -> dict[str, int]:
 
 async def open_stores(db: str, schema: str | None) -> Stores:
     """The stores behind ``--db`` (a file path or a ``postgresql://`` URL) and ``--db-schema``."""
-    from .web.store_pg import is_postgres_url
+    from .stores._dsn import is_postgres_url
 
     if is_postgres_url(db):
         return await PostgresStores.open(db, schema)

@@ -70,7 +70,7 @@ def _entries_table(entries: Sequence[TranscriptEntry], start: int = 0) -> str:
 
 def _schema(args: argparse.Namespace) -> str | None:
     """``--db-schema``; ``LOVIA_DB_SCHEMA`` counts only with a PostgreSQL ``--db`` (an SQLite file has none)."""
-    from .web.store_pg import is_postgres_url
+    from .stores._dsn import is_postgres_url
 
     given = getattr(args, "db_schema", None)
     if given is None and is_postgres_url(args.db):
@@ -168,10 +168,15 @@ async def _runs_show(args: argparse.Namespace, st: Stores) -> int:
     from .usage import format_usage, snapshot_cost
 
     usage = snap.usage
+    # The same reading as `runs ls`: a `running` run whose lease or owner is gone is interrupted.
+    leases, owners = await st.leases(), await st.web_owners()
+    status, why = effective_status(
+        snap.status, snap.updated_at, leases.get(snap.run_id), now=time.time(), owner=owners.get(snap.run_id)
+    )
     facts = [
         ("run_id", snap.run_id),
         ("agent", snap.agent_name),
-        ("status", snap.status),
+        ("status", f"{status} ({why})" if why else status),
         ("turns", snap.turns),
         ("usage", format_usage(usage)),
         ("cost", str(snapshot_cost(snap))),
@@ -504,6 +509,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1 if isinstance(exc, NotFound) else 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`lovia sessions ls | head`): stop quietly, as other Unix tools do.
+        # stdout is pointed at /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

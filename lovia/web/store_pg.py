@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .._owners import OWNER
+from ..stores._dsn import is_postgres_url
 from ..stores.postgres._db import Database
 from .store import (
     SUBAGENT,
@@ -53,11 +54,6 @@ DEFAULT_LEASE_TTL = 10.0
 _META = "id, title, agent, created_at, updated_at, active_run_id, pinned"
 _META_C = ", ".join(f"c.{c}" for c in _META.split(", "))
 _RUNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error"
-
-
-def is_postgres_url(value: str | None) -> bool:
-    """Whether ``--db`` names a PostgreSQL database rather than an SQLite file."""
-    return bool(value) and str(value).startswith(("postgresql://", "postgres://"))
 
 
 class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):

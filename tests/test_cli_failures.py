@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -206,12 +207,14 @@ def test_demo_keeps_its_files_where_it_says_and_the_printed_commands_work(tmp_pa
     assert out.returncode == 0, out.stdout + out.stderr
     db = tmp_path / ".lovia" / "demo" / "demo.db"
     assert db.exists() and f"{Path('.lovia') / 'demo' / 'demo.db'}" in out.stdout
-    commands = [line.strip() for line in out.stdout.splitlines() if line.startswith("  lovia ")]
-    assert commands and commands[0].startswith("lovia runs ls --db")
+    printed = out.stdout.split("Inspect them with:", 1)[1]
+    commands = [line.strip() for line in printed.splitlines() if line.startswith("  ")]
+    assert len(commands) == 3 and " runs ls --db" in commands[0]
     for command in commands:
-        argv = command.split()[1:]
-        ran = subprocess.run(
-            [sys.executable, "-m", "lovia.cli", *argv],
+        argv = shlex.split(command)
+        assert argv[0] == "lovia" or Path(argv[0]).name == "lovia"  # bare, or the venv's script
+        ran = subprocess.run(  # exactly as printed: the program named, from the demo's folder
+            argv,
             cwd=tmp_path,
             env={**env_no_db, "PYTHONPATH": str(ROOT)},
             capture_output=True,

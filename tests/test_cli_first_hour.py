@@ -88,3 +88,20 @@ def test_a_closed_pipe_ends_the_listing_quietly(tmp_path: Path) -> None:
         err = proc.stderr.read()
     assert proc.wait(timeout=60) == 141
     assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+def test_the_demo_names_lovia_as_the_reader_can_call_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lovia.web.crashdemo import lovia_command
+
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").touch()
+    script = bin_dir / "lovia"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert lovia_command() == ".venv/bin/lovia"  # not activated: the path that works from here
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert lovia_command() == "lovia"  # activated (or installed on PATH): the bare name

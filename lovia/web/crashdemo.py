@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -173,10 +174,29 @@ async def _forget_previous(db: str) -> None:
 def _print_where(db: Path, log: Path) -> None:
     where = str(db)
     flag = "" if os.environ.get("LOVIA_DB") == where else f" --db {where}"
+    cmd = lovia_command()
     print(f"\nthe demo's files are kept: {where} (store) and {log} (tool log). Inspect them with:")
-    print(f"  lovia runs ls{flag}")
-    print(f"  lovia runs show {RUN_ID}{flag}")
-    print(f"  lovia sessions show {SESSION_ID}{flag}")
+    print(f"  {cmd} runs ls{flag}")
+    print(f"  {cmd} runs show {RUN_ID}{flag}")
+    print(f"  {cmd} sessions show {SESSION_ID}{flag}")
+
+
+def lovia_command() -> str:
+    """How the reader can call ``lovia`` from where they are: bare when it is on PATH, else the venv's script.
+
+    README installs into ``./.venv`` without activating it, so right after ``lovia demo`` a bare
+    ``lovia`` is usually not found; the script beside this interpreter is.
+    """
+    script = Path(sys.executable).parent / "lovia"
+    found = shutil.which("lovia")
+    if found and Path(found).resolve() == script.resolve():
+        return "lovia"
+    if not script.exists():
+        return "lovia"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
 
 
 def _run_demo(db: str, log: Path, *, fast: bool) -> int:

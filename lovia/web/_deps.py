@@ -14,6 +14,6 @@ def require_web() -> None:
     missing = [name for name in ("fastapi", "uvicorn", "jinja2") if importlib.util.find_spec(name) is None]
     if missing:
         raise UserError(
-            f"the web app needs {' and '.join(missing)}, which is not installed",
+            f"the web app needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not installed",
             hint="pip install 'lovia[web]'",
         )

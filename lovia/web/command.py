@@ -89,6 +89,12 @@ def add_web_parser(sub: Any) -> argparse.ArgumentParser:
         help="path prefix a reverse proxy serves the app under and strips, e.g. /lovia (default: none)",
     )
     web.add_argument("--title", default="lovia", help="page title")
+    web.add_argument(
+        "--model",
+        metavar="MODEL",
+        help="the default agent's model, e.g. openai:gpt-4.1-mini or anthropic:<model> (env LOVIA_MODEL; "
+        "without either, a model saved in Settings, else an offline demo model)",
+    )
     web.add_argument("--max-turns", metavar="N", help="turn limit per run (env LOVIA_MAX_TURNS; default 50)")
     web.add_argument(
         "--max-tokens",
@@ -187,7 +193,7 @@ def run_web(args: argparse.Namespace) -> int:
     return 0
 
 
-_DEFAULT_AGENT_FLAGS = ("max_tokens", "max_retries", "instructions", "instructions_file")
+_DEFAULT_AGENT_FLAGS = ("model", "max_tokens", "max_retries", "instructions", "instructions_file")
 
 
 def check_model_flags(args: argparse.Namespace) -> int:
@@ -206,12 +212,14 @@ def check_model_flags(args: argparse.Namespace) -> int:
         os.environ["LOVIA_PROVIDER_TIMEOUT"] = f"{timeout:g}"
     if getattr(args, "trust_env", False):
         os.environ["LOVIA_PROVIDER_TRUST_ENV"] = "1"
+    if getattr(args, "model", None) and not getattr(args, "app", None):
+        os.environ["LOVIA_MODEL"] = args.model.strip()  # read where the default agent is built
     if getattr(args, "app", None):
         given = [f"--{name.replace('_', '-')}" for name in _DEFAULT_AGENT_FLAGS if getattr(args, name, None)]
         if given:
             raise UserError(
                 f"{', '.join(given)} configure the default agent, not an --app agent",
-                hint="set them on your Agent (settings=ModelSettings(max_tokens=...), retry=, instructions=)",
+                hint="set them on your Agent (model=, settings=ModelSettings(max_tokens=...), retry=, instructions=)",
             )
         return max_turns
     resolve_max_tokens(getattr(args, "max_tokens", None))
@@ -222,7 +230,7 @@ def check_model_flags(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     """``--check``: the configured chat profile when there is one, else the agents as served."""
-    if not args.app:
+    if not args.app and not getattr(args, "model", None):
         from .config import load_active
         from .config.schema import Connection
 

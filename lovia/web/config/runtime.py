@@ -130,13 +130,15 @@ class ConfigRuntime:
     def build(self, config: WebConfig | None = None) -> Built:
         """``(agent, provider, compaction, aux provider)`` for ``config`` (default: the one in force).
 
-        The chat profile when it is usable; else ``LOVIA_MODEL``; else the offline demo model.
+        ``lovia web --model`` when given; else the chat profile when it is usable; else
+        ``LOVIA_MODEL``; else the offline demo model.
 
         Raises:
             UserError: The chat profile cannot be called yet (a key is missing), or a flag is wrong.
         """
         config = config or self._config
-        profile = config.default_profile()
+        flag = getattr(self._args, "model", None)
+        profile = None if flag else config.default_profile()
         provider: Provider | str | None = None
         if profile is not None:
             provider = self._provider(profile)
@@ -147,7 +149,7 @@ class ConfigRuntime:
                     hint="add the API key in Settings → Models, or point it at another endpoint",
                 )
         else:
-            spec = model_from_env(required=False)
+            spec = flag or model_from_env(required=False)
             if spec:
                 provider = spec
         aux_profile = config.aux_profile()

@@ -479,6 +479,7 @@ class RunSupervisor:
         self._live: dict[str, RunController] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._closing = False
+        self._resuming: asyncio.Task[int] | None = None
 
     # ------------------------------------------------------------------ what it reads
 
@@ -1048,6 +1049,51 @@ class RunSupervisor:
                 with contextlib.suppress(Exception):
                     await close()
 
+    async def startup(self) -> None:
+        """Resume, in the background, the runs an earlier server on this store left interrupted.
+
+        A server that stopped (Ctrl+C, SIGTERM) or died (SIGKILL) leaves its chats' runs
+        ``interrupted`` (the store's start-up sweep settles a dead owner's ``running`` ones): they
+        go on now, without waiting for a page to open their chat. Started in the background so the
+        server answers at once; a page that opens such a chat meanwhile joins the resumed run.
+        """
+        self._resuming = asyncio.create_task(self.resume_interrupted(), name="lovia-resume-interrupted")
+
+    async def resume_interrupted(self) -> int:
+        """Resume every chat whose run is interrupted and not live anywhere; how many were resumed.
+
+        A run recorded ``running`` belongs to another live server on the same store and is left to
+        it. Stops early at the run cap (the rest resume when their chat is opened) and skips a chat
+        whose ``run_deps`` refuses a resume nobody requested.
+        """
+        resumed = 0
+        for session_id in await self.store.ids():
+            run_id = await self.store.get_active_run_id(session_id)
+            if run_id is None or self._closing:
+                continue
+            record = (await self.store.runs(session_id)).get(run_id)
+            if record is not None and record.status == "running":
+                continue
+            meta = await self.store.get(session_id)
+            agent = meta.agent if meta is not None else None
+            try:
+                deps = await self.takeover_deps(session_id, agent)
+            except Exception as exc:  # run_deps refused: the run stays resumable for a reconnect
+                logger.warning("not resuming run %s of chat %s at start: run_deps refused: %s", run_id, session_id, exc)
+                continue
+            async with self.lock(session_id):
+                if self.get(session_id) is not None or self._closing:
+                    continue  # a page's reconnect resumed it meanwhile
+                try:
+                    self.check_capacity()
+                except TooManyRuns:
+                    logger.info("run cap reached: the other interrupted runs resume when their chat is opened")
+                    return resumed
+                if await self.resume(session_id, run_id, agent=agent, deps=deps) is not None:
+                    resumed += 1
+                    logger.info("resumed run %s of chat %s, interrupted when the server stopped", run_id, session_id)
+        return resumed
+
     async def shutdown(self, *, grace: float = 10.0) -> None:
         """Cancel every live run cooperatively, keeping checkpoints for a resume after restart.
 
@@ -1055,6 +1101,10 @@ class RunSupervisor:
         clients, the ``/api/events`` streams and the chat workspaces.
         """
         self._closing = True
+        if self._resuming is not None and not self._resuming.done():
+            self._resuming.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._resuming
         for live in list(self._live.values()):
             live.cancel_run(user=False)
         await self.drain(timeout=grace)

@@ -25,7 +25,7 @@ const DEMO_KEY = "lovia_demo_ok";
 //   starting  a send was clicked; the stream has not yet said which chat it runs in
 //   streaming the run is live in this chat (its `session` frame arrived)
 //   stopping  stop was clicked; the cancel goes out as soon as the chat is known
-const PHASES = ["idle", "starting", "streaming", "stopping"];
+const PHASES = ["idle", "starting", "streaming", "stopping", "reconnecting"];
 
 const state = {
   info: null,
@@ -92,6 +92,9 @@ const ring = initRing($("context-ring"), { agents: () => state.info?.agents, def
 function fail(error) {
   if (error instanceof AuthError) return error.code && error.code !== "server_token" ? showSignedOut() : showTokenForm();
   if (error && error.name === "AbortError") return undefined;
+  // While the page waits for the server to come back, every other request fails the same way:
+  // the one status line says so, instead of a stack of "Failed to fetch" boxes.
+  if (state.phase === "reconnecting" && lostConnection(error)) return undefined;
   console.error(error);
   state.streamError = { type: "Error", message: String(error.message || error) };
   transcript.error(state.streamError);
@@ -107,7 +110,7 @@ function setPhase(phase) {
   const was = state.phase;
   state.phase = phase;
   document.body.dataset.phase = phase;
-  $("stop").hidden = phase === "idle";
+  $("stop").hidden = phase === "idle" || phase === "reconnecting";
   $("stop").disabled = phase === "stopping";
   if ((was === "idle") !== (phase === "idle")) transcript.setControls(phase !== "idle");
 }
@@ -458,10 +461,15 @@ async function runStream(path, body) {
   state.streamError = null;
   const generation = ++state.generation;
   let started = false;
+  let lost = false; // the server went away mid-stream: a shutdown frame, or the connection broke
   let outcome = { status: "detached", usage: null };
   try {
     await streamFrames(path, body, (event, data) => {
       if (generation !== state.generation) return;
+      if (event === "error" && data.type === "ServerShutdown" && data.resumable) {
+        lost = true; // the run is kept for the next server: no error card, the page reconnects
+        return;
+      }
       if (event === "done") outcome = { status: data.stopped ? "cancelled" : "done", usage: data.stopped ? null : data.usage || null };
       if (event === "error" && data.scope !== "tool") outcome = { status: "error", usage: null };
       onFrame(event, data); // a `session` frame first makes the chat current, then the run starts in it
@@ -471,8 +479,14 @@ async function runStream(path, body) {
       }
     }, controller.signal);
   } catch (error) {
+    if (generation === state.generation && lostConnection(error)) lost = true;
     // run_not_found: the run a reconnect was for ended meanwhile; the chat is re-read below.
-    if (generation === state.generation && error.code !== "run_not_found") fail(error);
+    else if (generation === state.generation && error.code !== "run_not_found") fail(error);
+  }
+  if (lost && generation === state.generation && state.sessionId) {
+    transcript.keepPartial(); // what had arrived stays on screen until the run is read again
+    await reconnect(generation);
+    return;
   }
   if (started) ext.emit("run-end", { sessionId: state.sessionId, ...outcome });
   if (generation !== state.generation) return;
@@ -493,6 +507,64 @@ async function runStream(path, body) {
   setPhase("idle");
   refreshSessions().catch(fail);
   panels.runFinished(state.sessionId, !shown);
+}
+
+// A request that never got an answer (the server is down or restarting), as opposed to an
+// answer that says no: fetch rejects with a TypeError, a cut stream's read too.
+function lostConnection(error) {
+  return error instanceof TypeError;
+}
+
+// The server went away while a run was shown: one status line, retries with backoff (0.5 s,
+// doubling to 5 s) until the server answers, then the chat as it now is: the live run (resumed by
+// the new server on its own) streams on, or the finished one is drawn from the store. Opening
+// another chat or starting a new one ends the wait (the generation moves on).
+async function reconnect(generation) {
+  setPhase("reconnecting");
+  const line = document.createElement("div");
+  line.className = "reconnecting";
+  line.dataset.part = "reconnecting";
+  line.setAttribute("role", "status");
+  $("messages").append(line);
+  transcript.scroll();
+  try {
+    for (let attempt = 0; generation === state.generation; attempt++) {
+      const wait = Math.min(500 * 2 ** attempt, 5000);
+      const until = Date.now() + wait;
+      while (Date.now() < until && generation === state.generation) {
+        const left = Math.ceil((until - Date.now()) / 1000);
+        line.textContent = left > 0 ? t("chat.reconnectIn", { seconds: left }) : t("chat.reconnectNow");
+        await new Promise((resolve) => setTimeout(resolve, Math.min(250, until - Date.now())));
+      }
+      if (generation !== state.generation) return;
+      line.textContent = t("chat.reconnectNow");
+      let data;
+      try {
+        data = await api("GET", `/api/sessions/${encodeURIComponent(state.sessionId)}`);
+      } catch (error) {
+        if (lostConnection(error)) continue;
+        line.remove();
+        setPhase("idle");
+        fail(error);
+        return;
+      }
+      if (generation !== state.generation) return;
+      line.remove();
+      transcript.render(data.transcript, data.runs, false, data.variants);
+      ring.show(data);
+      if (data.live || data.active_run_id) {
+        setPhase("streaming");
+        await runStream(`/api/chat/reconnect?session_id=${encodeURIComponent(state.sessionId)}`, null);
+      } else {
+        setPhase("idle");
+        refreshSessions().catch(fail);
+        panels.runFinished(state.sessionId, true);
+      }
+      return;
+    }
+  } finally {
+    line.remove();
+  }
 }
 
 // `fromComposer`: the composer's own text (cleared, with its attachments); otherwise a script's

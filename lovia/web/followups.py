@@ -132,13 +132,20 @@ async def generate_followups(
     A model error propagates (the server turns it into ``[]``).
     """
     from ..agent import Agent
+    from ..context import NoopContextPolicy
     from ..runner import Runner
 
     conversation = _conversation(request.messages)
     if not conversation:
         return []
+    # No tools at all: the default context policy would offer recall_tool_result, and a model
+    # that likes tools then spends its one turn calling it (MaxTurnsExceeded, no suggestions).
     helper: Agent[Any] = Agent(
-        name="followup-suggester", instructions=instructions, model=model, settings=ModelSettings(temperature=0)
+        name="followup-suggester",
+        instructions=instructions,
+        model=model,
+        settings=ModelSettings(temperature=0),
+        context_policy=NoopContextPolicy(),
     )
     result = await Runner.run(helper, f"The conversation so far:\n\n{conversation}", max_turns=1)
     output = result.output

@@ -138,7 +138,8 @@ def check_upload_type(state: WebState, name: str) -> None:
             415,
             "unsupported_file_type",
             f"uploads may not be .{ext or '(no extension)'} files",
-            f"allowed: {shown}; the server's --upload-allowed-ext / LOVIA_UPLOAD_ALLOWED_EXT sets the list",
+            f"allowed: {shown}; the server sets the list with LOVIA_UPLOAD_ALLOWED_EXT "
+            "or create_app(upload_allowed_ext=...)",
         )
 
 
@@ -149,7 +150,7 @@ def upload_too_large(state: WebState) -> WebError:
         413,
         "file_too_large",
         f"the upload is over the {mib:g} MiB limit",
-        "send a smaller file, or raise the server's --max-upload-mb / LOVIA_MAX_UPLOAD_MB",
+        "send a smaller file, or raise the server's limit: LOVIA_MAX_UPLOAD_MB or create_app(max_upload_mb=...)",
     )
 
 

@@ -188,3 +188,24 @@ def test_lovia_web_turns_suggestions_on_unless_told_not_to(monkeypatch: pytest.M
         assert resolve_followups(False) is False, off
     monkeypatch.setenv("LOVIA_FOLLOWUPS", "1")
     assert resolve_followups(False) is True and resolve_followups(True) is False
+
+
+async def test_the_suggester_is_offered_no_tool_to_spend_its_turn_on() -> None:
+    offered: list[list[str]] = []
+
+    def tool_happy(_entries: list[TranscriptEntry], tools: list[Any]) -> Any:
+        offered.append([t.name for t in tools])
+        if tools:  # a model that calls whatever it is given, as some local models do
+            from lovia.testing import call
+
+            return call(tools[0].name, {"ref": "r1:0"})
+        return text("1. What next?\n2. Why so?")
+
+    request = FollowupRequest(
+        session_id="s",
+        agent="a",
+        messages=[Message(role="user", content="hi"), Message(role="assistant", content="hello")],
+    )
+    got = await generate_followups(request, model=ScriptedProvider(tool_happy))
+    assert offered == [[]]
+    assert got == ["What next?", "Why so?"]

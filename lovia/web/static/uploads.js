@@ -148,6 +148,8 @@ export function initUploads(transcript, page) {
     take() {
       const ready = chips.filter((c) => c.ready && c.sid === page.sessionId());
       for (const item of ready) removeChip(item);
+      // A refused file's chip explained the refusal; once a message goes out it has been read.
+      for (const item of chips.filter((c) => c.chip.classList.contains("failed"))) removeChip(item);
       return ready.map((c) => c.id);
     },
     pending: () => chips.some((c) => !c.ready && !c.chip.classList.contains("failed")),

@@ -77,12 +77,14 @@ def test_endpoint_down_shows_an_error_card_that_survives_reload(
         send(page, "hello?")
         card = error_card(page)
         idle(page)
-        assert "ProviderError" in card.inner_text()
-        assert "connection failed" in card.inner_text()
+        # what happened in plain words first; the exact error under Details
+        assert "The model could not be reached." in card.inner_text()
+        assert "ProviderError" in card.text_content()
+        assert "connection failed" in card.text_content()
         assert page.get_by_role("alert").count() == 1
         page.reload()
         card = error_card(page)
-        assert "connection failed" in card.inner_text()
+        assert "connection failed" in card.text_content()
         assert page.get_by_test_id("message-user").count() == 1
     failed = [r for r in caplog.records if "failed" in r.getMessage() and r.name == "lovia.web"]
     assert len(failed) == 1, [r.getMessage() for r in caplog.records]
@@ -100,10 +102,12 @@ def test_http_500_shows_type_message_and_hint(page: Any, db: str, fake: FakeServ
         send(page, "hi")
         card = error_card(page)
         idle(page)
+        assert "The model service ran into a problem." in card.inner_text()
+        card.get_by_text("Details").click()  # the exact error, for whoever runs the server
         text = card.inner_text()
         assert "ProviderError" in text and "HTTP 500" in text and "the model server fell over" in text
         page.reload()
-        assert "HTTP 500" in error_card(page).inner_text()
+        assert "HTTP 500" in error_card(page).text_content()
     assert len(fake.posts()) == 2  # retried once under the policy, then failed
 
 
@@ -113,7 +117,8 @@ def test_a_401_card_carries_the_hint(page: Any, db: str, fake: FakeServer) -> No
         page.goto(srv.url)
         send(page, "hi")
         card = error_card(page)
-        assert "Hint: check OPENAI_API_KEY" in card.inner_text()
+        assert "The model service did not accept the API key." in card.inner_text()
+        assert "Hint: check OPENAI_API_KEY" in card.text_content()
 
 
 def rate_limited(retry_after: str) -> Reply:
@@ -218,3 +223,56 @@ def in_view(page: Any, text: str) -> bool:
             text,
         )
     )
+
+
+def test_retry_on_the_error_card_sends_the_message_again(page: Any, db: str, fake: FakeServer) -> None:
+    boom = Reply.json(500, {"error": {"message": "overloaded", "type": "server_error"}})
+    fake.enqueue(boom, boom, Reply.sse(openai_text_stream("Worked the second time.")))
+    with ThreadServer(openai_app(fake.base_url, db)) as srv:
+        page.goto(srv.url)
+        send(page, "please answer")
+        card = error_card(page)
+        idle(page)
+        assert "run_id" not in card.inner_text()  # no library instructions in what a person reads
+        page.get_by_test_id("retry").click()
+        page.get_by_text("Worked the second time.").wait_for()
+        idle(page)
+        assert page.get_by_test_id("error-card").count() == 0
+        assert [t.strip() for t in page.get_by_test_id("message-user").locator(".body").all_inner_texts()] == [
+            "please answer"
+        ]
+
+
+def test_a_partial_answer_stays_marked_while_its_call_is_retried(page: Any, db: str, fake: FakeServer) -> None:
+    cut = slow_ticks(20, 0.2)
+    cut.die_after = 4  # role chunk and three ticks, then the connection drops
+    fake.enqueue(cut, Reply.sse(openai_text_stream("Fresh answer after the retry.")))
+    with ThreadServer(openai_app(fake.base_url, db, backoff=2.0)) as srv:
+        page.goto(srv.url)
+        send(page, "count")
+        page.get_by_text("tick 3").wait_for()
+        old = page.get_by_test_id("superseded")
+        old.wait_for()  # the cut attempt's text is still there, marked, during the wait
+        assert "tick 1" in old.inner_text()
+        page.get_by_test_id("retry-status").wait_for()
+        page.get_by_text("Fresh answer after the retry.").wait_for(timeout=15_000)
+        assert page.get_by_test_id("superseded").count() == 0  # replaced by the retry's own text
+        idle(page)
+        assert "tick" not in page.get_by_test_id("message-assistant").last.inner_text()
+
+
+def test_the_page_shows_it_is_working_from_the_click_on(page: Any, db: str, fake: FakeServer) -> None:
+    first_words = [openai_chunk({"role": "assistant", "content": ""}), openai_chunk({"content": "Here it is."})]
+    body = openai_stream([*first_words, openai_chunk({}, finish_reason="stop")])
+    pieces = body.split(b"\n\n")
+    pieces = [p + b"\n\n" for p in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+    fake.enqueue(Reply.sse(body, pieces=pieces, delay=2.0))  # a model slow to say its first word
+    with ThreadServer(openai_app(fake.base_url, db)) as srv:
+        page.goto(srv.url)
+        send(page, "slow start")
+        working = page.get_by_test_id("working")
+        working.wait_for(timeout=1000)  # at once: not after the first token
+        assert page.get_by_test_id("message-user").count() == 1
+        page.get_by_text("Here it is.").wait_for()
+        assert working.count() == 0
+        idle(page)

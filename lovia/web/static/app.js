@@ -47,6 +47,11 @@ const transcript = new Transcript($("messages"), {
     const last = transcript.lastUser();
     if (last) resend(last.turn, last.text, true).catch(fail); // true: keep this answer as a variant
   },
+  // An error card's Retry: the last message again, in place of the failed answer.
+  onRetry: () => {
+    const last = transcript.lastUser();
+    if (last && !busy()) resend(last.turn, last.text).catch(fail);
+  },
 });
 
 let schedules = null; // the Schedules dialog, once /api/info is in
@@ -401,11 +406,12 @@ const HANDLERS = {
     transcript.render(data.transcript, [], data.status === "running");
     if (data.status === "running" && state.phase !== "stopping") setPhase("streaming");
     else if (data.status !== "running") setPhase("idle");
+    if (data.status === "running") transcript.showWorking(); // until its first output arrives
   },
   turn_started: () => {},
   text_delta: (data) => transcript.textDelta(data.delta),
   reasoning_delta: (data) => transcript.reasoningDelta(data.delta),
-  output_discarded: () => transcript.discardLive(),
+  output_discarded: () => transcript.supersedeLive(),
   message_completed: (data) => transcript.messageCompleted(data.message),
   user_injected: (data) => transcript.userInjected(data.content),
   tool_call: (data) => transcript.toolCall(data),
@@ -440,7 +446,11 @@ const HANDLERS = {
 const missing = FRAMES.filter((name) => !(name in HANDLERS));
 if (missing.length) throw new Error(`the page handles no ${missing.join(", ")} frame`);
 
+// Frames that say nothing the reader sees yet keep the "Working…" line; any other one ends it.
+const QUIET_FRAMES = new Set(["session", "snapshot", "turn_started", "timing", "refs", "retrying", "output_discarded"]);
+
 function onFrame(event, data) {
+  if (!QUIET_FRAMES.has(event)) transcript.hideWorking();
   const handler = HANDLERS[event];
   if (handler) handler(data);
 }
@@ -575,7 +585,10 @@ async function send(text, { fromComposer = true } = {}) {
   if ((!message && !attachments.length) || !composerEnabled()) return;
   if (fromComposer) $("composer").value = "";
   transcript.jumpToLatest();
-  if (!busy()) setPhase("starting");
+  if (!busy()) {
+    setPhase("starting");
+    transcript.pending(message); // shown at once, before the server has answered at all
+  }
   const agent = state.sessionId ? {} : newChatAgent();
   await runStream("/api/chat/stream", { message, session_id: state.sessionId, attachments, ...agent });
 }

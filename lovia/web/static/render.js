@@ -198,23 +198,57 @@ export function foldActivity(body) {
   }
 }
 
-function errorCard(data) {
+// What happened, in words for the person at the page, from the error's type and message; the
+// exact type, message and hint stay one click away under "Details" for whoever runs the server.
+function plainError(data) {
+  const type = data.type || "";
+  const text = data.message || "";
+  if (/MaxTurns/.test(type)) return "error.plain.turns";
+  if (/Budget/.test(type)) return "error.plain.budget";
+  if (/ContextOverflow/.test(type)) return "error.plain.tooLong";
+  if (/Guardrail|Tripwire/.test(type)) return "error.plain.guardrail";
+  if (/HTTP 40[13]\b|api[ _-]?key|unauthori[sz]ed/i.test(text)) return "error.plain.key";
+  if (/HTTP 429\b|rate.?limit/i.test(text)) return "error.plain.busy";
+  if (/HTTP 5\d\d\b/.test(text)) return "error.plain.server";
+  if (/connection (failed|cut|refused)|connect|timed out|unreachable/i.test(text)) return "error.plain.unreachable";
+  if (/Provider|Model/.test(type)) return "error.plain.model";
+  return "error.plain.other";
+}
+
+function errorCard(data, onRetry) {
   const card = el("div", "error-card");
   card.setAttribute("role", "alert");
   card.dataset.testid = "error-card";
   if (data.run_id) card.dataset.runId = data.run_id;
+  card.append(el("div", "error-plain", t(plainError(data))));
+  if (onRetry) {
+    const row = el("div", "error-actions");
+    row.append(el("span", "error-retry-note", t("error.tryAgain")));
+    const retry = el("button", "link error-retry", t("error.retry"));
+    retry.type = "button";
+    retry.dataset.testid = "retry";
+    retry.dataset.action = "retry";
+    retry.onclick = () => onRetry();
+    row.append(retry);
+    card.append(row);
+  }
+  const details = el("details", "error-details");
+  details.dataset.testid = "error-details";
+  details.append(el("summary", null, t("error.details")));
   const head = el("div", "error-title");
   head.append(el("strong", "error-type", data.type || t("error.type")), el("span", "error-message", data.message || ""));
-  card.append(head);
-  if (data.hint) card.append(el("div", "error-hint", t("error.hint", { hint: data.hint })));
+  details.append(head);
+  if (data.hint) details.append(el("div", "error-hint", t("error.hint", { hint: data.hint })));
+  card.append(details);
   return card;
 }
 
 export class Transcript {
-  constructor(root, { onEdit, onRegenerate, jump }) {
+  constructor(root, { onEdit, onRegenerate, onRetry, jump }) {
     this.root = root;
     this.onEdit = onEdit;
     this.onRegenerate = onRegenerate;
+    this.onRetry = onRetry || null;
     this.canRewind = false;
     this.hooks = {}; // optional page extensions: userContent(msgEl, content), controls(root), viewContext()
     this.liveCalls = new Set(); // tool calls whose result arrived live in this page: their views run at once
@@ -308,7 +342,7 @@ export class Transcript {
   endRun(run) {
     if (run.error) {
       const msg = this.assistant();
-      msg.node.append(errorCard({ ...run.error, run_id: run.run_id }));
+      msg.node.append(errorCard({ ...run.error, run_id: run.run_id }, this.onRetry));
     }
     if (this.current) this.setFooter(this.current, run.usage, run.stopped);
     this.current = null;
@@ -518,6 +552,7 @@ export class Transcript {
     this.clearRetry();
     const live = this.ensureLive();
     if (!live.textEl) {
+      this.dropSuperseded();
       live.textEl = el("div", "md cursor");
       this.assistant().body.append(live.textEl);
       this.fold();
@@ -556,7 +591,47 @@ export class Transcript {
     }), wait);
   }
 
+  // From the click on Send until the run's first output: the message as typed, and a "Working…"
+  // line where the answer will come (the server's snapshot redraws both once it starts the run).
+  pending(text) {
+    if (text) this.addUser(text);
+    this.showWorking();
+  }
+
+  showWorking() {
+    if (this.root.querySelector(".working")) return;
+    const line = el("div", "working", t("chat.working"));
+    line.dataset.part = "working";
+    line.dataset.testid = "working";
+    line.setAttribute("role", "status");
+    this.assistant().body.append(line);
+    this.scroll();
+  }
+
+  hideWorking() {
+    this.root.querySelectorAll(".working").forEach((n) => n.remove());
+  }
+
+  // A model call failed after streaming some text and is being retried: that text is void, but
+  // it stays on screen, dimmed and marked, until the retry's own text (or the run's end) replaces it.
+  supersedeLive() {
+    if (!this.live) return;
+    for (const node of [this.live.textEl, this.live.reasoningEl]) {
+      if (!node) continue;
+      node.classList.remove("cursor");
+      node.classList.add("superseded");
+      node.dataset.testid = "superseded";
+      node.title = t("chat.superseded");
+    }
+    this.live = null;
+  }
+
+  dropSuperseded() {
+    this.root.querySelectorAll(".superseded").forEach((n) => n.remove());
+  }
+
   discardLive() {
+    this.dropSuperseded();
     if (!this.live) return;
     this.live.textEl?.remove();
     this.live.reasoningEl?.remove();
@@ -630,7 +705,7 @@ export class Transcript {
     if (data.scope === "tool") msg.node.append(el("div", "error", `${data.type || t("error.type")}: ${data.message || ""}`));
     else {
       this.keepPartial();
-      msg.node.append(errorCard(data));
+      msg.node.append(errorCard(data, this.onRetry));
     }
     this.scroll();
   }

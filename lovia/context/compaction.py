@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..transcript import InputEntry, TranscriptEntry, leading_system_count
+from ..transcript import InputEntry, ToolResultEntry, TranscriptEntry, leading_system_count
 from .policy import CompactionRequest, ContextResult
 from .recall import recall_tool_result
-from .render import RECALL_TOOL_NAME, render_body, render_entry
+from .render import RECALL_TOOL_NAME, render_body, render_entry, summary_cover
 from .stages import ClearToolResults, OffloadToolResults, Stage, StageContext, SummarizeHistory
-from .state import CompactionState, fingerprint, window_key
+from .state import CompactionState, SummaryState, fingerprint, unique_result_ids, window_key
 from .stores import ResultStore
 from .summarizer import LLMSummarizer, Summarizer
 from .tokens import TokenBudget, TokenCounter, calibrate, check_levels
@@ -149,12 +149,12 @@ class Compaction:
         summary_text: str | None = None
         if budget is not None and (req.overflow or before > budget.trigger_tokens):
             sig = _signature(state)
-            decided = set(state.cleared) | set(state.offloaded)
+            cleared, offloaded = set(state.cleared), set(state.offloaded)
             acted, notes = await self._plan(cache, req, budget, before)
             if state.summary is not sig[2]:
                 self._rerender(cache)
-            else:
-                self._patch(cache, (set(state.cleared) | set(state.offloaded)) - decided | _grown(state, sig))
+            else:  # a preview that shrank to a marker is among the newly cleared
+                self._patch(cache, (state.cleared - cleared) | (set(state.offloaded) - offloaded))
             after_plan = self._estimate(cache, system, fixed, req, exact)
             compacted = _signature(state)[:3] != sig[:3] and after_plan < before
             if compacted and state.summary is not None and state.summary is not sig[2]:
@@ -266,13 +266,20 @@ class Compaction:
             self._rebuild(cache, req.entries)
             return cache
         n_sys = leading_system_count(req.entries)
+        reused = False
         for entry in req.entries[n_sys + len(cache.body) :]:
             index = len(cache.body)
+            if isinstance(entry, ToolResultEntry) and cache.state.decided(entry.call_id):
+                reused = True  # an id a decision is keyed by came back: the decision is ambiguous now
             cache.body.append(entry)
             cache.raw_total += self.counter.count_entry(entry)
             shown = render_entry(index, entry, cache.state)
             cache.view.append(shown)
             cache.view_total += self.counter.count_entry(shown)
+        if reused:
+            cache.state.prune(unique_result_ids(cache.body))
+            cache.state.save(cache.scratch)
+            self._rerender(cache)
         return cache
 
     def _donor(self, entries: Sequence[TranscriptEntry], state: CompactionState) -> _RunCache | None:
@@ -291,14 +298,20 @@ class Compaction:
             cache.state.save(cache.scratch)
         self._rerender(cache)
 
-    def _patch(self, cache: _RunCache, indices: set[int]) -> None:
-        """Re-render only the body entries whose decisions changed (the summary did not)."""
-        offset = 1 - cache.state.summary.covered if cache.state.summary else 0
-        for i in indices:
-            pos = i + offset
-            if pos < 0 or pos >= len(cache.view) or i >= len(cache.body):
+    def _patch(self, cache: _RunCache, call_ids: set[str]) -> None:
+        """Re-render only the results whose decisions changed (the summary did not)."""
+        if not call_ids:
+            return
+        start = summary_cover(cache.body, cache.state.summary.covered) if cache.state.summary else 0
+        offset = 1 - start if start else 0
+        for i in range(start, len(cache.body)):
+            entry = cache.body[i]
+            if not isinstance(entry, ToolResultEntry) or entry.call_id not in call_ids:
                 continue
-            shown = render_entry(i, cache.body[i], cache.state)
+            pos = i + offset
+            if pos < 0 or pos >= len(cache.view):
+                continue
+            shown = render_entry(i, entry, cache.state)
             cache.view_total += self.counter.measure(shown) - self.counter.measure(cache.view[pos])
             cache.view[pos] = shown
 
@@ -338,27 +351,28 @@ def _render_key(state: CompactionState) -> tuple[Any, ...]:
 
 
 def _validate(state: CompactionState, body: Sequence[TranscriptEntry]) -> bool:
-    """Drop decisions that no longer match ``body`` (history rewritten); True if anything changed."""
+    """Fit the state to ``body`` (history rewritten, or loaded from elsewhere); True if it changed.
+
+    A summary whose covered entries no longer match is dropped; one whose coverage ends inside a
+    tool call/result pair is rewound to the nearest earlier boundary (dropped if there is none).
+    Decisions about results that are gone or share their id are pruned.
+    """
     changed = False
     summary = state.summary
     if summary is not None and (
         summary.covered > len(body) or fingerprint(body[: summary.covered]) != summary.fingerprint
     ):
         state.summary, changed = None, True
-    for index, call_id in list(state.cleared.items()):
-        if index >= len(body) or getattr(body[index], "call_id", None) != call_id:
-            del state.cleared[index]
+    elif summary is not None:
+        cover = summary_cover(body, summary.covered)
+        if cover != summary.covered:
             changed = True
-    for index, record in list(state.offloaded.items()):
-        if index >= len(body) or getattr(body[index], "call_id", None) != record.call_id:
-            del state.offloaded[index]
-            changed = True
-    return changed
-
-
-def _grown(state: CompactionState, sig: tuple[int, int, object, int]) -> set[int]:
-    """Indices both offloaded and cleared: an archived preview that shrank to a marker."""
-    return set(state.cleared) & set(state.offloaded) if len(state.cleared) != sig[0] else set()
+            state.summary = (
+                SummaryState(text=summary.text, covered=cover, fingerprint=fingerprint(body[:cover])) if cover else None
+            )
+    sizes = (len(state.cleared), len(state.offloaded))
+    state.prune(unique_result_ids(body))
+    return changed or sizes != (len(state.cleared), len(state.offloaded))
 
 
 def _signature(state: CompactionState) -> tuple[int, int, object, int]:

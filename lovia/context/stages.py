@@ -22,7 +22,7 @@ from ..transcript import (
     TranscriptEntry,
 )
 from .render import render_entry, summary_entry
-from .state import CompactionState, OffloadRecord, SummaryState, fingerprint
+from .state import CompactionState, OffloadRecord, SummaryState, fingerprint, unique_result_ids
 from .stores import ResultStore, content_key
 from .summarizer import Summarizer
 from .tokens import TokenCounter
@@ -67,6 +67,9 @@ class StageContext:
     run_id: str | None = None
     request: CompactionRequest | None = None
     """The request being served (the summarizer receives it)."""
+    referable: set[str] | None = None
+    """Call ids exactly one result in the body carries (only those can take a decision);
+    computed on first use when ``None``."""
     detail: list[str] = field(default_factory=list)
     """Human-readable notes on what was done (end up in ``ContextResult.detail``)."""
 
@@ -110,18 +113,28 @@ class Stage(Protocol):
 def _candidate_results(
     body: Sequence[TranscriptEntry], ctx: StageContext, keep_last: int, *, offloaded: bool = False
 ) -> list[int]:
-    """Indices of tool results a stage may act on, oldest first: not cleared, outside the
-    protected tail and the newest ``keep_last``; with ``offloaded`` only archived ones, else
-    only undecided ones."""
+    """Indices of tool results a stage may act on, oldest first: with an id no other result
+    shares, not cleared, outside the protected tail and the newest ``keep_last``; with
+    ``offloaded`` only archived ones, else only undecided ones."""
     state = ctx.state
-    results = [i for i in range(ctx.visible_from, len(body)) if isinstance(body[i], ToolResultEntry)]
+    if ctx.referable is None:
+        ctx.referable = unique_result_ids(body)
+    referable = ctx.referable
+    results: list[int] = []
+    for i in range(ctx.visible_from, len(body)):
+        e = body[i]
+        if isinstance(e, ToolResultEntry):
+            results.append(i)
     if keep_last > 0:
         results = results[:-keep_last]
-    return [
-        i
-        for i in results
-        if i not in state.cleared and (i in state.offloaded) == offloaded and ctx.is_unprotected(i, body[i])
-    ]
+    out: list[int] = []
+    for i in results:
+        cid = body[i].call_id  # type: ignore[union-attr]
+        if cid not in referable or cid in state.cleared or (cid in state.offloaded) != offloaded:
+            continue  # a shared id cannot carry a decision; decided ones are final
+        if ctx.is_unprotected(i, body[i]):
+            out.append(i)
+    return out
 
 
 @dataclass(slots=True)
@@ -164,14 +177,8 @@ class OffloadToolResults:
                     ctx.detail.append(f"offload failed: {exc}")
                     break
             before = ctx.counter.count_entry(entry)
-            record = OffloadRecord(
-                index=i,
-                call_id=entry.call_id,
-                key=key,
-                chars=len(entry.output),
-                preview=entry.output[: self.preview_chars],
-            )
-            ctx.state.offloaded[i] = record
+            record = OffloadRecord(preview=entry.output[: self.preview_chars], chars=len(entry.output), digest=key)
+            ctx.state.offloaded[entry.call_id] = record
             ctx.account(before - ctx.tokens_of(i, entry))
             moved += 1
             if not ctx.over_target:
@@ -217,10 +224,10 @@ class ClearToolResults:
             if len(entry.output) < floor and not entry.parts:
                 continue
             before = ctx.tokens_of(i, entry)
-            ctx.state.cleared[i] = entry.call_id
+            ctx.state.cleared.add(entry.call_id)
             after = ctx.tokens_of(i, entry)
             if after >= before:
-                del ctx.state.cleared[i]  # never recorded: the marker would not save anything
+                ctx.state.cleared.discard(entry.call_id)  # never recorded: the marker would not save anything
                 continue
             ctx.account(before - after)
             cleared += 1
@@ -330,7 +337,7 @@ class SummarizeHistory:
             ctx.detail.append("summary discarded: it would save less than the minimum")
             return False
         ctx.state.summary = SummaryState(text=text, covered=cut, fingerprint=fingerprint(body[:cut]))
-        ctx.state.forget_before(cut)
+        ctx.state.forget(e.call_id for e in body[:cut] if isinstance(e, ToolResultEntry))
         ctx.account(saved)
         ctx.detail.append(f"summarized {cut - start} entries")
         return True

@@ -338,7 +338,7 @@ async def test_custom_stage_runs_and_a_broken_one_does_not_fail_the_call():
         async def plan(self, body, ctx):
             for i, e in enumerate(body):
                 if isinstance(e, ToolResultEntry) and i < ctx.protected_from:
-                    ctx.state.cleared[i] = e.call_id
+                    ctx.state.cleared.add(e.call_id)
             return True
 
     p = policy(stages=[Boom(), ClearAll()])

@@ -128,19 +128,17 @@ def test_budget_rejects_bad_levels(kw):
         TokenBudget(**kw)
 
 
-@pytest.mark.parametrize(
-    "kw",
-    [
+def test_compaction_rejects_bad_settings():
+    bad: list[dict[str, Any]] = [
         {"keep_recent_tokens": 0},
         {"compact_at": 1.2},
         {"compact_at": 0.5, "compact_to": 0.5},
         {"context_window": 0},
         {"reserve_output_tokens": -1},
-    ],
-)
-def test_compaction_rejects_bad_settings(kw):
-    with pytest.raises(ValueError):
-        Compaction(**kw)
+    ]
+    for kw in bad:
+        with pytest.raises(ValueError):
+            Compaction(**kw)
 
 
 def test_integer_levels_clamp_to_the_usable_window():

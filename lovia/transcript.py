@@ -753,8 +753,7 @@ def safe_window(entries: Sequence[TranscriptEntry], *, head: int = 0, tail: int)
     result (in the head or the tail). A tail that starts on (or holds) a result whose call lies
     between head and tail moves earlier to take that call in, repeatedly; a call the head keeps
     already answers for a result in the tail (nothing is duplicated), and a result whose call
-    exists nowhere is dropped. When
-    the tail reaches the head, the whole list is returned.
+    exists nowhere is dropped. When the tail reaches the head, the whole list is returned.
     """
     n = len(entries)
     head, tail = max(0, head), max(0, tail)

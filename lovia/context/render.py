@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..messages import FilePart, ImagePart
 from ..transcript import (
@@ -122,6 +123,7 @@ def summary_cover(body: Sequence[TranscriptEntry], covered: int) -> int:
 
 def render_body(body: Sequence[TranscriptEntry], state: CompactionState) -> list[TranscriptEntry]:
     """Render the transcript body (no system head): summary first, then the remaining entries."""
+    state = _unambiguous(body, state)
     out: list[TranscriptEntry] = []
     start = 0
     summary = state.summary
@@ -131,6 +133,21 @@ def render_body(body: Sequence[TranscriptEntry], state: CompactionState) -> list
             out.append(summary_entry(summary.text))
     out.extend(render_entry(i, body[i], state) for i in range(start, len(body)))
     return out
+
+
+def _unambiguous(body: Sequence[TranscriptEntry], state: CompactionState) -> CompactionState:
+    """``state`` without decisions whose call id more than one result in ``body`` carries."""
+    if not (state.cleared or state.offloaded):
+        return state
+    seen: Counter[str] = Counter(e.call_id for e in body if isinstance(e, ToolResultEntry))
+    shared = {cid for cid, n in seen.items() if n > 1}
+    if not shared & (state.cleared | set(state.offloaded)):
+        return state
+    return replace(
+        state,
+        cleared=state.cleared - shared,
+        offloaded={cid: r for cid, r in state.offloaded.items() if cid not in shared},
+    )
 
 
 def render_view(transcript: Sequence[TranscriptEntry], state: CompactionState) -> list[TranscriptEntry]:

@@ -76,8 +76,9 @@ def test_a_decision_about_a_reused_call_id_is_not_applied():
         *tool_turn(0, 3_000),  # the same call id again (some providers reuse ids)
     ]
     state = CompactionState(cleared={"call_0"})
+    assert render_view(body, state) == body  # the pure renderer leaves a shared id alone
     state.prune(e.call_id for e in body if isinstance(e, ToolResultEntry))
-    assert render_view(body, state) == body
+    assert state.cleared == set()
 
 
 async def test_a_summary_ending_inside_a_pair_is_rewound_to_a_boundary():
@@ -118,3 +119,19 @@ async def test_a_newly_reported_window_replaces_the_learned_one_even_if_larger()
     assert list(scratch["windows"].values()) == [4_000]
     await policy.compact(request(transcript, scratch, overflow=True, reported_window=9_000))
     assert list(scratch["windows"].values()) == [9_000]
+
+
+async def test_a_call_id_reused_later_in_the_run_drops_its_decision():
+    transcript: list[TranscriptEntry] = [SYSTEM, InputEntry(role="user", content="go")]
+    for i in range(40):
+        transcript.extend(tool_turn(i, 3_000))
+    policy = Compaction(context_window=20_000, reserve_output_tokens=2_000, stages=[ClearToolResults()])
+    scratch: dict[str, Any] = {}
+    first = await policy.compact(request(transcript, scratch))
+    assert "call_0" in CompactionState.load(scratch).cleared
+    assert "cleared" in first.entries[3].output
+    transcript.extend(tool_turn(0, 50))  # a provider hands out call_0 again
+    res = await policy.compact(request(transcript, scratch))
+    assert res.entries[3] is transcript[3]  # shown as it is: the decision cannot tell the two apart
+    assert "call_0" not in CompactionState.load(scratch).cleared
+    assert render_view(transcript, CompactionState.load(scratch)) == res.entries

@@ -749,16 +749,22 @@ def drop_dangling_tool_calls(entries: Sequence[TranscriptEntry]) -> list[Transcr
 def safe_window(entries: Sequence[TranscriptEntry], *, head: int = 0, tail: int) -> list[TranscriptEntry]:
     """Keep the first ``head`` and last ``tail`` entries without splitting a call from its result.
 
-    The tail start moves earlier until every kept result has its call; the head end moves later
-    until every kept call has its result. Entries between head and tail are dropped.
+    A negative ``head`` counts as 0. The head end moves later until every call it keeps has its
+    result (in the head or the tail). A tail that starts on (or holds) a result whose call lies
+    between head and tail moves earlier to take that call in, repeatedly; a call the head keeps
+    already answers for a result in the tail (nothing is duplicated), and a result whose call
+    exists nowhere is dropped. When the tail reaches the head, the whole list is returned.
     """
     n = len(entries)
+    head, tail = max(0, head), max(0, tail)
     if head + tail >= n:
         return list(entries)
     head_end = head
+    # Calls the head keeps whose results are neither in the head nor in the tail: the head grows.
     open_calls = {e.call_id for e in entries[:head_end] if isinstance(e, ToolCallEntry)}
     open_calls -= {e.call_id for e in entries[:head_end] if isinstance(e, ToolResultEntry)}
-    while open_calls and head_end < n:
+    open_calls -= {e.call_id for e in entries[n - tail :] if isinstance(e, ToolResultEntry)}
+    while open_calls and head_end < n - tail:
         e = entries[head_end]
         if isinstance(e, ToolResultEntry):
             open_calls.discard(e.call_id)
@@ -766,16 +772,20 @@ def safe_window(entries: Sequence[TranscriptEntry], *, head: int = 0, tail: int)
             open_calls.add(e.call_id)
         head_end += 1
     start = max(n - tail, head_end)
-    needed = {e.call_id for e in entries[start:] if isinstance(e, ToolResultEntry)}
-    needed -= {e.call_id for e in entries[start:] if isinstance(e, ToolCallEntry)}
+    if start <= head_end:
+        return list(entries)
+    every_call = {e.call_id for e in entries if isinstance(e, ToolCallEntry)}
+    head_calls = {e.call_id for e in entries[:head_end] if isinstance(e, ToolCallEntry)}
+    needed = {e.call_id for e in entries[start:] if isinstance(e, ToolResultEntry)} & every_call
+    needed -= head_calls | {e.call_id for e in entries[start:] if isinstance(e, ToolCallEntry)}
     while needed and start > head_end:
         start -= 1
         e = entries[start]
         if isinstance(e, ToolCallEntry):
             needed.discard(e.call_id)
-        elif isinstance(e, ToolResultEntry):
+        elif isinstance(e, ToolResultEntry) and e.call_id in every_call and e.call_id not in head_calls:
             needed.add(e.call_id)
-    # A tail that opens on a tool result (its call lies in the head) or with siblings of a batch
-    # whose other calls were cut is still paired: drop any result whose call is not kept.
-    window = list(entries[:head_end]) + list(entries[start:])
-    return drop_dangling_tool_calls(window) if needed else window
+    if start <= head_end:
+        return list(entries)
+    kept_tail = [e for e in entries[start:] if not (isinstance(e, ToolResultEntry) and e.call_id not in every_call)]
+    return list(entries[:head_end]) + kept_tail

@@ -21,15 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..transcript import InputEntry, TranscriptEntry, leading_system_count
+from ..transcript import InputEntry, ToolResultEntry, TranscriptEntry, leading_system_count
 from .policy import CompactionRequest, ContextResult
 from .recall import recall_tool_result
-from .render import RECALL_TOOL_NAME, render_body, render_entry
+from .render import RECALL_TOOL_NAME, render_body, render_entry, summary_cover
 from .stages import ClearToolResults, OffloadToolResults, Stage, StageContext, SummarizeHistory
-from .state import CompactionState, fingerprint, window_key
+from .state import CompactionState, SummaryState, fingerprint, unique_result_ids, window_key
 from .stores import ResultStore
 from .summarizer import LLMSummarizer, Summarizer
-from .tokens import TokenBudget, TokenCounter, calibrate
+from .tokens import TokenBudget, TokenCounter, calibrate, check_levels
 from .window import resolve_window
 
 if TYPE_CHECKING:
@@ -54,15 +54,6 @@ class _RunCache:
     view_total: int = 0
 
 
-def _check_level(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a float fraction or an int token count, got {value!r}")
-    if isinstance(value, float) and not 0.0 < value <= 1.0:
-        raise ValueError(f"{name} as a fraction must be in (0, 1], got {value!r}")
-    if isinstance(value, int) and value <= 0:
-        raise ValueError(f"{name} as a token count must be positive, got {value!r}")
-
-
 class Compaction:
     """Keep each model call inside the context window without touching the transcript.
 
@@ -72,7 +63,7 @@ class Compaction:
         compact_at: Compact when the estimate exceeds this. A float is a fraction of the usable
             window (window minus ``reserve_output_tokens``); an int is absolute tokens.
         compact_to: Compact down to this (same units); must be below ``compact_at``.
-        keep_recent_tokens: Size of the protected recent tail; default usable // 5.
+        keep_recent_tokens: Size of the protected recent tail (at least 1); default max(1, usable // 5).
         reserve_output_tokens: Tokens kept free for the answer.
         stages: Stages to run, cheapest first; default offload, clear, summarize.
         summarizer: Writes summaries; default :class:`LLMSummarizer` on the run's provider.
@@ -96,14 +87,11 @@ class Compaction:
         image_tokens: int = 1_600,
         store: ResultStore | None = None,
     ) -> None:
-        _check_level("compact_at", compact_at)
-        _check_level("compact_to", compact_to)
-        if type(compact_at) is type(compact_to) and compact_to >= compact_at:
-            raise ValueError(f"compact_to ({compact_to}) must be below compact_at ({compact_at})")
+        check_levels(compact_at, compact_to, names=("compact_at", "compact_to"))
         if context_window is not None and context_window <= 0:
             raise ValueError("context_window must be positive")
-        if keep_recent_tokens is not None and keep_recent_tokens < 0:
-            raise ValueError("keep_recent_tokens must not be negative")
+        if keep_recent_tokens is not None and keep_recent_tokens < 1:
+            raise ValueError("keep_recent_tokens must be at least 1 (or None for usable // 5)")
         if reserve_output_tokens < 0 or image_tokens < 0:
             raise ValueError("reserve_output_tokens and image_tokens must not be negative")
         self.context_window = context_window
@@ -116,8 +104,8 @@ class Compaction:
         )
         self.summarizer: Summarizer = summarizer if summarizer is not None else LLMSummarizer()
         self.store = store
-        # The engine's own calibration: a large memo (a long session is counted once), a 4-token envelope.
-        self.counter = TokenCounter(image_tokens=image_tokens, file_tokens=4_000, entry_overhead=4, memo_size=200_000)
+        # The engine's own calibration: a large memo (a long session is counted once), files at 4,000 tokens.
+        self.counter = TokenCounter(image_tokens=image_tokens, file_tokens=4_000, memo_size=200_000)
         self._caches: OrderedDict[int, _RunCache] = OrderedDict()
         self._tools: list[Tool[Any]] | None = None
 
@@ -146,30 +134,32 @@ class Compaction:
         n_sys = leading_system_count(req.entries)
         system = req.entries[:n_sys]
         exact = _exact_counter(req.provider)
+        tools = self.counter.count_tools(req.tools)
         if not req.overflow and exact is None:
-            self._calibrate(req, state)
+            self._calibrate(req, state, tools)
         if req.overflow and req.reported_window:
-            key = window_key(req.provider, req.model)
-            known = state.learned_windows.get(key)
-            state.learned_windows[key] = min(known or req.reported_window, req.reported_window)
-        fixed = self.counter.count_all(system) + self.counter.count_tools(req.tools)
+            # The newest report wins, even when it names a larger window than the one learned before.
+            state.learned_windows[window_key(req.provider, req.model)] = req.reported_window
+        fixed = self.counter.count_all(system)
         before = self._estimate(cache, system, fixed, req, exact)
         budget = await self._budget_for(req, state, before)
         compacted = False
         notes: list[str] = []
+        acted: list[str] = []
         summary_text: str | None = None
         if budget is not None and (req.overflow or before > budget.trigger_tokens):
             sig = _signature(state)
-            decided = set(state.cleared) | set(state.offloaded)
-            notes = await self._plan(cache, req, budget, before)
+            cleared, offloaded = set(state.cleared), set(state.offloaded)
+            acted, notes = await self._plan(cache, req, budget, before)
             if state.summary is not sig[2]:
                 self._rerender(cache)
-            else:
-                self._patch(cache, (set(state.cleared) | set(state.offloaded)) - decided | _grown(state, sig))
+            else:  # a preview that shrank to a marker is among the newly cleared
+                self._patch(cache, (state.cleared - cleared) | (set(state.offloaded) - offloaded))
             after_plan = self._estimate(cache, system, fixed, req, exact)
             compacted = _signature(state)[:3] != sig[:3] and after_plan < before
             if compacted and state.summary is not None and state.summary is not sig[2]:
                 summary_text = state.summary.text
+            notes.insert(0, f"context was {round(100 * budget.pressure(before))}% full")
             state.save(req.scratch)
         after = self._estimate(cache, system, fixed, req, exact)
         state.last_view_estimate = fixed + cache.view_total
@@ -178,9 +168,9 @@ class Compaction:
             entries=list(system) + cache.view,
             changed=state.has_decisions,
             compacted=compacted,
-            reason=("overflow" if req.overflow else "threshold") if compacted else None,
+            reason=_reason(compacted, acted, state.has_decisions, reactive=req.overflow),
             summary=summary_text,
-            tokens_before=round(state.ratio * (fixed + cache.raw_total)) if exact is None else before,
+            tokens_before=round(state.ratio * (fixed + cache.raw_total)) + tools if exact is None else before,
             tokens_after=after,
             detail=notes,
         )
@@ -196,10 +186,15 @@ class Compaction:
             return budget.aggressive() if req.overflow else budget
         if not req.overflow:
             return None
-        # Unknown window and the provider refused the prompt: the window is below this estimate.
-        return TokenBudget(max(estimate, 1), reserve_output=0).aggressive()
+        # Unknown window and the provider refused the prompt: plan as if the failed prompt had
+        # filled the usable window exactly (tail at most usable // 10, target 25% of usable).
+        return self.budget(max(estimate, 1) + self.reserve_output_tokens).aggressive()
 
-    async def _plan(self, cache: _RunCache, req: CompactionRequest, budget: TokenBudget, estimate: int) -> list[str]:
+    async def _plan(
+        self, cache: _RunCache, req: CompactionRequest, budget: TokenBudget, estimate: int
+    ) -> tuple[list[str], list[str]]:
+        """Run the stages in order until the estimate is at or below the target; returns the
+        names of the stages that acted and the notes they left."""
         state = cache.state
         if state.mention_recall is None:
             state.mention_recall = any(getattr(t, "name", None) == RECALL_TOOL_NAME for t in req.tools)
@@ -218,27 +213,33 @@ class Compaction:
             request=req,
         )
         ctx.protected_from = _protected_start(cache.body, ctx, budget.keep_recent)
+        acted: list[str] = []
         for stage in self.stages:
             if not ctx.over_target:
                 break
+            name = str(getattr(stage, "name", type(stage).__name__))
             try:
-                await stage.plan(cache.body, ctx)
+                if await stage.plan(cache.body, ctx):
+                    acted.append(_STAGE_REASONS.get(name, name))
             except Exception as exc:  # a broken custom stage must not fail the run
-                logger.warning("context stage %s failed: %s", getattr(stage, "name", stage), exc)
-                ctx.detail.append(f"stage {getattr(stage, 'name', '?')} failed: {exc}")
-        return ctx.detail
+                logger.warning("context stage %s failed: %s", name, exc)
+                ctx.detail.append(f"stage {name} failed: {exc}")
+        return acted, ctx.detail
 
-    def _calibrate(self, req: CompactionRequest, state: CompactionState) -> None:
+    def _calibrate(self, req: CompactionRequest, state: CompactionState, tools: int) -> None:
+        """Fold the provider's count for the previous view into the ratio. The tool schemas are a
+        fixed payload outside the ratio: they are taken off the reported count first."""
         pending, state.last_view_estimate = state.last_view_estimate, None
         if req.last_input_tokens and pending:
-            state.ratio = calibrate(state.ratio, req.last_input_tokens / pending)
+            state.ratio = calibrate(state.ratio, max(req.last_input_tokens - tools, 0) / pending)
 
     def _estimate(
         self, cache: _RunCache, system: Sequence[TranscriptEntry], fixed: int, req: CompactionRequest, exact: Any
     ) -> int:
         if exact is not None:
             return int(exact(list(system) + cache.view)) + self.counter.count_tools(req.tools)
-        return round(cache.state.ratio * (fixed + cache.view_total))
+        # The tool schemas enter additively: the calibration ratio scales the entries only.
+        return round(cache.state.ratio * (fixed + cache.view_total)) + self.counter.count_tools(req.tools)
 
     # ------------------------------------------------------------------ the incremental cache
 
@@ -265,13 +266,20 @@ class Compaction:
             self._rebuild(cache, req.entries)
             return cache
         n_sys = leading_system_count(req.entries)
+        reused = False
         for entry in req.entries[n_sys + len(cache.body) :]:
             index = len(cache.body)
+            if isinstance(entry, ToolResultEntry) and cache.state.decided(entry.call_id):
+                reused = True  # an id a decision is keyed by came back: the decision is ambiguous now
             cache.body.append(entry)
             cache.raw_total += self.counter.count_entry(entry)
             shown = render_entry(index, entry, cache.state)
             cache.view.append(shown)
             cache.view_total += self.counter.count_entry(shown)
+        if reused:
+            cache.state.prune(unique_result_ids(cache.body))
+            cache.state.save(cache.scratch)
+            self._rerender(cache)
         return cache
 
     def _donor(self, entries: Sequence[TranscriptEntry], state: CompactionState) -> _RunCache | None:
@@ -290,20 +298,39 @@ class Compaction:
             cache.state.save(cache.scratch)
         self._rerender(cache)
 
-    def _patch(self, cache: _RunCache, indices: set[int]) -> None:
-        """Re-render only the body entries whose decisions changed (the summary did not)."""
-        offset = 1 - cache.state.summary.covered if cache.state.summary else 0
-        for i in indices:
-            pos = i + offset
-            if pos < 0 or pos >= len(cache.view) or i >= len(cache.body):
+    def _patch(self, cache: _RunCache, call_ids: set[str]) -> None:
+        """Re-render only the results whose decisions changed (the summary did not)."""
+        if not call_ids:
+            return
+        start = summary_cover(cache.body, cache.state.summary.covered) if cache.state.summary else 0
+        offset = 1 - start if start else 0
+        for i in range(start, len(cache.body)):
+            entry = cache.body[i]
+            if not isinstance(entry, ToolResultEntry) or entry.call_id not in call_ids:
                 continue
-            shown = render_entry(i, cache.body[i], cache.state)
+            pos = i + offset
+            if pos < 0 or pos >= len(cache.view):
+                continue
+            shown = render_entry(i, entry, cache.state)
             cache.view_total += self.counter.measure(shown) - self.counter.measure(cache.view[pos])
             cache.view[pos] = shown
 
     def _rerender(self, cache: _RunCache) -> None:
         cache.view = render_body(cache.body, cache.state)
         cache.view_total = self.counter.count_all(cache.view)
+
+
+_STAGE_REASONS = {"offload_tool_results": "offload", "clear_tool_results": "clear", "summarize_history": "summary"}
+"""How the built-in stages are named in ``ContextResult.reason``."""
+
+
+def _reason(compacted: bool, acted: list[str], has_decisions: bool, *, reactive: bool) -> str | None:
+    """``ContextResult.reason``: the stages that acted joined by "+" (prefixed "reactive_" on the
+    overflow path), "sticky_replay" when only earlier decisions shape the view, else ``None``."""
+    if compacted:
+        names = "+".join(dict.fromkeys(acted)) or "compaction"
+        return f"reactive_{names}" if reactive else names
+    return "sticky_replay" if has_decisions else None
 
 
 def _continues(body: list[TranscriptEntry], entries: Sequence[TranscriptEntry]) -> bool:
@@ -324,27 +351,28 @@ def _render_key(state: CompactionState) -> tuple[Any, ...]:
 
 
 def _validate(state: CompactionState, body: Sequence[TranscriptEntry]) -> bool:
-    """Drop decisions that no longer match ``body`` (history rewritten); True if anything changed."""
+    """Fit the state to ``body`` (history rewritten, or loaded from elsewhere); True if it changed.
+
+    A summary whose covered entries no longer match is dropped; one whose coverage ends inside a
+    tool call/result pair is rewound to the nearest earlier boundary (dropped if there is none).
+    Decisions about results that are gone or share their id are pruned.
+    """
     changed = False
     summary = state.summary
     if summary is not None and (
         summary.covered > len(body) or fingerprint(body[: summary.covered]) != summary.fingerprint
     ):
         state.summary, changed = None, True
-    for index, call_id in list(state.cleared.items()):
-        if index >= len(body) or getattr(body[index], "call_id", None) != call_id:
-            del state.cleared[index]
+    elif summary is not None:
+        cover = summary_cover(body, summary.covered)
+        if cover != summary.covered:
             changed = True
-    for index, record in list(state.offloaded.items()):
-        if index >= len(body) or getattr(body[index], "call_id", None) != record.call_id:
-            del state.offloaded[index]
-            changed = True
-    return changed
-
-
-def _grown(state: CompactionState, sig: tuple[int, int, object, int]) -> set[int]:
-    """Indices both offloaded and cleared: an archived preview that shrank to a marker."""
-    return set(state.cleared) & set(state.offloaded) if len(state.cleared) != sig[0] else set()
+            state.summary = (
+                SummaryState(text=summary.text, covered=cover, fingerprint=fingerprint(body[:cover])) if cover else None
+            )
+    sizes = (len(state.cleared), len(state.offloaded))
+    state.prune(unique_result_ids(body))
+    return changed or sizes != (len(state.cleared), len(state.offloaded))
 
 
 def _signature(state: CompactionState) -> tuple[int, int, object, int]:
@@ -358,7 +386,8 @@ def _exact_counter(provider: object) -> Any:
 
 def _protected_start(body: Sequence[TranscriptEntry], ctx: StageContext, keep_tokens: int) -> int:
     """Body index where the protected tail starts: ~``keep_tokens`` of recent entries, widened to
-    whole call/result pairs, and back to the latest user message when that stays affordable."""
+    whole call/result pairs, and (not on the overflow path) back to the latest user message when
+    that stays affordable."""
     lo = ctx.visible_from
     ratio = ctx.state.ratio
     start, acc = len(body), 0.0
@@ -376,6 +405,8 @@ def _protected_start(body: Sequence[TranscriptEntry], ctx: StageContext, keep_to
         if e.type == "tool_call":
             needed.discard(getattr(e, "call_id", None))
         acc += ctx.tokens_of(start, e) * ratio
+    if ctx.reactive:
+        return start  # the overflow path keeps the tail within its (tightened) size
     affordable, extra = ctx.target // 2, 0.0
     for u in range(start - 1, lo - 1, -1):  # stops as soon as it gets too expensive
         e = body[u]

@@ -6,7 +6,9 @@ entry without a decision is passed through as the very same object.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..messages import FilePart, ImagePart
 from ..transcript import (
@@ -28,6 +30,7 @@ __all__ = [
     "render_body",
     "render_entry",
     "render_view",
+    "summary_cover",
     "summary_entry",
     "transcript_to_text",
 ]
@@ -67,11 +70,10 @@ def offload_marker(record: OffloadRecord, *, recall: bool = False) -> str:
         recall: Whether to point the model at ``recall_tool_result``.
     """
     omitted = record.chars - len(record.preview)
-    text = (
-        f"{record.preview}\n[... {omitted:,} more characters archived ({record.chars:,} in total); ref: {record.key}."
-    )
+    archived = f"{omitted:,} more characters archived ({record.chars:,} in total)"
+    text = f"{record.preview}\n[... {archived}; ref: {record.digest}."
     if recall:
-        text += f' Call {RECALL_TOOL_NAME}(ref="{record.key}") for the full output.'
+        text += f' Call {RECALL_TOOL_NAME}(ref="{record.digest}") for the full output.'
     return text + "]"
 
 
@@ -81,16 +83,15 @@ def summary_entry(summary: str) -> InputEntry:
 
 
 def render_entry(index: int, entry: TranscriptEntry, state: CompactionState) -> TranscriptEntry:
-    """Render body entry ``index``: a marker when a decision applies, else ``entry`` itself."""
+    """Render body entry ``index``: a marker when a decision about its ``call_id`` applies, else
+    ``entry`` itself. (The caller keeps the state pruned to ids that are unique in the body.)"""
     if not isinstance(entry, ToolResultEntry):
         return entry
     recall = bool(state.mention_recall)
-    record = state.offloaded.get(index)
-    if record is not None and record.call_id != entry.call_id:
-        record = None
-    if state.cleared.get(index) == entry.call_id:
+    record = state.offloaded.get(entry.call_id)
+    if entry.call_id in state.cleared:
         # A cleared result that had been archived points at the archive (it outlives session trims).
-        ref = record.key if record is not None else None
+        ref = record.digest if record is not None else None
         marker = clear_marker(entry.call_id, is_error=entry.is_error, recall=recall, ref=ref)
         return ToolResultEntry(call_id=entry.call_id, output=marker, is_error=entry.is_error)
     if record is not None:
@@ -100,16 +101,53 @@ def render_entry(index: int, entry: TranscriptEntry, state: CompactionState) -> 
     return entry
 
 
+def summary_cover(body: Sequence[TranscriptEntry], covered: int) -> int:
+    """How many leading body entries a summary covering ``covered`` entries may hide: ``covered``
+    itself unless that splits a tool call from its result, else the nearest earlier boundary that
+    does not (0 when there is none: the summary cannot be shown)."""
+    covered = min(covered, len(body))
+    if covered <= 0:
+        return 0
+    open_calls: Counter[str] = Counter()
+    best = 0
+    for i in range(covered):
+        if i > 0 and not +open_calls:
+            best = i
+        e = body[i]
+        if isinstance(e, ToolCallEntry):
+            open_calls[e.call_id] += 1
+        elif isinstance(e, ToolResultEntry) and open_calls[e.call_id] > 0:
+            open_calls[e.call_id] -= 1
+    return best if +open_calls else covered
+
+
 def render_body(body: Sequence[TranscriptEntry], state: CompactionState) -> list[TranscriptEntry]:
     """Render the transcript body (no system head): summary first, then the remaining entries."""
+    state = _unambiguous(body, state)
     out: list[TranscriptEntry] = []
     start = 0
     summary = state.summary
-    if summary is not None and 0 < summary.covered <= len(body):
-        out.append(summary_entry(summary.text))
-        start = summary.covered
+    if summary is not None:
+        start = summary_cover(body, summary.covered)
+        if start:
+            out.append(summary_entry(summary.text))
     out.extend(render_entry(i, body[i], state) for i in range(start, len(body)))
     return out
+
+
+def _unambiguous(body: Sequence[TranscriptEntry], state: CompactionState) -> CompactionState:
+    """``state`` without decisions whose call id more than one result in ``body`` carries."""
+    if not (state.cleared or state.offloaded):
+        return state
+    seen: Counter[str] = Counter(e.call_id for e in body if isinstance(e, ToolResultEntry))
+    shared = {cid for cid, n in seen.items() if n > 1}
+    if not shared & (state.cleared | set(state.offloaded)):
+        return state
+    return replace(
+        state,
+        cleared=state.cleared - shared,
+        offloaded={cid: r for cid, r in state.offloaded.items() if cid not in shared},
+    )
 
 
 def render_view(transcript: Sequence[TranscriptEntry], state: CompactionState) -> list[TranscriptEntry]:

@@ -22,7 +22,7 @@ from ..transcript import (
     TranscriptEntry,
 )
 from .render import render_entry, summary_entry
-from .state import CompactionState, OffloadRecord, SummaryState, fingerprint
+from .state import CompactionState, OffloadRecord, SummaryState, fingerprint, unique_result_ids
 from .stores import ResultStore, content_key
 from .summarizer import Summarizer
 from .tokens import TokenCounter
@@ -31,7 +31,15 @@ if TYPE_CHECKING:
     from ..providers.base import Provider
     from .policy import CompactionRequest
 
-__all__ = ["ClearToolResults", "OffloadToolResults", "Stage", "StageContext", "SummarizeHistory", "safe_cut"]
+__all__ = [
+    "ClearToolResults",
+    "OffloadToolResults",
+    "Stage",
+    "StageContext",
+    "SummarizeHistory",
+    "pair_safe_cut",
+    "safe_cut",
+]
 
 logger = logging.getLogger("lovia.context")
 
@@ -59,6 +67,9 @@ class StageContext:
     run_id: str | None = None
     request: CompactionRequest | None = None
     """The request being served (the summarizer receives it)."""
+    referable: set[str] | None = None
+    """Call ids exactly one result in the body carries (only those can take a decision);
+    computed on first use when ``None``."""
     detail: list[str] = field(default_factory=list)
     """Human-readable notes on what was done (end up in ``ContextResult.detail``)."""
 
@@ -102,18 +113,28 @@ class Stage(Protocol):
 def _candidate_results(
     body: Sequence[TranscriptEntry], ctx: StageContext, keep_last: int, *, offloaded: bool = False
 ) -> list[int]:
-    """Indices of tool results a stage may act on, oldest first: not cleared, outside the
-    protected tail and the newest ``keep_last``; with ``offloaded`` only archived ones, else
-    only undecided ones."""
+    """Indices of tool results a stage may act on, oldest first: with an id no other result
+    shares, not cleared, outside the protected tail and the newest ``keep_last``; with
+    ``offloaded`` only archived ones, else only undecided ones."""
     state = ctx.state
-    results = [i for i in range(ctx.visible_from, len(body)) if isinstance(body[i], ToolResultEntry)]
+    if ctx.referable is None:
+        ctx.referable = unique_result_ids(body)
+    referable = ctx.referable
+    results: list[int] = []
+    for i in range(ctx.visible_from, len(body)):
+        e = body[i]
+        if isinstance(e, ToolResultEntry):
+            results.append(i)
     if keep_last > 0:
         results = results[:-keep_last]
-    return [
-        i
-        for i in results
-        if i not in state.cleared and (i in state.offloaded) == offloaded and ctx.is_unprotected(i, body[i])
-    ]
+    out: list[int] = []
+    for i in results:
+        cid = body[i].call_id  # type: ignore[union-attr]
+        if cid not in referable or cid in state.cleared or (cid in state.offloaded) != offloaded:
+            continue  # a shared id cannot carry a decision; decided ones are final
+        if ctx.is_unprotected(i, body[i]):
+            out.append(i)
+    return out
 
 
 @dataclass(slots=True)
@@ -132,9 +153,11 @@ class OffloadToolResults:
     name: str = "offload_tool_results"
 
     async def plan(self, body: Sequence[TranscriptEntry], ctx: StageContext) -> bool:
-        """Archive the oldest large outputs until the target is met; needs ``ctx.store``."""
-        if ctx.store is None:
-            return False
+        """Replace the oldest large outputs by previews until the target is met.
+
+        With ``ctx.store`` the full output is archived there first; without one the preview's
+        reference is still the content digest, which recall finds in the transcript.
+        """
         keep = 0 if ctx.reactive else self.keep_last
         floor = self.preview_chars + 400 if ctx.reactive else max(self.min_chars, self.preview_chars + 400)
         moved = 0
@@ -144,29 +167,25 @@ class OffloadToolResults:
             if entry.parts or len(entry.output) < floor:
                 continue
             key = content_key(entry.output)
-            try:
-                await ctx.store.put(key, entry.output)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                logger.warning("offloading tool result %s failed: %s", entry.call_id, exc)
-                ctx.detail.append(f"offload failed: {exc}")
-                break
+            if ctx.store is not None:
+                try:
+                    await ctx.store.put(key, entry.output)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    logger.warning("offloading tool result %s failed: %s", entry.call_id, exc)
+                    ctx.detail.append(f"offload failed: {exc}")
+                    break
             before = ctx.counter.count_entry(entry)
-            record = OffloadRecord(
-                index=i,
-                call_id=entry.call_id,
-                key=key,
-                chars=len(entry.output),
-                preview=entry.output[: self.preview_chars],
-            )
-            ctx.state.offloaded[i] = record
+            record = OffloadRecord(preview=entry.output[: self.preview_chars], chars=len(entry.output), digest=key)
+            ctx.state.offloaded[entry.call_id] = record
             ctx.account(before - ctx.tokens_of(i, entry))
             moved += 1
             if not ctx.over_target:
                 break
         if moved:
-            ctx.detail.append(f"offloaded {moved} tool result(s) to the result store")
+            where = "to the result store" if ctx.store is not None else "(previews; no result store)"
+            ctx.detail.append(f"offloaded {moved} tool result(s) {where}")
         return moved > 0
 
 
@@ -205,10 +224,10 @@ class ClearToolResults:
             if len(entry.output) < floor and not entry.parts:
                 continue
             before = ctx.tokens_of(i, entry)
-            ctx.state.cleared[i] = entry.call_id
+            ctx.state.cleared.add(entry.call_id)
             after = ctx.tokens_of(i, entry)
             if after >= before:
-                del ctx.state.cleared[i]  # never recorded: the marker would not save anything
+                ctx.state.cleared.discard(entry.call_id)  # never recorded: the marker would not save anything
                 continue
             ctx.account(before - after)
             cleared += 1
@@ -243,41 +262,65 @@ def safe_cut(body: Sequence[TranscriptEntry], start: int, limit: int) -> int:
     return best
 
 
+def pair_safe_cut(body: Sequence[TranscriptEntry], start: int, limit: int) -> int:
+    """The latest index in ``(start, limit]`` where history can be cut without separating a tool
+    call from its result (every call before it has its result before it). Returns ``start`` when
+    there is none."""
+    limit = min(limit, len(body))
+    open_calls: dict[str, int] = {}
+    best = start
+    for i in range(start, limit):
+        if i > start and not open_calls:
+            best = i
+        e = body[i]
+        if isinstance(e, ToolCallEntry):
+            open_calls[e.call_id] = open_calls.get(e.call_id, 0) + 1
+        elif isinstance(e, ToolResultEntry) and e.call_id in open_calls:
+            open_calls[e.call_id] -= 1
+            if not open_calls[e.call_id]:
+                del open_calls[e.call_id]
+    if limit > start and not open_calls:
+        best = limit
+    return best
+
+
 @dataclass(slots=True)
 class SummarizeHistory:
-    """Replace the oldest history (up to the protected tail) with an LLM-written summary.
+    """Replace all history before the protected tail with an LLM-written summary.
+
+    The summarizer is asked whenever there is something before the tail (no up-front guess of the
+    summary's size); its answer is dropped only when it saves less than ``min_savings_ratio`` of
+    the request.
 
     Args:
-        min_savings_ratio: Skip unless the summary saves at least this share of the request.
-        max_failures: Summarizer failures tolerated per run before the stage stops trying.
-        expected_tokens: The size a summary is assumed to have when projecting savings.
+        min_savings_ratio: Drop a summary that saves less than this share of the request.
+        max_failures: Summarizer failures per run after which the proactive path stops asking
+            (the overflow path still tries: it is the breaker's half-open probe).
     """
 
     min_savings_ratio: float = 0.10
     max_failures: int = 3
-    expected_tokens: int = 1_000
     name: str = "summarize_history"
 
     async def plan(self, body: Sequence[TranscriptEntry], ctx: StageContext) -> bool:
-        """Summarize ``body[upto:cut]`` (plus the previous summary) when it pays off."""
+        """Summarize ``body[visible_from:cut]`` (plus the previous summary), cut at the protected tail."""
         if ctx.request is None or ctx.summarizer is None:
             return False
         if ctx.provider is None and getattr(ctx.summarizer, "provider", False) is None:
             return False  # an LLM summarizer with no model to ask: nothing to try (not a failure)
-        if ctx.state.failures_for(ctx.run_id) >= self.max_failures:
-            ctx.detail.append("summarizer disabled for this run after repeated failures")
+        failures = ctx.state.failures_for(ctx.run_id)
+        if failures >= self.max_failures and not ctx.reactive:
+            ctx.detail.append(f"summarizer disabled for this run after {failures} failures")
             return False
         previous = ctx.state.summary
         start = ctx.visible_from
-        cut = safe_cut(body, start, ctx.protected_from)
+        cut = pair_safe_cut(body, start, ctx.protected_from)
         if cut <= start:
             return False
         shown = [render_entry(i, body[i], ctx.state) for i in range(start, cut)]
         covered = sum(ctx.tokens_of(i, body[i]) for i in range(start, cut))
         if previous is not None:
             covered += ctx.counter.measure(summary_entry(previous.text))
-        if not self._worth_it(covered - self.expected_tokens, ctx):
-            return False
         try:
             text = await ctx.summarizer.summarize(
                 shown, req=ctx.request, prior_summary=previous.text if previous else None
@@ -288,17 +331,13 @@ class SummarizeHistory:
             count = ctx.state.note_failure(ctx.run_id)
             logger.warning("summarizing history failed (%d/%d): %s", count, self.max_failures, exc)
             ctx.detail.append(f"summary failed ({count}/{self.max_failures}): {exc}")
-            return True  # the failure count is state worth persisting
+            return False
         saved = covered - ctx.counter.measure(summary_entry(text))
-        if not self._worth_it(saved, ctx):
-            ctx.detail.append("summary discarded: it would not save enough")
+        if saved <= 0 or saved * ctx.state.ratio < self.min_savings_ratio * max(ctx.tokens, 1):
+            ctx.detail.append("summary discarded: it would save less than the minimum")
             return False
         ctx.state.summary = SummaryState(text=text, covered=cut, fingerprint=fingerprint(body[:cut]))
-        ctx.state.forget_before(cut)
+        ctx.state.forget(e.call_id for e in body[:cut] if isinstance(e, ToolResultEntry))
         ctx.account(saved)
         ctx.detail.append(f"summarized {cut - start} entries")
         return True
-
-    def _worth_it(self, saved_heuristic: int, ctx: StageContext) -> bool:
-        saved = saved_heuristic * ctx.state.ratio
-        return saved > 0 and saved >= self.min_savings_ratio * max(ctx.tokens, 1)

@@ -1,12 +1,13 @@
 """The carried compaction state: sticky decisions plus calibration, JSON round-trippable.
 
-Decisions are keyed by the *body index* of the entry they concern (the transcript without its
-leading system entries) and remember the entry's ``call_id``; rendering applies a decision only
-while the entry at that index still carries that ``call_id``. Indices are stable because the
-transcript only ever grows: session history is append-only and a run appends.
+Decisions about tool results are keyed by the result's ``call_id``; rendering applies one only
+while exactly one result in the transcript carries that id (a provider that reuses ids makes
+the decision ambiguous, and it is pruned). The summary covers a count of leading body entries
+(the transcript without its system head), stable because the transcript only ever grows.
 
 Invariant: once recorded, a decision is never reverted; it is removed only when the entries it
-concerns are hidden behind a summary (or no longer exist after a rewind), and the only further
+concerns are hidden behind a summary (or no longer exist, or share their id, after a rewind or
+a reused id), and the only further
 step is an archived preview shrinking to a cleared marker. So between compactions the view's
 prefix stays byte-identical from one turn to the next, and it never grows back.
 """
@@ -16,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,46 +40,37 @@ STATE_VERSION = 1
 """Version of the dict written by :meth:`CompactionState.to_dict`."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class OffloadRecord:
-    """One tool output moved to the result store; the view keeps a preview."""
+    """One tool output replaced in the view by a preview (and archived when there is a store).
 
-    index: int
-    """Body index of the ``ToolResultEntry``."""
-    call_id: str
-    """The result's ``call_id`` (the decision applies only while it matches)."""
-    key: str
-    """Content digest the full output is stored under (the ``ref`` for recall)."""
-    chars: int
-    """Length of the full output."""
+    The record is keyed by the result's ``call_id`` in :attr:`CompactionState.offloaded`.
+    """
+
     preview: str
     """The head of the output shown in the view (kept here so the view never changes)."""
+    chars: int
+    """Length of the full output."""
+    digest: str
+    """Content digest of the full output (:func:`result_digest`): the key it is archived under and
+    the ``ref`` recall takes."""
 
     @property
-    def digest(self) -> str:
-        """The content digest of the full output (:func:`result_digest`); same as ``key``."""
-        return self.key
+    def key(self) -> str:
+        """The same as :attr:`digest` (the result store's key)."""
+        return self.digest
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form."""
-        return {
-            "index": self.index,
-            "call_id": self.call_id,
-            "key": self.key,
-            "chars": self.chars,
-            "preview": self.preview,
-        }
+    def to_dict(self, call_id: str | None = None) -> dict[str, Any]:
+        """JSON-safe form (with the ``call_id`` it is filed under, when given)."""
+        data: dict[str, Any] = {} if call_id is None else {"call_id": call_id}
+        data.update({"key": self.digest, "chars": self.chars, "preview": self.preview})
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OffloadRecord:
         """Rebuild from :meth:`to_dict` output."""
-        return cls(
-            index=int(data["index"]),
-            call_id=str(data["call_id"]),
-            key=str(data["key"]),
-            chars=int(data["chars"]),
-            preview=str(data["preview"]),
-        )
+        digest = data["digest"] if "digest" in data else data["key"]
+        return cls(preview=str(data["preview"]), chars=int(data["chars"]), digest=str(digest))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,12 +147,16 @@ def unique_result_ids(entries: Sequence[TranscriptEntry]) -> set[str]:
 
 @dataclass(slots=True, kw_only=True)
 class CompactionState:
-    """Everything :class:`~lovia.context.Compaction` remembers between calls."""
+    """Everything :class:`~lovia.context.Compaction` remembers between calls.
 
-    cleared: dict[int, str] = field(default_factory=dict)
-    """Body index -> ``call_id`` of results replaced by a short marker."""
-    offloaded: dict[int, OffloadRecord] = field(default_factory=dict)
-    """Body index -> record of results replaced by a preview."""
+    Decisions are keyed by the tool result's ``call_id``; one applies only while exactly one
+    result in the transcript carries that id (see :meth:`prune`).
+    """
+
+    cleared: set[str] = field(default_factory=set)
+    """Call ids of results replaced by a short marker."""
+    offloaded: dict[str, OffloadRecord] = field(default_factory=dict)
+    """Call id -> record of results replaced by a preview."""
     summary: SummaryState | None = None
     """The summary hiding the oldest entries, if any."""
     ratio: float = 1.0
@@ -167,11 +164,11 @@ class CompactionState:
     mention_recall: bool | None = None
     """Whether markers name ``recall_tool_result``; fixed by the first decision."""
     learned_windows: dict[str, int] = field(default_factory=dict)
-    """:func:`window_key` -> the lowest window that endpoint named for that model in an overflow error."""
+    """:func:`window_key` -> the window that endpoint last named for that model in an overflow error."""
     last_view_estimate: int | None = None
     """Heuristic size of the last view sent, awaiting the provider's count."""
     summary_failures: int = 0
-    """Summarizer failures in run ``failures_run``."""
+    """Summarizer failures in run ``failures_run`` (persisted with the state)."""
     failures_run: str | None = None
     """The run the failure count belongs to (the breaker is per run)."""
 
@@ -193,26 +190,31 @@ class CompactionState:
 
     def decided(self, call_id: str) -> bool:
         """Whether the result with ``call_id`` is already cleared or offloaded (decisions are sticky)."""
-        if call_id in self.cleared.values():
-            return True
-        return any(r.call_id == call_id for r in self.offloaded.values())
+        return call_id in self.cleared or call_id in self.offloaded
 
-    def prune(self, referable: set[str]) -> None:
-        """Drop decisions about results whose call id is no longer in ``referable`` (rewound away)."""
-        self.cleared = {i: c for i, c in self.cleared.items() if c in referable}
-        self.offloaded = {i: r for i, r in self.offloaded.items() if r.call_id in referable}
+    def prune(self, referable: Iterable[str]) -> None:
+        """Drop decisions whose call id is absent from ``referable`` or not unique in it.
 
-    def forget_before(self, upto: int) -> None:
-        """Drop decisions about entries hidden behind a summary covering ``upto`` entries."""
-        self.cleared = {i: c for i, c in self.cleared.items() if i >= upto}
-        self.offloaded = {i: r for i, r in self.offloaded.items() if i >= upto}
+        Pass :func:`unique_result_ids` of the body, or the call ids of its results in order (a
+        repeated id then counts as not unique): a decision keyed by an id two results share
+        cannot say which of them it meant.
+        """
+        counts = Counter(referable)
+        self.cleared = {c for c in self.cleared if counts.get(c) == 1}
+        self.offloaded = {c: r for c, r in self.offloaded.items() if counts.get(c) == 1}
+
+    def forget(self, call_ids: Iterable[str]) -> None:
+        """Drop decisions about the results with ``call_ids`` (hidden behind a summary now)."""
+        gone = set(call_ids)
+        self.cleared -= gone
+        self.offloaded = {c: r for c, r in self.offloaded.items() if c not in gone}
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-safe dict persisted as ``context_state``."""
         return {
             "version": STATE_VERSION,
-            "cleared": [[i, self.cleared[i]] for i in sorted(self.cleared)],
-            "offloaded": [self.offloaded[i].to_dict() for i in sorted(self.offloaded)],
+            "cleared": sorted(self.cleared),
+            "offloaded": [record.to_dict(call_id) for call_id, record in self.offloaded.items()],
             "summary": self.summary.to_dict() if self.summary else None,
             "ratio": self.ratio,
             "mention_recall": self.mention_recall,
@@ -247,9 +249,9 @@ class CompactionState:
         if not data or data.get("version") != STATE_VERSION:
             return state
         try:
-            state.cleared = {int(i): str(c) for i, c in data.get("cleared") or []}
-            recs = [OffloadRecord.from_dict(r) for r in data.get("offloaded") or []]
-            state.offloaded = {r.index: r for r in recs}
+            # Earlier states filed decisions under [body index, call id]; the call id is what counts.
+            state.cleared = {str(c[-1]) if isinstance(c, list) else str(c) for c in data.get("cleared") or []}
+            state.offloaded = {str(r["call_id"]): OffloadRecord.from_dict(r) for r in data.get("offloaded") or []}
             state.summary = SummaryState.from_dict(data["summary"]) if data.get("summary") else None
             ratio = float(data.get("ratio", 1.0))
             state.ratio = ratio if math.isfinite(ratio) and ratio > 0 else 1.0

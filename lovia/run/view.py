@@ -42,7 +42,7 @@ async def compact(
         provider=active.provider,
         model=getattr(active.provider, "model", None),
         tools=list(active.tools.values()),
-        last_input_tokens=state.head.last_input_tokens,
+        last_input_tokens=None if overflow else state.head.last_input_tokens,  # that count was for a refused prompt
         overflow=overflow,
         reported_window=reported_window,
         scratch=state.head.context_state,
@@ -57,7 +57,9 @@ async def compact(
         result.entries = [*head, *result.entries]  # a policy that dropped the system head gets it back
     if result.compacted:
         notice = CompactionNotice(
-            reason=result.reason or ("overflow" if overflow else "threshold"),
+            reason="overflow"
+            if overflow
+            else "threshold",  # the notice keeps its two reasons; the stages are in detail
             reactive=overflow,
             summary=result.summary,
             tokens_before=result.tokens_before,

@@ -74,10 +74,12 @@ async def test_next_summary_folds_in_the_previous_one_and_view_is_stable_in_betw
     assert GOOD_SUMMARY in provider.calls[1]["entries"][1].content  # previous summary passed on
 
 
-async def test_summary_skipped_when_savings_are_too_small():
+async def test_summary_dropped_when_savings_are_too_small():
     provider = RecordingProvider()
     res = await summarizing_policy(min_savings_ratio=0.95).compact(request(chat(30), {}, provider=provider))
-    assert not res.compacted and provider.calls == []
+    assert len(provider.calls) == 1  # asked (no guess up front), then dropped: it saves < 95%
+    assert not res.compacted and res.summary is None
+    assert any("discarded" in d for d in res.detail)
 
 
 async def test_circuit_breaker_stops_after_max_failures_per_run():

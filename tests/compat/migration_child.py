@@ -8,6 +8,7 @@ raises (MODE ``fail``). MODE ``none`` opens without interference.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sqlite3
@@ -25,7 +26,26 @@ def _chat(path: str) -> Any:
     return ChatStore(InMemorySession(), meta_path=path, checkpointer=InMemoryCheckpointer(), wal=False)
 
 
-OPENERS: dict[str, Callable[[str], Any]] = {"chat": _chat}
+class _Embedder:
+    id = "fake-embedder-4"
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, 1.0, 0.0, 1.0] for _ in texts]
+
+
+def _keyword(path: str) -> Any:
+    from lovia.plugins.memory.index import KeywordIndex
+
+    return asyncio.run(KeywordIndex(path).count())
+
+
+def _vector(path: str) -> Any:
+    from lovia.plugins.memory.vector import VectorIndex
+
+    return asyncio.run(VectorIndex(path, _Embedder()).search("atlas"))
+
+
+OPENERS: dict[str, Callable[[str], Any]] = {"chat": _chat, "keyword": _keyword, "vector": _vector}
 
 
 def main(opener: str, path: str, store: str, version: int, mode: str) -> None:

@@ -1,4 +1,4 @@
-"""A chat file whose migration is SIGKILLed, or fails, at any step is left byte for byte as it was.
+"""A chat or memory file whose migration is SIGKILLed, or fails, at any step is left byte for byte as it was.
 
 A real child process opens a copy of the file, applies one step for real and dies (SIGKILL) or
 raises while the migration's transaction is open; the file must be unchanged, and the next open
@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from lovia.plugins.memory.index import KEYWORD_MIGRATIONS, KEYWORD_STORE
+from lovia.plugins.memory.vector import VECTOR_MIGRATIONS, VECTOR_STORE
 from lovia.web.chat_schema import CHAT_MIGRATIONS
 
 from ._chat_ref import REF
@@ -86,3 +88,27 @@ def test_a_failing_step_leaves_the_file_as_it_was_and_the_next_open_succeeds(tmp
     assert _version(db, "chat") == 2
     assert _child("chat", db, "chat", 0, "none").returncode == 0
     assert _version(db, "chat") == LATEST_CHAT
+
+
+MEMORY = [
+    ("keyword", "archive.db", KEYWORD_STORE, KEYWORD_MIGRATIONS[-1].version),
+    ("vector", "vectors.db", VECTOR_STORE, VECTOR_MIGRATIONS[-1].version),
+]
+
+
+@pytest.mark.parametrize(("opener", "name", "store", "latest"), MEMORY)
+@pytest.mark.parametrize("mode", ["kill", "fail"])
+def test_a_0_9_119_memory_file_killed_or_failing_at_each_step_is_unchanged(
+    tmp_path: Path, opener: str, name: str, store: str, latest: int, mode: str
+) -> None:
+    if not (REF / "memory" / name).exists():
+        pytest.skip(f"0.9.119's fixture files are not at {REF}")
+    db = tmp_path / name
+    shutil.copyfile(REF / "memory" / name, db)
+    before = db.read_bytes()
+    for version in range(1, latest + 1):
+        done = _child(opener, db, store, version, mode)
+        assert done.returncode == (-signal.SIGKILL if mode == "kill" else 1), done.stderr
+        assert db.read_bytes() == before, f"step {version}"
+    assert _child(opener, db, store, 0, "none").returncode == 0
+    assert _version(db, store) == latest

@@ -80,13 +80,12 @@ async def test_a_vector_file_from_a_newer_lovia_is_refused(folder: Path) -> None
         await VectorIndex(db, BagOfWords()).search(QUERY)
 
 
-async def test_the_notes_are_read(folder: Path, expected: dict[str, Any]) -> None:
+async def test_the_notes_are_read_and_the_archive_is_re_indexed_and_searched(
+    folder: Path, expected: dict[str, Any]
+) -> None:
     body = await Memory(root=folder).notes_body()
     notes = [line.split("] ", 1)[1] for line in body.splitlines() if line.startswith("- ")]
     assert notes == expected["notes"]
-
-
-async def test_the_archive_is_re_indexed_and_searched(folder: Path, expected: dict[str, Any]) -> None:
     index = KeywordIndex(folder / "archive.db")
     hits = await index.search(QUERY)
     assert [h.doc.id for h in hits] == expected["hits"]
@@ -115,20 +114,16 @@ async def test_the_stored_vectors_are_kept_and_served(folder: Path, expected: di
     kept = {r[0]: r[1] for r in _rows(folder / "vectors.db", "SELECT id, vec FROM vectors")}
     assert kept == stored  # the very bytes 0.9.119 stored, not embedded again
     assert _rows(folder / "vectors.db", "SELECT value FROM vec_meta WHERE key = 'embedder'") == [("fake-embedder-4",)]
-
-
-async def test_the_reconstructed_embedder_reproduces_every_stored_vector(folder: Path) -> None:
-    rows = _rows(folder / "vectors.db", "SELECT text, vec FROM memory_vectors")
-    made = await BagOfWords().embed([text for text, _ in rows])
-    for (_, blob), vec in zip(rows, made, strict=True):
+    # BagOfWords is the embedder they came from: it makes every stored vector again.
+    rows = _rows(folder / "vectors.db", "SELECT text, vec FROM vectors ORDER BY id")
+    for (_, blob), vec in zip(rows, await BagOfWords().embed([t for t, _ in rows]), strict=True):
         floats = array.array("f")
         floats.frombytes(blob)
         size = math.sqrt(sum(x * x for x in vec))
         assert list(floats) == pytest.approx([x / size for x in vec], abs=1e-6)
 
-
-async def test_another_embedder_does_not_mix_its_space_with_the_stored_one(folder: Path) -> None:
     class Other(BagOfWords):
         id = "another-embedder"
 
+    # Another embedder's space is never mixed with the stored one.
     assert await VectorIndex(folder / "vectors.db", Other()).search(QUERY) == []

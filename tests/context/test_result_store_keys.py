@@ -36,13 +36,14 @@ async def test_a_result_0_9_119_stored_is_read_by_its_key(tmp_path: Path) -> Non
     assert result_file_name(expected["key"]) == "207afcee6a35de0e-c6696f2dc0116f02.txt"
 
 
-async def test_a_result_our_earlier_releases_stored_as_key_txt_is_still_read(tmp_path: Path) -> None:
+async def test_a_result_our_earlier_releases_stored_as_key_txt_is_read_and_replaced_by_put(tmp_path: Path) -> None:
     key = content_key("old output")
     (tmp_path / f"{key}.txt").write_text("old output", encoding="utf-8")
     store = FileResultStore(tmp_path)
     assert await store.get(key) == "old output"
-    await store.put(key, "old output")  # written again under today's name: both read the same
-    assert await store.get(key) == "old output"
+    await store.put(key, "replaced")  # a put replaces it, kept under today's name
+    assert await store.get(key) == "replaced"
+    assert _files(tmp_path) == sorted([f"{key}.txt", result_file_name(key)])
 
 
 async def test_any_string_key_maps_to_its_own_file_inside_the_folder(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 from lovia import Agent
 from lovia.testing import ScriptedProvider, text
 from lovia.web import ChatStore, create_app
-from lovia.web.db_location import agent_file_stem
+from lovia.web.db_location import agent_file_stem, default_db_path
 
 from .helpers import free_port
 
@@ -101,6 +101,7 @@ def test_a_file_named_the_earlier_way_keeps_being_used(cwd: Path) -> None:
     with TestClient(create_app(_agent("my.bot"))) as client:
         assert [s["title"] for s in client.get("/api/sessions").json()["sessions"]] == ["kept"]
     assert _files(cwd / ".lovia") == ["my.bot.db"]
+    assert default_db_path("your.bot") == "./.lovia/your-bot.db"  # an agent without an earlier file
 
 
 def test_lovia_web_with_an_app_and_no_db_opens_the_agents_file(tmp_path: Path) -> None:

@@ -195,11 +195,15 @@ def test_a_new_message_continues_a_0_9_119_chat(ref_db: Path, expected: dict[str
 # ---------------------------------------------------------------------- our own earlier chat files
 
 
-@pytest.mark.parametrize("user_version", [0, 2, 4])
-def test_our_earlier_chat_files_open_in_place(tmp_path: Path, user_version: int) -> None:
+@pytest.mark.parametrize(
+    ("fixture", "user_version"),
+    [("chat_uv0.sql", 0), ("chat_uv2.sql", 2), ("chat_uv4.sql", 4), ("chat_v14.sql", 14)],
+)
+def test_our_earlier_chat_files_open_in_place(tmp_path: Path, fixture: str, user_version: int) -> None:
+    """Files versioned by ``PRAGMA user_version`` only (``chat_uv*``), and frozen chat store versions (``chat_v*``)."""
     db = tmp_path / "ours.db"
     with sqlite3.connect(db) as conn:
-        conn.executescript((OURS / f"chat_v{user_version}.sql").read_text())
+        conn.executescript((OURS / fixture).read_text())
     with TestClient(_app(db)) as client:
         listed = {s["id"]: s for s in client.get("/api/sessions").json()["sessions"]}
         assert set(listed) == {"chat_a", "chat_b"}

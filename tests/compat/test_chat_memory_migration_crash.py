@@ -52,7 +52,7 @@ def _ref_chat(tmp_path: Path) -> Path:
 def _our_chat(tmp_path: Path) -> Path:
     db = tmp_path / "ours.db"
     with sqlite3.connect(db) as conn:
-        conn.executescript((OURS / "chat_v2.sql").read_text())
+        conn.executescript((OURS / "chat_uv2.sql").read_text())
     conn.close()
     return db
 

@@ -2,8 +2,9 @@
 
 A :class:`ResultStore` is a two-method protocol. Keys are content digests (:func:`content_key`,
 sha256 hex), so the same output stored by two sessions lands on one key and a key can never name
-somebody else's data. Bundled: :class:`FileResultStore` (one file per result, durable, no
-eviction) and :class:`InMemoryResultStore` (bounded LRU, for tests and ephemeral runs).
+somebody else's data. Both bundled stores nevertheless take any string as a key. Bundled:
+:class:`FileResultStore` (one file per result, durable, no eviction) and
+:class:`InMemoryResultStore` (an LRU, bounded by default, for tests and ephemeral runs).
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from typing import Protocol, runtime_checkable
 
 from ..exceptions import StoreError
 
-__all__ = ["FileResultStore", "InMemoryResultStore", "ResultStore", "content_key", "is_valid_key"]
+__all__ = [
+    "FileResultStore",
+    "InMemoryResultStore",
+    "ResultStore",
+    "content_key",
+    "is_valid_key",
+    "result_file_name",
+]
 
 _KEY_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
@@ -35,11 +43,26 @@ def is_valid_key(key: str) -> bool:
 
 
 def _check_key(key: str) -> None:
-    if not is_valid_key(key):
-        raise StoreError(
-            f"invalid result-store key {key!r}",
-            hint="keys are content digests: 1-128 characters of letters, digits, '-' or '_'",
-        )
+    if not isinstance(key, str):
+        raise StoreError(f"result-store keys are strings, not {type(key).__name__}", hint="pass the content digest")
+
+
+# A key of these characters names its file itself (lovia 0.9.119's form); any other key is hashed.
+_NAMED_KEY_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def result_file_name(key: str) -> str:
+    """The file a :class:`FileResultStore` keeps ``key`` in: distinct keys never share a name.
+
+    A key of 1-64 letters, digits, ``-`` or ``_`` gives ``<key>-<sha1(key)[:16]>.txt``, the name
+    lovia 0.9.119 wrote (the fixed-length tail makes the key readable back from the name); any
+    other key (empty, with ``/``, ``:`` or ``.``, CJK, longer) gives ``~<sha256(key)>.txt``, which
+    no named key can produce.
+    """
+    raw = key.encode("utf-8", "surrogatepass")
+    if _NAMED_KEY_RE.fullmatch(key):
+        return f"{key}-{hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:16]}.txt"
+    return f"~{hashlib.sha256(raw).hexdigest()}.txt"
 
 
 @runtime_checkable
@@ -59,12 +82,13 @@ class InMemoryResultStore:
     """A bounded LRU store kept in process memory (lost on exit).
 
     Args:
-        max_entries: How many results to keep; the least recently used goes first.
+        max_entries: How many results to keep; the least recently used goes first. ``None``
+            keeps every result (unbounded).
     """
 
-    def __init__(self, *, max_entries: int = 1024) -> None:
-        if max_entries < 1:
-            raise ValueError("max_entries must be at least 1")
+    def __init__(self, *, max_entries: int | None = 1024) -> None:
+        if max_entries is not None and max_entries < 1:
+            raise ValueError("max_entries must be at least 1 (or None for no bound)")
         self.max_entries = max_entries
         self._data: OrderedDict[str, str] = OrderedDict()
 
@@ -76,7 +100,7 @@ class InMemoryResultStore:
         _check_key(key)
         self._data[key] = content
         self._data.move_to_end(key)
-        while len(self._data) > self.max_entries:
+        while self.max_entries is not None and len(self._data) > self.max_entries:
             self._data.popitem(last=False)
 
     async def get(self, key: str) -> str | None:
@@ -91,7 +115,9 @@ class InMemoryResultStore:
 class FileResultStore:
     """One UTF-8 file per result under ``dir``; writes are atomic (temp file + rename).
 
-    Files are never evicted. File I/O runs on a worker thread so the event loop stays free.
+    Any string is a key; :func:`result_file_name` maps it to a file inside ``dir``. Files are
+    never evicted. File I/O runs on a worker thread so the event loop stays free. Results our
+    earlier releases stored as ``<key>.txt`` are still read.
 
     Args:
         dir: The directory to keep results in (created when missing).
@@ -102,10 +128,17 @@ class FileResultStore:
 
     def _path(self, key: str) -> Path:
         _check_key(key)
-        return self.dir / f"{key}.txt"
+        name = result_file_name(key)
+        if os.sep in name or (os.altsep and os.altsep in name) or name.startswith("."):
+            raise StoreError(f"result-store key {key!r} maps outside {self.dir}", hint="report this as a lovia bug")
+        return self.dir / name
+
+    def _legacy_path(self, key: str) -> Path | None:
+        """``<key>.txt``, where our releases before 0.9.119's naming kept a result (valid keys only)."""
+        return self.dir / f"{key}.txt" if is_valid_key(key) else None
 
     async def put(self, key: str, content: str) -> None:
-        """Write ``content`` to ``<dir>/<key>.txt`` atomically (skipped when already present)."""
+        """Write ``content`` to the key's file atomically, replacing what was stored under ``key``."""
         path = self._path(key)
         try:
             await asyncio.to_thread(self._write, path, content)
@@ -114,16 +147,18 @@ class FileResultStore:
 
     async def get(self, key: str) -> str | None:
         """Read the result stored under ``key``, or ``None`` when there is none."""
-        path = self._path(key)
+        paths = [p for p in (self._path(key), self._legacy_path(key)) if p is not None]
         try:
-            return await asyncio.to_thread(self._read, path)
+            for path in paths:
+                found = await asyncio.to_thread(self._read, path)
+                if found is not None:
+                    return found
+            return None
         except OSError as exc:
             raise StoreError(f"could not read tool result {key!r} from {self.dir}", hint=str(exc)) from exc
 
     @staticmethod
     def _write(path: Path, content: str) -> None:
-        if path.exists():
-            return
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
         try:

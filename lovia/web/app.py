@@ -42,6 +42,7 @@ from .auth import (  # noqa: E402
     normalize_origin,
     token_dependency,
 )
+from .db_location import DEFAULT_DB, default_db_path  # noqa: E402
 from .errors import error_body, internal_error_response, lovia_error_response, validation_response  # noqa: E402
 from .followups import FollowupFn  # noqa: E402
 from .params import CleanJsonBodies  # noqa: E402
@@ -57,7 +58,6 @@ from .ui import ChatUI, build_ui_router  # noqa: E402
 
 __all__ = ["DEFAULT_DB", "WebState", "create_app", "default_db_path", "serve"]
 
-DEFAULT_DB = "./.lovia/lovia.db"
 STATIC_DIR = Path(__file__).parent / "static"
 
 
@@ -294,17 +294,6 @@ def _db_file(db_path: str | Path | None, store: ChatStore | None, agent: str | N
     if store is not None or agent is None:
         return None
     return default_db_path(agent)
-
-
-def default_db_path(agent_name: str) -> str:
-    """Where ``create_app`` keeps chats when given no store: ``./.lovia/<agent>.db``, named after
-    the default agent. A ``./.lovia/lovia.db`` from before per-agent files is kept using when the
-    per-agent file does not exist yet, so an existing app finds its chats."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", agent_name).strip("._") or "lovia"
-    path = f"./.lovia/{safe}.db"
-    if not os.path.exists(path) and os.path.exists(DEFAULT_DB):
-        return DEFAULT_DB
-    return path
 
 
 def _open_store(db_file: str | None, session: Session | None) -> ChatStore:

@@ -59,7 +59,12 @@ def add_web_parser(sub: Any) -> argparse.ArgumentParser:
     web.add_argument(
         "--port", type=int, default=int(os.environ.get("LOVIA_PORT", "8000")), help="port (default %(default)s)"
     )
-    add_db_argument(web)
+    web.add_argument(
+        "--db",
+        default=os.environ.get("LOVIA_DB"),
+        help="SQLite store file, or postgresql://USER@HOST/DB (default ./.lovia/<agent>.db with --app, named after "
+        f"its default agent; else {DEFAULT_DB})",
+    )
     web.add_argument(
         "--db-schema",
         default=os.environ.get("LOVIA_DB_SCHEMA"),
@@ -163,10 +168,13 @@ def run_web(args: argparse.Namespace) -> int:
     from .workspaces import served_with_workspace
 
     store = None
-    if is_postgres_url(args.db):
+    # Without --db, an --app is served from ./.lovia/<agent>.db (create_app names it), the built-in
+    # assistant from DEFAULT_DB.
+    db = args.db if args.db is not None or args.app else DEFAULT_DB
+    if db is not None and is_postgres_url(db):
         if args.lease_ttl <= 0:
             raise UserError(f"--lease-ttl must be positive, got {args.lease_ttl}", hint="e.g. --lease-ttl 10")
-        store = PostgresChatStore(args.db, schema=args.db_schema, lease_ttl=args.lease_ttl)
+        store = PostgresChatStore(db, schema=args.db_schema, lease_ttl=args.lease_ttl)
     runtime = None
     if args.app:
         agents = served_with_workspace(load_app(args.app), args)
@@ -180,7 +188,7 @@ def run_web(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         store=store,
-        db_path=None if store is not None else args.db,
+        db_path=None if store is not None else db,
         token=args.token,
         title=args.title,
         max_turns=max_turns,

@@ -13,7 +13,11 @@ The chat index lives in two tables next to the stores' own tables (same SQLite f
 * ``chat_runs(run_id, session_id, status, usage_json, started_at, finished_at, owner)``: per-run
   usage and outcome, shown under each answer; ``owner`` is the serving process (``host:pid``).
 * ``chat_ui_data(session_id, ref, payload, created_at)``: the full props of UI components kept
-  out of the model's context by ``put_ui_data`` (JSON bytes), deleted with their chat.
+  out of the model's context by ``put_ui_data`` (JSON bytes; zlib-compressed in a file lovia
+  0.9.119 wrote, read either way), deleted with their chat.
+
+The tables are versioned as store ``"chat"`` in ``lovia_schema`` and migrated by the numbered
+steps of :mod:`lovia.web.chat_schema`, which also adopt lovia 0.9.119's chat file.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import tempfile
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +43,7 @@ from ..checkpointer import Checkpointer
 from ..exceptions import CorruptRecordError, StoreError
 from ..session import Session
 from ..transcript import InputEntry
+from .chat_schema import migrate_chat_index
 from .serialization import parse_ref, segments_runs, user_turn_refs
 from .store_schedules import RunRow, ScheduleRow, ScheduleRunMixin
 
@@ -47,92 +53,6 @@ SUBAGENT = "subagent"
 """The origin kind of a chat run as a background task of its parent chat (``ChatMeta.parent_id``)."""
 
 T = TypeVar("T")
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS chat_sessions (
-        id TEXT PRIMARY KEY,
-        title TEXT NOT NULL DEFAULT '',
-        agent TEXT,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL,
-        active_run_id TEXT
-    )""",
-    """CREATE TABLE IF NOT EXISTS chat_runs (
-        run_id TEXT PRIMARY KEY,
-        session_id TEXT NOT NULL,
-        status TEXT NOT NULL,
-        usage_json TEXT,
-        started_at REAL NOT NULL,
-        finished_at REAL
-    )""",
-    "CREATE INDEX IF NOT EXISTS chat_runs_session ON chat_runs (session_id)",
-)
-# Columns added after the first release, each applied when an older index lacks it.
-_ADDED_COLUMNS = {
-    ("chat_sessions", "pinned"): "ALTER TABLE chat_sessions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0",
-    ("chat_runs", "owner"): "ALTER TABLE chat_runs ADD COLUMN owner TEXT",
-    ("chat_runs", "agent"): "ALTER TABLE chat_runs ADD COLUMN agent TEXT",
-    ("chat_runs", "source"): "ALTER TABLE chat_runs ADD COLUMN source TEXT",
-    ("chat_runs", "error"): "ALTER TABLE chat_runs ADD COLUMN error TEXT",
-}
-# Numbered migrations, each applied once in order; ``PRAGMA user_version`` records the last one applied.
-# Append new ones at the end; never edit one that has shipped.
-_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
-    (
-        1,
-        (
-            """CREATE TABLE IF NOT EXISTS chat_uploads (
-                id TEXT PRIMARY KEY,
-                session_id TEXT NOT NULL,
-                name TEXT NOT NULL,
-                mime_type TEXT NOT NULL,
-                size INTEGER NOT NULL,
-                path TEXT NOT NULL,
-                created_at REAL NOT NULL
-            )""",
-            "CREATE INDEX IF NOT EXISTS chat_uploads_session ON chat_uploads (session_id)",
-            """CREATE TABLE IF NOT EXISTS chat_origins (
-                session_id TEXT PRIMARY KEY,
-                kind TEXT NOT NULL,
-                origin_session_id TEXT NOT NULL,
-                user_turn INTEGER,
-                title TEXT NOT NULL DEFAULT ''
-            )""",
-        ),
-    ),
-    (
-        2,
-        (
-            """CREATE TABLE IF NOT EXISTS chat_ui_data (
-                session_id TEXT NOT NULL,
-                ref TEXT NOT NULL,
-                payload BLOB NOT NULL,
-                created_at REAL NOT NULL,
-                PRIMARY KEY (session_id, ref)
-            )""",
-        ),
-    ),
-    (
-        3,
-        (
-            """CREATE TABLE IF NOT EXISTS chat_variants (
-                session_id TEXT NOT NULL,
-                user_turn INTEGER NOT NULL,
-                seq INTEGER NOT NULL,
-                entries_json TEXT NOT NULL,
-                created_at REAL NOT NULL,
-                PRIMARY KEY (session_id, user_turn, seq)
-            )""",
-        ),
-    ),
-    (
-        4,
-        (
-            "ALTER TABLE chat_sessions ADD COLUMN active_context TEXT",
-            "ALTER TABLE chat_sessions ADD COLUMN origin_ref TEXT",
-        ),
-    ),
-)
 
 
 def new_ui_data_ref() -> str:
@@ -303,26 +223,11 @@ class _MetaDB:
             if path != ":memory:" and wal:
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = NORMAL")
-            for statement in _SCHEMA:
-                self._conn.execute(statement)
-            for (table, column), statement in _ADDED_COLUMNS.items():
-                if not self._conn.execute(
-                    "SELECT 1 FROM pragma_table_info(?) WHERE name = ?", (table, column)
-                ).fetchone():
-                    self._conn.execute(statement)
-            self._migrate()
+            migrate_chat_index(self._conn, path)
         except sqlite3.Error as exc:
             raise StoreError(
                 f"cannot open chat index in {path}: {exc}", hint="check the --db path and its permissions"
             ) from exc
-
-    def _migrate(self) -> None:
-        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
-        for number, statements in _MIGRATIONS:
-            if number > version:
-                for statement in statements:
-                    self._conn.execute(statement)
-                self._conn.execute(f"PRAGMA user_version = {int(number)}")
 
     def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
@@ -334,6 +239,17 @@ class _MetaDB:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _ui_payload(stored: bytes) -> bytes:
+    """A UI data payload's JSON bytes: lovia 0.9.119 stored them zlib-compressed, we store them plain.
+
+    JSON text never starts with ``x`` (0x78), the first byte of a zlib stream, so the two cannot be mixed up.
+    """
+    if stored[:1] == b"x":
+        with contextlib.suppress(zlib.error):
+            return zlib.decompress(stored)
+    return stored
 
 
 def _meta(row: Any) -> ChatMeta | None:
@@ -825,7 +741,7 @@ class ChatStore(ScheduleRunMixin):
         """The JSON bytes stored under ``ref`` in this chat, or ``None`` (never stored, or the chat is gone)."""
         sql = "SELECT payload FROM chat_ui_data WHERE session_id = ? AND ref = ?"
         row = await self._db.run(lambda c: c.execute(sql, (session_id, ref)).fetchone())
-        return bytes(row[0]) if row is not None else None
+        return _ui_payload(bytes(row[0])) if row is not None else None
 
     async def copy_ui_data(self, from_session_id: str, to_session_id: str) -> None:
         """Give a branched chat the UI data of the chat it came from (its envelopes name the same refs)."""

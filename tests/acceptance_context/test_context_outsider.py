@@ -35,7 +35,7 @@ from lovia.context import (
     calibrate,
 )
 from lovia.events import ContextCompacted
-from lovia.exceptions import ContextOverflowError, StoreError
+from lovia.exceptions import ContextOverflowError
 from lovia.stores import InMemorySession, SQLiteCheckpointer, SQLiteSession
 from lovia.testing import ScriptedProvider, ScriptedTurn, call, fail, text
 from lovia.transcript import InputEntry, ToolCallEntry, ToolResultEntry, TranscriptEntry, entry_to_dict
@@ -55,6 +55,11 @@ def page(n: int) -> str:
 
 def digest(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def _key_of(file: Path) -> str:
+    """The key a FileResultStore file holds: its name is ``<key>-<16 hex>.txt``."""
+    return file.name.rsplit("-", 1)[0]
 
 
 def as_bytes(entries: list[TranscriptEntry]) -> list[str]:
@@ -167,7 +172,7 @@ def test_docs_quickstart_shows_offloading(tmp_path: Path):
     code = m.group(1).replace('"./tool-results"', repr(str(tmp_path / "tool-results")))
     ns: dict[str, Any] = {"__name__": "docs_example"}
     exec(compile(code, "docs/context.md", "exec"), ns)  # the example calls asyncio.run itself
-    archived = {f.stem for f in (tmp_path / "tool-results").glob("*.txt")}
+    archived = {_key_of(f) for f in (tmp_path / "tool-results").glob("*.txt")}
     assert archived, "the documented example archived nothing"
     assert ns["fetched"] == [0, 1, 2, 3]
     last = ns["provider"].requests[-1].entries
@@ -204,12 +209,13 @@ async def test_prompts_shrink_below_the_window_while_records_keep_every_byte(tmp
     assert snap is not None and snap.status == "completed"
     assert as_bytes(snap.entries) == as_bytes(result.entries)
 
-    # Archived outputs are files named by the sha256 of their content, holding the whole output.
+    # Archived outputs are files named by the sha256 of their content (``<digest>-<sha1 tail>.txt``,
+    # lovia 0.9.119's naming), holding the whole output.
     files = sorted(store_dir.glob("*.txt"))
     assert files
     for f in files:
         content = f.read_text(encoding="utf-8")
-        assert f.stem == digest(content) and content in full.values()
+        assert _key_of(f) == digest(content) and content in full.values()
     assert not [p for p in store_dir.iterdir() if p.suffix != ".txt"], "temp files left behind"
 
     # ContextCompacted carries sensible counts.
@@ -228,7 +234,7 @@ async def test_prompts_shrink_below_the_window_while_records_keep_every_byte(tmp
     # The persisted state names what was archived, in the checkpoint and in the segment meta.
     [segment] = await session.segments("u1")
     keys = {r["key"] for r in segment.meta["context_state"]["offloaded"]}
-    assert keys == {f.stem for f in files} or keys <= {f.stem for f in files}
+    assert keys == {_key_of(f) for f in files} or keys <= {_key_of(f) for f in files}
     assert snap.context_state["offloaded"] == segment.meta["context_state"]["offloaded"]
 
 
@@ -341,7 +347,7 @@ async def test_archived_outputs_survive_trim_tool_results_and_stay_recallable(tm
     await Runner.run(
         make_agent(first, pages, policy(FileResultStore(store_dir))), "research", session=session, session_id="u1"
     )
-    archived_keys = {f.stem for f in store_dir.glob("*.txt")}
+    archived_keys = {_key_of(f) for f in store_dir.glob("*.txt")}
     assert archived_keys
     await Runner.run(
         make_agent(Model([text("hi")]), pages, policy(FileResultStore(store_dir))),
@@ -590,15 +596,15 @@ BAD_KEYS = [
 
 
 @pytest.mark.parametrize("key", BAD_KEYS)
-async def test_file_result_store_rejects_path_escaping_keys(tmp_path: Path, key: str):
+async def test_file_result_store_keeps_path_escaping_keys_inside_its_folder(tmp_path: Path, key: str):
+    # As lovia 0.9.119: any string is a key, and a key shaped like a path still names a file in the folder.
     store = FileResultStore(tmp_path / "store")
-    with pytest.raises(StoreError):
-        await store.put(key, "secret")
-    with pytest.raises(StoreError):
-        await store.get(key)
-    assert not any(p.is_file() for p in tmp_path.rglob("*"))
-    with pytest.raises(StoreError):
-        await InMemoryResultStore().put(key, "secret")
+    await store.put(key, "secret")
+    assert await store.get(key) == "secret"
+    assert [p.parent for p in tmp_path.rglob("*") if p.is_file()] == [tmp_path / "store"]
+    memory = InMemoryResultStore()
+    await memory.put(key, "secret")
+    assert await memory.get(key) == "secret"
 
 
 async def test_file_result_store_round_trip_is_durable_and_atomic(tmp_path: Path):
@@ -609,7 +615,7 @@ async def test_file_result_store_round_trip_is_durable_and_atomic(tmp_path: Path
     await store.put(key, content)
     await store.put(key, content)  # storing again is harmless
     assert await FileResultStore(tmp_path / "store").get(key) == content  # another instance, same bytes
-    assert [p.name for p in (tmp_path / "store").iterdir()] == [f"{key}.txt"]
+    assert [_key_of(p) for p in (tmp_path / "store").iterdir()] == [key]
     assert isinstance(store, ResultStore) and isinstance(InMemoryResultStore(), ResultStore)
 
 

@@ -20,7 +20,11 @@ T = TypeVar("T")
 
 
 class SQLiteStore:
-    """Owns one SQLite connection; subclasses define ``_schema(conn)``."""
+    """Owns one SQLite connection; subclasses define ``_schema(conn)``.
+
+    ``_schema`` brings the file up to date (the indexes apply their numbered steps with
+    :func:`lovia.stores.sqlite._schema.ensure_schema`, each file's steps in one transaction).
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -34,10 +38,15 @@ class SQLiteStore:
         if self._conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._schema(conn)
-            conn.commit()
+            try:
+                # Migrate first: a migration that fails or dies then leaves the file as it was.
+                self._schema(conn)
+                conn.commit()
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            except BaseException:
+                conn.close()
+                raise
             self._conn = conn
         return self._conn
 

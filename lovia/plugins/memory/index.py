@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from ...stores.sqlite._schema import Migration, ensure_schema
 from ._sqlite import SQLiteStore
 
 __all__ = ["Doc", "Fusable", "Hit", "HybridIndex", "Index", "KeywordIndex"]
+
 
 logger = logging.getLogger("lovia.plugins.memory")
 _DEFAULT_RRF_K = 60
@@ -95,17 +97,48 @@ def fts_query(text: str) -> str | None:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
 
 
+KEYWORD_STORE = "memory_archive"
+"""The keyword index's row in ``lovia_schema``."""
+
+KEYWORD_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "create_docs",
+        (
+            "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5("
+            "id UNINDEXED, body, text UNINDEXED, at UNINDEXED, meta UNINDEXED, tokenize='porter unicode61')",
+        ),
+    ),
+    # lovia 0.9.119 kept its archive in ``memory_fts(id, text, search, when_ts, meta)``: each doc
+    # is indexed again through our tokenizer (``lexify``), then its table goes.
+    Migration(
+        2,
+        "adopt_0_9_119_memory_fts",
+        (
+            "INSERT INTO docs (id, body, text, at, meta) "
+            "SELECT id, lovia_lexify(COALESCE(text, '')), text, when_ts, COALESCE(meta, '{}') FROM memory_fts "
+            "WHERE id NOT IN (SELECT id FROM docs)",
+            "DROP TABLE memory_fts",
+        ),
+        already_applied="SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'memory_fts')",
+    ),
+)
+"""Numbered steps of the keyword index file (``archive.db``); append, never edit a released one."""
+
+
 class KeywordIndex(Fusable, SQLiteStore):
-    """bm25 full-text search in one SQLite file (stdlib FTS5)."""
+    """bm25 full-text search in one SQLite file (stdlib FTS5).
+
+    The file's layout is versioned in ``lovia_schema`` (:data:`KEYWORD_MIGRATIONS`); an archive
+    lovia 0.9.119 wrote is adopted, its docs re-indexed, on first open.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         SQLiteStore.__init__(self, path)
 
     def _schema(self, conn: sqlite3.Connection) -> None:
-        conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5("
-            "id UNINDEXED, body, text UNINDEXED, at UNINDEXED, meta UNINDEXED, tokenize='porter unicode61')"
-        )
+        conn.create_function("lovia_lexify", 1, lexify, deterministic=True)
+        ensure_schema(conn, KEYWORD_STORE, path=str(self.path), migrations=KEYWORD_MIGRATIONS)
 
     async def add(self, docs: list[Doc]) -> None:
         """Upsert ``docs``."""

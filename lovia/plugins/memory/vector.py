@@ -17,6 +17,7 @@ import httpx
 
 from ...exceptions import ProviderError, UserError
 from ...providers._http import api_root, resolve_timeout, resolve_trust_env, resolve_verify
+from ...stores.sqlite._schema import Migration, ensure_schema
 from ._sqlite import SQLiteStore
 from .index import Doc, Fusable, Hit
 
@@ -133,18 +134,50 @@ def _norm(vec: list[float]) -> list[float]:
     return [x / size for x in vec]
 
 
+VECTOR_STORE = "memory_vectors"
+"""The vector index's row in ``lovia_schema``."""
+
+VECTOR_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "create_vectors",
+        (
+            "CREATE TABLE IF NOT EXISTS vec_meta (key TEXT PRIMARY KEY, value TEXT)",
+            "CREATE TABLE IF NOT EXISTS vectors (id TEXT PRIMARY KEY, text TEXT, at REAL, meta TEXT, vec BLOB)",
+        ),
+    ),
+    # lovia 0.9.119 kept ``memory_vectors(id, text, when_ts, meta, vec)`` (the same normalized
+    # float32 blobs) and its embedder's id in ``memory_vectors_meta``: both are kept as they are.
+    Migration(
+        2,
+        "adopt_0_9_119_memory_vectors",
+        (
+            "INSERT OR IGNORE INTO vectors (id, text, at, meta, vec) "
+            "SELECT id, text, when_ts, meta, vec FROM memory_vectors",
+            "INSERT OR IGNORE INTO vec_meta (key, value) "
+            "SELECT 'embedder', value FROM memory_vectors_meta WHERE key = 'embedder_id'",
+            "DROP TABLE memory_vectors",
+            "DROP TABLE memory_vectors_meta",
+        ),
+        already_applied="SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'memory_vectors')",
+    ),
+)
+"""Numbered steps of the vector index file (``vectors.db``); append, never edit a released one."""
+
+
 class VectorIndex(Fusable, SQLiteStore):
-    """Cosine search over embeddings stored in SQLite (exact scan: fine for a personal archive)."""
+    """Cosine search over embeddings stored in SQLite (exact scan: fine for a personal archive).
+
+    The file's layout is versioned in ``lovia_schema`` (:data:`VECTOR_MIGRATIONS`); vectors lovia
+    0.9.119 stored are kept, and served while the embedder's ``id`` is the one they were made with.
+    """
 
     def __init__(self, path: str | os.PathLike[str], embedder: Embedder) -> None:
         SQLiteStore.__init__(self, path)
         self.embedder = embedder
 
     def _schema(self, conn: sqlite3.Connection) -> None:
-        conn.execute("CREATE TABLE IF NOT EXISTS vec_meta (key TEXT PRIMARY KEY, value TEXT)")
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (id TEXT PRIMARY KEY, text TEXT, at REAL, meta TEXT, vec BLOB)"
-        )
+        ensure_schema(conn, VECTOR_STORE, path=str(self.path), migrations=VECTOR_MIGRATIONS)
         row = conn.execute("SELECT value FROM vec_meta WHERE key = 'embedder'").fetchone()
         if row is None or row[0] != self.embedder.id:
             conn.execute("DELETE FROM vectors")  # another vector space: start over rather than mix

@@ -351,10 +351,16 @@ def export_txt(msgs: list[Message]) -> str:
 def export_md(msgs: list[Message], *, title: str, session_id: str) -> str:
     """A Markdown export headed by the chat's title and id (tool values as code spans)."""
     blocks = [f"# {title or 'Chat'}", "", f"_Chat `{session_id}`_", ""]
+    heading = None
     for kind, text in _blocks(msgs):
         if kind in ("user", "assistant"):
             blocks.append(f"## {kind.title()}\n\n{text}\n")
-        elif kind == "call":
+            heading = kind
+            continue
+        if heading != "assistant":  # a turn that starts with tool calls (no text) is still the assistant's
+            blocks.append("## Assistant\n")
+            heading = "assistant"
+        if kind == "call":
             blocks.append(f"- tool call {_code(text)}")
         else:
             blocks.append(f"- tool result: {_code(text)}\n")

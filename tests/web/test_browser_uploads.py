@@ -108,3 +108,22 @@ def test_branch_in_new_chat_copies_up_to_that_reply(page: Any, srv: ThreadServer
     sid = original.split("/")[-1]
     kept = httpx.get(f"{srv.url}/api/sessions/{sid}").json()
     assert [e["content"] for e in kept["transcript"] if e["type"] == "input"] == ["first", "second"]
+
+
+def test_a_branch_of_a_long_titled_chat_is_told_apart_in_the_sidebar(page: Any, srv: ThreadServer) -> None:
+    page.goto(srv.url)
+    send(page, "first")
+    idle(page)
+    sid = page.evaluate("location.hash").split("/")[-1]
+    long_title = "Quarterly planning notes for the platform team " * 2
+    assert httpx.patch(f"{srv.url}/api/sessions/{sid}", json={"title": long_title}).status_code == 200
+    page.reload()
+    page.get_by_test_id("message-user").first.wait_for()
+    page.get_by_test_id("branch").first.click()
+    rows = page.get_by_test_id("session-item")
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=session-item]').length === 2")
+    marks = page.get_by_test_id("session-branch")
+    marks.first.wait_for()
+    assert marks.count() == 1 and marks.first.is_visible()  # in view, however much of the name is cut
+    branch_row = rows.filter(has=marks)
+    assert "(branch)" in (branch_row.locator(".name").get_attribute("title") or "")

@@ -222,6 +222,17 @@ function sessionItem(meta) {
   const name = document.createElement("span");
   name.className = "name";
   name.textContent = meta.title || t("session.untitled");
+  name.title = name.textContent; // the whole title, where the row cuts it
+  if (meta.origin_kind === "fork" && !meta.damaged) {
+    // A branch shares its source's title: the mark stays in view however much of the name is cut.
+    const mark = document.createElement("span");
+    mark.className = "branch-mark";
+    mark.dataset.testid = "session-branch";
+    mark.textContent = "⑂";
+    mark.title = t("session.branch");
+    li.classList.add("branch");
+    li.append(mark);
+  }
   if (meta.damaged) {
     li.classList.add("damaged"); // listed, not hidden: its id and what to do
     name.textContent = t("session.damaged", { id: meta.id });

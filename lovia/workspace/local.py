@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import _files
+from ._grep import RegexWorker
 from ._proc import BackgroundProcess, build_env, run_foreground, spawn_background
 from .command_guard import extract_path_claims
 from .errors import PermissionDeniedError, WorkspaceClosedError, WorkspaceError
@@ -435,15 +436,23 @@ class LocalWorkspaceSession:
                 "the pattern repeats a group that itself repeats (like (a+)+), which can take forever to match",
                 hint="simplify the regular expression, e.g. a+ instead of (a+)+",
             )
+        flags = re.IGNORECASE if ignore_case else 0
         try:
-            rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+            re.compile(pattern, flags)  # only to report a malformed pattern; matching runs in a worker
         except re.error as exc:
             raise WorkspaceError(f"invalid regular expression: {exc}", hint="escape special characters") from None
-        return await asyncio.to_thread(self._grep, rp, rx, glob, include_hidden, max_matches)
+        return await asyncio.to_thread(self._grep, rp, pattern, int(flags), glob, include_hidden, max_matches)
 
     def _grep(
-        self, rp: ResolvedPath, rx: re.Pattern[str], glob: str | None, include_hidden: bool, max_matches: int | None
+        self,
+        rp: ResolvedPath,
+        pattern: str,
+        flags: int,
+        glob: str | None,
+        include_hidden: bool,
+        max_matches: int | None,
     ) -> ClippedList[GrepMatch]:
+        """The search itself: files are read and judged here, lines matched in a killable worker process."""
         cap = max_matches or self.limits.max_grep_matches
         grx = glob_regex(glob) if glob else None
         if rp.abs.is_dir():
@@ -451,30 +460,41 @@ class LocalWorkspaceSession:
         else:
             files = iter([(rp.abs, rp.display(), False)])
         out: list[GrepMatch] = []
-        for abs_path, shown, is_dir in files:
-            if is_dir:
-                continue
-            if grx is not None and not _glob_matches(
-                grx, glob or "", abs_path.name if abs_path == rp.abs else abs_path.relative_to(rp.abs).as_posix()
-            ):
-                continue
-            for number, line in self._grep_file(abs_path, shown, rx):
-                if len(out) >= cap:
-                    return ClippedList(out, truncated=True)
-                out.append(GrepMatch(path=shown, line=number, text=line))
+        worker: RegexWorker | None = None
+        width = self.limits.max_grep_line_chars
+        try:
+            for abs_path, shown, is_dir in files:
+                if is_dir:
+                    continue
+                if grx is not None and not _glob_matches(
+                    grx, glob or "", abs_path.name if abs_path == rp.abs else abs_path.relative_to(rp.abs).as_posix()
+                ):
+                    continue
+                text = self._grep_text(abs_path, shown, searched_directly=abs_path == rp.abs)
+                if text is None:
+                    continue
+                if worker is None:
+                    worker = RegexWorker(pattern, flags, deadline=self.limits.max_grep_seconds)
+                lines = text.splitlines()
+                for number in worker.search(text):
+                    if len(out) >= cap:
+                        return ClippedList(out, truncated=True)
+                    line = lines[number - 1]
+                    clipped = line if len(line) <= width else line[:width] + " [... line truncated]"
+                    out.append(GrepMatch(path=shown, line=number, text=clipped))
+        finally:
+            if worker is not None:
+                worker.close()
         return ClippedList(out, truncated=False)
 
-    def _grep_file(self, abs_path: Path, shown: str, rx: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+    def _grep_text(self, abs_path: Path, shown: str, *, searched_directly: bool) -> str | None:
+        """The text of one walked file, or ``None`` when it is skipped (too large, binary, special, vanished)."""
         landed = self._resolve(str(abs_path)).abs if os.path.islink(abs_path) else abs_path
         try:
             data = _files.read_bytes(landed, shown, limit=self.limits.max_grep_file_bytes)
-            text = _files.decode_text(data, shown)
+            return _files.decode_text(data, shown)
         except WorkspaceError:
-            return  # too large, binary, special or vanished: skipped
-        width = self.limits.max_grep_line_chars
-        for number, line in enumerate(text.splitlines(), start=1):
-            if rx.search(line):
-                yield number, line if len(line) <= width else line[:width] + " [... line truncated]"
+            return None
 
     # ------------------------------------------------------------------ commands
 

@@ -143,6 +143,8 @@ class WorkspaceLimits:
     max_grep_line_chars: int = 400
     max_list_results: int = 500
     max_grep_matches: int = 100
+    max_grep_seconds: float = 20.0
+    """How long one grep's pattern matching may take in all before its worker process is killed."""
 
 
 class ClippedList(list[_ItemT]):

@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import stat
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from ._grep import RegexWorker
 from ._proc import BackgroundProcess, build_env, run_foreground, spawn_background
 from .command_guard import extract_path_claims
 from .errors import PermissionDeniedError, WorkspaceClosedError, WorkspaceError
-from .paths import ResolvedPath, resolve_path
+from .paths import ResolvedPath, pin, resolve_path
 from .policy import Decision, FileOp, WorkspacePolicy, merge_decisions
 from .types import (
     ClippedList,
@@ -92,6 +93,22 @@ def _printable(name: str) -> str:
         return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
+_JUDGEMENT_TTL = 3600.0
+"""A judgement older than this (an approval nobody answered) no longer binds the next operation."""
+_JUDGEMENTS_PER_PATH = 16
+_JUDGED_PATHS = 1024
+
+
+@dataclass(frozen=True)
+class _Judgement:
+    """Where a path landed when :meth:`LocalWorkspaceSession.judge_path` judged it."""
+
+    at: float
+    abs: Path
+    ident: tuple[int, int] | None
+    decision: Decision
+
+
 @dataclass(eq=False)
 class LocalWorkspaceSession:
     """A live workspace on the local disk: files under ``root``, commands via the system shell."""
@@ -113,6 +130,7 @@ class LocalWorkspaceSession:
         self._closed = False
         self._procs: dict[str, BackgroundProcess] = {}
         self._counter = 0
+        self._judged: dict[str, list[_Judgement]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -145,34 +163,72 @@ class LocalWorkspaceSession:
 
     def _decide(self, rp: ResolvedPath, op: FileOp) -> Decision:
         rel = rp.rel
-        if op == "read" and rel is not None:
+        if rp.ident is None:
+            rp = pin(rp)
+        if op == "read" and rel is not None and rp.links > 1:
             # A second hard link could be anywhere: judge such a file as if it lived outside.
-            try:
-                st = os.stat(rp.abs)
-                if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-                    return merge_decisions(
-                        self.policy.decide_path(rel=rel, abs_posix=rp.abs_posix, op=op),
-                        self.policy.decide_path(rel=None, abs_posix=rp.abs_posix, op=op),
-                    )
-            except OSError:
-                pass
+            return merge_decisions(
+                self.policy.decide_path(rel=rel, abs_posix=rp.abs_posix, op=op),
+                self.policy.decide_path(rel=None, abs_posix=rp.abs_posix, op=op),
+            )
         return self.policy.decide_path(rel=rel, abs_posix=rp.abs_posix, op=op)
 
-    def _gate(self, path: str, op: FileOp, *, base: Path | None = None) -> ResolvedPath:
+    def _gate(self, path: str, *ops: FileOp, base: Path | None = None, judged: bool = True) -> ResolvedPath:
+        """Resolve ``path`` once, pinned: the resolution every check of this call and the operation share."""
         self._check_open()
-        rp = self._resolve(path, base=base)
-        if self._decide(rp, op) == "deny":
-            verb = "reading" if op == "read" else "writing"
-            raise PermissionDeniedError(
-                f"{verb} {path!r} is denied by the workspace policy",
-                hint="work with files the policy allows; ask the user if you need this one",
-            )
+        rp = pin(self._resolve(path, base=base))
+        if judged and base is None:
+            self._match_judgement(path, rp)
+        for op in ops:
+            if self._decide(rp, op) == "deny":
+                verb = "reading" if op == "read" else "writing"
+                raise PermissionDeniedError(
+                    f"{verb} {path!r} is denied by the workspace policy",
+                    hint="work with files the policy allows; ask the user if you need this one",
+                )
         return rp
+
+    def judge_path(self, path: str, *ops: FileOp) -> Decision:
+        """The verdict for ``path`` and ``ops`` (most restrictive), remembered for the operation that follows.
+
+        This is what the tools' approval check calls. The next operation on the same ``path``
+        must land exactly where this judgement landed (same resolved path, same file): a
+        symlink or hard link swapped in between is refused instead of read or written.
+        """
+        self._check_open()
+        rp = pin(self._resolve(path))
+        decision = merge_decisions(*(self._decide(rp, op) for op in ops or ("read",)))
+        queue = self._judged.setdefault(path, [])
+        queue.append(_Judgement(time.monotonic(), rp.abs, rp.ident, decision))
+        if len(queue) > _JUDGEMENTS_PER_PATH:
+            del queue[0]
+        if len(self._judged) > _JUDGED_PATHS:
+            del self._judged[next(iter(self._judged))]
+        return decision
+
+    def _match_judgement(self, path: str, rp: ResolvedPath) -> None:
+        """Consume the oldest judgement of ``path``; refuse when the path no longer lands where it did."""
+        queue = self._judged.pop(path, None)
+        if not queue:
+            return
+        # An "ask" followed by a newer judgement of the same path may have been refused: it never
+        # vouches for a later operation (at worst a call approved meanwhile is refused and retried).
+        live = [j for i, j in enumerate(queue) if j.decision != "ask" or i == len(queue) - 1]
+        judged = live.pop(0)
+        if live:
+            self._judged[path] = live
+        if time.monotonic() - judged.at > _JUDGEMENT_TTL:
+            return
+        if judged.abs != rp.abs or judged.ident != rp.ident:
+            raise PermissionDeniedError(
+                f"{path!r} changed between its approval check and its use",
+                hint="the path now leads to another file (a symlink or link swapped meanwhile); call the tool again",
+            )
 
     def decide_path(self, path: str, *, write: bool = False) -> Decision:
         """The policy's verdict for ``path`` (after symlinks), without acting on it."""
         self._check_open()
-        return self._decide(self._resolve(path), "write" if write else "read")
+        return self._decide(pin(self._resolve(path)), "write" if write else "read")
 
     def decide_command(self, command: str, cwd: str = ".") -> Decision:
         """The verdict for ``command``: its static rules merged with the paths it names."""
@@ -184,7 +240,7 @@ class LocalWorkspaceSession:
         claims: list[Decision] = []
         for op, claimed in extract_path_claims(command, exists=lambda w: _lexists(base / w)):
             try:
-                claims.append(self._decide(self._resolve(claimed, base=base), op))
+                claims.append(self._decide(pin(self._resolve(claimed, base=base)), op))
             except WorkspaceError:
                 continue
         return merge_decisions(verdict, *claims)
@@ -198,7 +254,8 @@ class LocalWorkspaceSession:
 
     def _read_text(self, rp: ResolvedPath, start: int | None, end: int | None) -> FileContent:
         shown = rp.display()
-        text = _files.decode_text(_files.read_bytes(rp.abs, shown, limit=self.limits.max_file_read_bytes), shown)
+        data = _files.read_bytes(rp.abs, shown, limit=self.limits.max_file_read_bytes, pinned=True, ident=rp.ident)
+        text = _files.decode_text(data, shown)
         lines = text.splitlines(keepends=True)
         total = len(lines)
         first = start or 1
@@ -232,7 +289,9 @@ class LocalWorkspaceSession:
         """The raw bytes of a regular file (at most ``max_bytes``, default the read limit)."""
         rp = self._gate(path, "read")
         limit = max_bytes if max_bytes is not None else self.limits.max_file_read_bytes
-        data = await asyncio.to_thread(_files.read_bytes, rp.abs, rp.display(), limit=limit)
+        data = await asyncio.to_thread(
+            _files.read_bytes, rp.abs, rp.display(), limit=limit, pinned=True, ident=rp.ident
+        )
         return FileBytes(path=rp.display(), data=data)
 
     async def write_text(self, path: str, content: str, *, create_only: bool = False) -> FileChange:
@@ -289,15 +348,15 @@ class LocalWorkspaceSession:
 
         No match, or several without ``replace_all``, is ``EditResult(ok=False, message=...)``.
         """
-        self._gate(path, "read")
-        rp = self._gate(path, "write")
+        rp = self._gate(path, "read", "write")
         return await asyncio.to_thread(self._edit_text, rp, old, new, replace_all)
 
     def _edit_text(self, rp: ResolvedPath, old: str, new: str, replace_all: bool) -> EditResult:
         shown = rp.display()
         if not old:
             raise WorkspaceError("old must not be empty", hint="quote the exact text to replace")
-        text = _files.decode_text(_files.read_bytes(rp.abs, shown, limit=self.limits.max_file_read_bytes), shown)
+        data = _files.read_bytes(rp.abs, shown, limit=self.limits.max_file_read_bytes, pinned=True, ident=rp.ident)
+        text = _files.decode_text(data, shown)
         if "\r\n" in text and "\r\n" not in old:
             old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
         count = text.count(old)
@@ -332,7 +391,9 @@ class LocalWorkspaceSession:
         if self.policy.is_denied(rel=rel, abs_posix=abs_path.as_posix()):
             return False, None
         # A plain entry of an already resolved directory lands where it is; only links need resolving.
-        landed = self._resolve(str(abs_path)) if is_link else ResolvedPath(raw=str(abs_path), abs=abs_path, rel=rel)
+        landed = pin(
+            self._resolve(str(abs_path)) if is_link else ResolvedPath(raw=str(abs_path), abs=abs_path, rel=rel)
+        )
         decision = self._decide(landed, "read")
         if decision == "deny" or (not landed.inside and decision != "allow"):
             return False, landed
@@ -470,7 +531,7 @@ class LocalWorkspaceSession:
                     grx, glob or "", abs_path.name if abs_path == rp.abs else abs_path.relative_to(rp.abs).as_posix()
                 ):
                     continue
-                text = self._grep_text(abs_path, shown, searched_directly=abs_path == rp.abs)
+                text = self._grep_text(rp if abs_path == rp.abs else None, abs_path, shown)
                 if text is None:
                     continue
                 if worker is None:
@@ -487,11 +548,24 @@ class LocalWorkspaceSession:
                 worker.close()
         return ClippedList(out, truncated=False)
 
-    def _grep_text(self, abs_path: Path, shown: str, *, searched_directly: bool) -> str | None:
-        """The text of one walked file, or ``None`` when it is skipped (too large, binary, special, vanished)."""
-        landed = self._resolve(str(abs_path)).abs if os.path.islink(abs_path) else abs_path
+    def _grep_text(self, gated: ResolvedPath | None, abs_path: Path, shown: str) -> str | None:
+        """The text of one file, or ``None`` when it is skipped (too large, binary, special, vanished).
+
+        ``gated`` is the file the call named (already judged, and approved when it asked). A file
+        found by walking a folder is judged where it lands, as :meth:`read_text` would judge it:
+        anything but ``allow`` (a hard link whose other name may be outside, in a mode that asks
+        for outside reads) is skipped, since a folder-wide search cannot ask per file.
+        """
+        landed = gated
+        if landed is None:
+            found = self._resolve(str(abs_path)) if os.path.islink(abs_path) else None
+            landed = pin(found or ResolvedPath(raw=str(abs_path), abs=abs_path, rel=self._rel(abs_path)))
+            if self._decide(landed, "read") != "allow":
+                return None
         try:
-            data = _files.read_bytes(landed, shown, limit=self.limits.max_grep_file_bytes)
+            data = _files.read_bytes(
+                landed.abs, shown, limit=self.limits.max_grep_file_bytes, pinned=True, ident=landed.ident
+            )
             return _files.decode_text(data, shown)
         except WorkspaceError:
             return None
@@ -509,7 +583,7 @@ class LocalWorkspaceSession:
                 f"the command {command!r} is denied by the workspace policy",
                 hint="run a different command, or ask the user to run this one",
             )
-        where = self._gate(cwd, "read")
+        where = self._gate(cwd, "read", judged=False)
         if not where.abs.is_dir():
             raise WorkspaceError(f"cwd {cwd!r} is not a directory", hint="use a directory inside the workspace")
         return where.abs

@@ -63,6 +63,9 @@ def path_needs_approval(*ops: FileOp) -> Callable[[dict[str, Any], RunContext[An
         if ws is None or not isinstance(path, str):
             return False
         try:
+            judge = getattr(ws, "judge_path", None)
+            if callable(judge):  # one resolution, remembered: the call itself must land where this one did
+                return bool(judge(path, *ops) == "ask")
             return any(ws.decide_path(path, write=op == "write") == "ask" for op in ops)
         except WorkspaceError:
             return False  # the call itself reports the problem

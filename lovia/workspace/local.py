@@ -188,6 +188,16 @@ class LocalWorkspaceSession:
                 )
         return rp
 
+    def resolve_judged(self, path: str, *, write: bool = False) -> tuple[ResolvedPath, Decision]:
+        """One pinned resolution of ``path`` and the policy's verdict on it, for callers that then open it.
+
+        Open ``rp.abs`` without following a final symlink and insist that the descriptor is
+        ``rp.ident`` (``(st_dev, st_ino)``): then what is used is exactly what was judged.
+        """
+        self._check_open()
+        rp = pin(self._resolve(path))
+        return rp, self._decide(rp, "write" if write else "read")
+
     def judge_path(self, path: str, *ops: FileOp) -> Decision:
         """The verdict for ``path`` and ``ops`` (most restrictive), remembered for the operation that follows.
 

@@ -13,8 +13,9 @@ Reads go through a read-only session over the agent's root that keeps the agent'
 paths that land inside the root are served: a symlink out of it is refused like any other
 outside path, and a visible name that lands on a dotfile (``env.txt -> .env``, ``g -> .git``)
 like the dotfile itself. A path is resolved once; the file opened must be the very file judged
-(same device and inode), so a link swapped in meanwhile is refused. Listings leave out dotfiles and regenerable noise (``__pycache__``, ``*.pyc``,
-``node_modules``, ``venv``); the recent list also skips the scratch folder ``tmp/``.
+(same device and inode), so a link swapped in meanwhile is refused. Listings leave out
+dotfiles and regenerable noise (``__pycache__``, ``*.pyc``, ``node_modules``, ``venv``); the
+recent list also skips the scratch folder ``tmp/``.
 """
 
 from __future__ import annotations

@@ -113,6 +113,46 @@ def read_bytes(
         os.close(fd)
 
 
+def read_head(
+    path: Path, shown: str, *, limit: int, pinned: bool = False, ident: tuple[int, int] | None = None
+) -> tuple[bytes, int]:
+    """At most the first ``limit`` bytes of a regular file, and the file's size when it was opened."""
+    fd, st = open_regular(path, shown, pinned=pinned, ident=ident)
+    try:
+        chunks: list[bytes] = []
+        total = 0
+        while total < limit:
+            chunk = os.read(fd, min(1 << 20, limit - total))
+            if not chunk:
+                break
+            total += len(chunk)
+            chunks.append(chunk)
+        return b"".join(chunks), max(st.st_size, total)
+    finally:
+        os.close(fd)
+
+
+MOSTLY_UNDECODABLE = 0.3
+"""Above this share of undecodable characters a file is refused as text (below, they become U+FFFD)."""
+
+
+def decode_lenient(data: bytes, shown: str) -> str:
+    """UTF-8 text where a few undecodable bytes become U+FFFD; binary and mostly-undecodable files are refused."""
+    if b"\x00" in data[:BINARY_SNIFF]:
+        raise WorkspaceError(f"{shown!r} is a binary file", hint="only text files can be read as text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - data.count("\ufffd".encode())
+    if bad > len(text) * MOSTLY_UNDECODABLE:
+        raise WorkspaceError(
+            f"{shown!r} is mostly not UTF-8 text ({bad} undecodable characters)",
+            hint="only UTF-8 text files can be read as text; read_bytes gives the raw bytes",
+        )
+    return text
+
+
 def decode_text(data: bytes, shown: str) -> str:
     """UTF-8 text, or a clear refusal for binary and non-UTF-8 content."""
     if b"\x00" in data[:BINARY_SNIFF]:

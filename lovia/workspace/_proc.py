@@ -49,6 +49,7 @@ def build_env(
         env.setdefault("LANG", "C.UTF-8")
     venv = find_venv(root)
     if venv is not None:
+        env.pop("PYTHONHOME", None)  # an inherited PYTHONHOME would point the venv's interpreter elsewhere
         bindir = venv / ("Scripts" if sys.platform == "win32" else "bin")
         env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
         env["VIRTUAL_ENV"] = str(venv)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..exceptions import UserError
 from . import _files
 from ._grep import RegexWorker
 from ._proc import BackgroundProcess, build_env, run_foreground, spawn_background
@@ -77,6 +78,16 @@ def _glob_matches(rx: re.Pattern[str], pattern: str, rel: str) -> bool:
 _NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)(?:[+*]|\{\d*,)")
 
 
+_CLIP_MARKER = " [... line truncated]"
+
+
+def _clip(line: str, width: int) -> str:
+    """``line`` cut to ``width`` characters, the marker included."""
+    if width <= len(_CLIP_MARKER):
+        return line[:width]
+    return line[: width - len(_CLIP_MARKER)] + _CLIP_MARKER
+
+
 def _lexists(path: Path) -> bool:
     try:
         return os.path.lexists(path)
@@ -125,7 +136,10 @@ class LocalWorkspaceSession:
     def __post_init__(self) -> None:
         real = Path(os.path.realpath(os.path.expanduser(str(self.root))))
         if not real.is_dir():
-            raise WorkspaceError(f"workspace root {str(self.root)!r} is not a directory", hint="create it first")
+            raise UserError(
+                f"workspace root {str(self.root)!r} does not exist or is not a directory",
+                hint="create the folder first, or pass an existing one",
+            )
         self._root = real
         self._closed = False
         self._procs: dict[str, BackgroundProcess] = {}
@@ -149,6 +163,12 @@ class LocalWorkspaceSession:
         self._closed = True
         procs, self._procs = list(self._procs.values()), {}
         await asyncio.gather(*(p.kill() for p in procs), return_exceptions=True)
+
+    async def __aenter__(self) -> LocalWorkspaceSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -264,35 +284,50 @@ class LocalWorkspaceSession:
 
     def _read_text(self, rp: ResolvedPath, start: int | None, end: int | None) -> FileContent:
         shown = rp.display()
-        data = _files.read_bytes(rp.abs, shown, limit=self.limits.max_file_read_bytes, pinned=True, ident=rp.ident)
-        text = _files.decode_text(data, shown)
+        if start is not None and start < 1 or end is not None and end < 1:
+            raise WorkspaceError("start and end are 1-based line numbers", hint="use start=1 for the first line")
+        cap = self.limits.max_file_read_bytes
+        data, size = _files.read_head(rp.abs, shown, limit=cap, pinned=True, ident=rp.ident)
+        note = None
+        if size > cap:
+            cut = data.rfind(b"\n")
+            data = data[: cut + 1] if cut >= 0 else data
+            note = (
+                f"{shown!r} is {size} bytes, over the {cap}-byte read limit: this is its leading portion "
+                f"({len(data)} bytes); grep for what you need further on"
+            )
+        text = _files.decode_lenient(data, shown)
         lines = text.splitlines(keepends=True)
         total = len(lines)
         first = start or 1
-        if start is not None and start < 1 or end is not None and end < 1:
-            raise WorkspaceError("start and end are 1-based line numbers", hint="use start=1 for the first line")
-        if total and first > total:
-            raise WorkspaceError(
-                f"{shown!r} has {total} lines; start={first} is past the end", hint="use a smaller start"
-            )
         last = min(end if end is not None else total, total)
-        if last < first - 1:
+        if end is not None and end < first:
             raise WorkspaceError("end is before start", hint="pass end >= start")
+        if first > total:  # past the end: nothing to show, and how many lines there are
+            return FileContent(
+                path=shown, content="", start=first, end=total, total_lines=total, truncated=note is not None, note=note
+            )
         budget = self.limits.max_file_read_chars
         taken: list[str] = []
         used = 0
-        truncated = False
+        clipped = False
         for line in lines[first - 1 : last]:
             if used + len(line) > budget:
                 if not taken:  # one enormous line: give its head
                     taken.append(line[:budget])
-                truncated = True
+                    clipped = True
                 break
             taken.append(line)
             used += len(line)
-        shown_end = first - 1 + len(taken) if taken else max(first - 1, 0)
+        shown_end = first - 1 + len(taken)
         return FileContent(
-            path=shown, content="".join(taken), start=first, end=shown_end, total_lines=total, truncated=truncated
+            path=shown,
+            content="".join(taken),
+            start=first,
+            end=shown_end,
+            total_lines=total,
+            truncated=clipped or shown_end < total or note is not None,
+            note=note,
         )
 
     async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> FileBytes:
@@ -364,9 +399,12 @@ class LocalWorkspaceSession:
     def _edit_text(self, rp: ResolvedPath, old: str, new: str, replace_all: bool) -> EditResult:
         shown = rp.display()
         if not old:
-            raise WorkspaceError("old must not be empty", hint="quote the exact text to replace")
+            return EditResult(ok=False, path=shown, message="old is empty: quote the exact existing text to replace")
         data = _files.read_bytes(rp.abs, shown, limit=self.limits.max_file_read_bytes, pinned=True, ident=rp.ident)
-        text = _files.decode_text(data, shown)
+        try:
+            text = _files.decode_text(data, shown)
+        except WorkspaceError as exc:  # binary or not UTF-8: left untouched
+            return EditResult(ok=False, path=shown, message=f"{exc.message}; the file was not changed")
         if "\r\n" in text and "\r\n" not in old:
             old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
         count = text.count(old)
@@ -384,7 +422,7 @@ class LocalWorkspaceSession:
             return EditResult(
                 ok=False,
                 path=shown,
-                replacements=0,
+                replacements=count,
                 message=f"the text to replace occurs {count} times in {shown!r}: include more surrounding lines to "
                 "make it unique, or pass replace_all=true",
             )
@@ -460,15 +498,21 @@ class LocalWorkspaceSession:
         cap = max_results or self.limits.max_list_results
         rx = glob_regex(pattern) if pattern else None
         out: list[DirEntry] = []
+        truncated = False
         for abs_path, shown, is_dir in self._walk(rp, include_hidden):
             if rx is None and abs_path.parent != rp.abs:
                 continue  # no pattern: this directory only
             if rx is not None and not _glob_matches(rx, pattern or "", abs_path.relative_to(rp.abs).as_posix()):
                 continue
             if len(out) >= cap:
-                return ClippedList(out, truncated=True)
+                truncated = True
+                break
             out.append(self._entry(abs_path, shown, is_dir))
-        return ClippedList(out, truncated=False)
+        if rx is None:  # a folder: its directories first, then its files, each by name
+            out.sort(key=lambda e: (not e.is_dir, e.path))
+        else:  # a search: by path
+            out.sort(key=lambda e: e.path)
+        return ClippedList(out, truncated=truncated)
 
     def _entry(self, abs_path: Path, shown: str, is_dir: bool) -> DirEntry:
         try:
@@ -551,7 +595,7 @@ class LocalWorkspaceSession:
                     if len(out) >= cap:
                         return ClippedList(out, truncated=True)
                     line = lines[number - 1]
-                    clipped = line if len(line) <= width else line[:width] + " [... line truncated]"
+                    clipped = line if len(line) <= width else _clip(line, width)
                     out.append(GrepMatch(path=shown, line=number, text=clipped))
         finally:
             if worker is not None:
@@ -625,7 +669,7 @@ class LocalWorkspaceSession:
                 hint="run the command in the foreground",
             )
         self._counter += 1
-        process_id = f"p{self._counter}"
+        process_id = f"bg-{self._counter}"
         bg = await spawn_background(
             process_id, command, cwd=where, env=self._env(env), cap=self.limits.max_shell_output_chars
         )

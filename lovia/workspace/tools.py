@@ -247,8 +247,12 @@ def _render_file(raw: Any, ctx: Any) -> str:
     fc: FileContent = raw
     head = f"{fc.path} (lines {fc.start}-{fc.end} of {fc.total_lines})"
     body = fc.content
-    if fc.truncated:
-        body += f"\n[... truncated at the read limit: continue with start={max(fc.end + 1, fc.start + 1)}]"
+    if fc.note:
+        body += f"\n[{fc.note}]"
+    if fc.end < fc.total_lines:
+        body += f"\n[... more lines follow: continue with start={max(fc.end + 1, fc.start + 1)}]"
+    elif fc.truncated and not fc.note:
+        body += f"\n[... line {fc.end} is longer than the read limit: only its head is shown]"
     return f"{head}\n{body}"
 
 

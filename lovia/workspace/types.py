@@ -39,6 +39,9 @@ class FileContent(BaseModel):
     end: int = Field(ge=0)
     total_lines: int
     truncated: bool = False
+    """True when more of the file exists than ``content`` holds (lines after ``end``, a cut line, the byte cap)."""
+    note: str | None = None
+    """Why the content stops early, when it is not plain paging (a file over the read limit)."""
 
 
 class FileBytes(BaseModel):

@@ -57,4 +57,5 @@ def test_healthz_stays_fast_while_a_hostile_grep_runs(srv: ThreadServer) -> None
     assert "did not finish within 3s" in body
     assert took < 15
     assert len(latencies) > 10
-    assert sorted(latencies)[-2] < 0.1, f"slowest /healthz answers: {sorted(latencies)[-3:]}"
+    # Under 100 ms; one answer may be slower on a loaded machine, never a stall.
+    assert sorted(latencies)[-2] < 0.1 and max(latencies) < 0.5, f"slowest /healthz answers: {sorted(latencies)[-3:]}"

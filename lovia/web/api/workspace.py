@@ -40,6 +40,7 @@ from fastapi.responses import StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from ...agent import Agent
+from ...exceptions import UserError
 from ...workspace import LocalWorkspace, LocalWorkspaceSession, WorkspacePolicy
 from ...workspace.errors import WorkspaceError
 from ...workspace.paths import ResolvedPath
@@ -145,7 +146,7 @@ async def _panel(deps: RouterDeps, agent: str | None, session_id: str | None) ->
         )
     try:
         session = LocalWorkspaceSession(root=workspace.root, policy=_panel_policy(workspace.policy))
-    except WorkspaceError as exc:
+    except (WorkspaceError, UserError) as exc:  # the root is gone
         raise WebError.from_exc(404, "file_not_found", exc) from None
     return _Panel(name, workspace, session)
 

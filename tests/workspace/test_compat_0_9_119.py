@@ -1,0 +1,126 @@
+"""Workspace behaviours of lovia 0.9.119 (behaviours-0.9.119.md, "Workspace"), one test each."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lovia.exceptions import UserError
+from lovia.workspace import LocalWorkspaceSession, PathRule, Workspace, WorkspaceError, WorkspaceLimits
+from lovia.workspace.tools import _render_file
+
+
+@pytest.fixture
+async def ws(tmp_path: Path):
+    session = LocalWorkspaceSession(root=tmp_path, limits=WorkspaceLimits(max_file_read_bytes=64))
+    yield session
+    await session.close()
+
+
+# ---------------------------------------------------------------------- read_text
+
+
+async def test_read_text_says_truncated_when_lines_remain_after_the_range(ws, tmp_path: Path) -> None:
+    (tmp_path / "three.txt").write_text("one\ntwo\nthree\n")
+    head = await ws.read_text("three.txt", start=1, end=2)
+    assert head.content == "one\ntwo\n" and head.truncated and head.total_lines == 3
+    assert "continue with start=3" in _render_file(head, None)
+    tail = await ws.read_text("three.txt", start=2)
+    assert tail.content == "two\nthree\n" and not tail.truncated
+
+
+async def test_read_text_of_a_file_over_the_byte_limit_returns_its_leading_portion(ws, tmp_path: Path) -> None:
+    (tmp_path / "big.txt").write_text("".join(f"line {i:03d}\n" for i in range(100)))  # 900 bytes
+    page = await ws.read_text("big.txt")
+    assert page.truncated and page.content.startswith("line 000\n") and page.content.endswith("\n")
+    assert len(page.content.encode()) <= 64
+    assert page.note is not None and "leading portion" in page.note
+    assert "leading portion" in _render_file(page, None)
+
+
+async def test_read_text_past_the_end_is_empty_with_the_line_count(ws, tmp_path: Path) -> None:
+    (tmp_path / "short.txt").write_text("a\nb\n")
+    past = await ws.read_text("short.txt", start=50)
+    assert past.content == "" and past.total_lines == 2
+
+
+async def test_read_text_turns_a_few_bad_bytes_into_replacement_characters(ws, tmp_path: Path) -> None:
+    (tmp_path / "mixed.txt").write_bytes(b"caf\xe9 au lait\nfine line\n")
+    assert (await ws.read_text("mixed.txt")).content == "caf\ufffd au lait\nfine line\n"
+    (tmp_path / "noise.txt").write_bytes(bytes(range(0x80, 0xC0)))
+    with pytest.raises(WorkspaceError, match="mostly not UTF-8") as info:
+        await ws.read_text("noise.txt")
+    assert info.value.hint
+
+
+# ---------------------------------------------------------------------- edit_text
+
+
+async def test_edit_text_reports_instead_of_raising(ws, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("x = 1\nx = 1\n")
+    empty = await ws.edit_text("a.txt", "", "y")
+    assert not empty.ok and empty.message
+    twice = await ws.edit_text("a.txt", "x = 1", "x = 2")
+    assert not twice.ok and twice.replacements == 2
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"caf\xe9\n")
+    bad = await ws.edit_text("latin.txt", "caf", "tea")
+    assert not bad.ok and bad.message and latin.read_bytes() == b"caf\xe9\n"
+    assert (tmp_path / "a.txt").read_text() == "x = 1\nx = 1\n"
+
+
+# ---------------------------------------------------------------------- listing and search
+
+
+async def test_list_files_puts_directories_first_and_globs_come_sorted(ws, tmp_path: Path) -> None:
+    for name in ("b.txt", "A.txt", "zdir/c.txt", "adir/z.txt", "adir/a.txt"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("x\n")
+    assert [e.path for e in await ws.list_files(".")] == ["adir", "zdir", "A.txt", "b.txt"]
+    found = [e.path for e in await ws.list_files(".", pattern="**/*.txt")]
+    assert found == sorted(found) == ["A.txt", "adir/a.txt", "adir/z.txt", "b.txt", "zdir/c.txt"]
+
+
+async def test_grep_clips_each_line_to_the_limit_marker_included(tmp_path: Path) -> None:
+    (tmp_path / "wide.txt").write_text("needle " + "x" * 500 + "\n")
+    ws = LocalWorkspaceSession(root=tmp_path, limits=WorkspaceLimits(max_grep_line_chars=60))
+    [hit] = await ws.grep("needle")
+    assert len(hit.text) == 60 and hit.text.startswith("needle") and hit.text.endswith("truncated]")
+
+
+# ---------------------------------------------------------------------- sessions and processes
+
+
+async def test_a_nonexistent_root_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError) as info:
+        LocalWorkspaceSession(root=tmp_path / "missing")
+    assert info.value.hint
+
+
+async def test_the_session_is_an_async_context_manager_and_ids_start_with_bg(tmp_path: Path) -> None:
+    async with LocalWorkspaceSession(root=tmp_path) as ws:
+        start = await ws.spawn("sleep 30")
+        assert start.process_id.startswith("bg-")
+    assert ws.closed
+    assert [p.status for p in ws.background_processes()] == []
+
+
+def test_writable_grants_come_before_readable_ones(tmp_path: Path) -> None:
+    local = Workspace.local(str(tmp_path), readable=("docs/**",), writable=("src/**",))
+    rules = local.policy.path_rules
+    assert rules[:2] == (
+        PathRule("src/**", "allow", frozenset({"read", "write"})),
+        PathRule("docs/**", "allow", frozenset({"read"})),
+    )
+
+
+async def test_venv_activation_drops_an_inherited_pythonhome(tmp_path: Path, monkeypatch) -> None:
+    bindir = tmp_path / ".venv" / "bin"
+    bindir.mkdir(parents=True)
+    os.symlink("/bin/true", bindir / "python")
+    monkeypatch.setenv("PYTHONHOME", "/nowhere")
+    async with LocalWorkspaceSession(root=tmp_path, inherit_env=True) as ws:
+        out = await ws.run("echo home=${PYTHONHOME-unset}")
+    assert out.stdout.strip() == "home=unset"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import WorkspaceClosedError
 from .types import CommandResult, ProcessOutput, ProcessState, ProcessStatus
 
 _MINIMAL_ENV_POSIX = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "TZ")
@@ -212,21 +213,28 @@ async def _pump(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
         capture.feed(chunk)
 
 
-async def _exited(proc: asyncio.subprocess.Process, readers: asyncio.Future[Any], timeout: float | None) -> bool:
-    """Wait for the shell itself to exit (``Process.wait`` would also wait for every pipe to close)."""
+async def _exited(
+    proc: asyncio.subprocess.Process, readers: asyncio.Future[Any], timeout: float | None, abort: asyncio.Event | None
+) -> str:
+    """Wait for the shell itself to exit (``Process.wait`` would also wait for every pipe to close).
+
+    ``"exited"``, ``"timeout"``, or ``"aborted"`` once ``abort`` is set (the session closed).
+    """
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
+        if abort is not None and abort.is_set():
+            return "aborted"
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
-            return False
+            return "timeout"
         if readers.done():  # the output closed: the exit is imminent, wait for it properly
             try:
                 await asyncio.wait_for(proc.wait(), remaining)
             except asyncio.TimeoutError:
-                return False
-            return True
+                return "timeout"
+            return "exited"
         if proc.returncode is not None:  # exited while something it started still holds the output
-            return True
+            return "exited"
         await asyncio.wait({readers}, timeout=0.05 if remaining is None else min(0.05, remaining))
 
 
@@ -246,9 +254,19 @@ async def _reaped(proc: asyncio.subprocess.Process, limit: float = 5.0) -> None:
 
 
 async def run_foreground(
-    command: str, *, cwd: Path, env: Mapping[str, str], timeout: float | None, max_chars: int
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float | None,
+    max_chars: int,
+    abort: asyncio.Event | None = None,
 ) -> CommandResult:
-    """Run ``command`` through the system shell in a fresh process group (tagged: see :data:`TAG_VARIABLE`)."""
+    """Run ``command`` through the system shell in a fresh process group (tagged: see :data:`TAG_VARIABLE`).
+
+    Setting ``abort`` (the session closing) kills everything the command started; the result then
+    has no exit code. Set before the shell even started, it raises :class:`WorkspaceClosedError`.
+    """
     tag = new_tag()
     proc = await asyncio.create_subprocess_shell(
         command,
@@ -259,14 +277,23 @@ async def run_foreground(
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
+    if abort is not None and abort.is_set():  # closed while the shell was starting: reap it, refuse
+        await kill_tree(proc.pid, tag, leader_alive=proc.returncode is None)
+        await _reaped(proc)
+        _release(proc)
+        raise WorkspaceClosedError(
+            "the workspace session closed while the command was starting; it was killed",
+            hint="open a new session (the run that owned it ended)",
+        )
     out, err = _Capture(max_chars), _Capture(max_chars)
     readers = asyncio.gather(_pump(proc.stdout, out), _pump(proc.stderr, err))
-    timed_out = False
+    timed_out = aborted = False
     notes: list[str] = []
     unkilled: list[int] = []
     try:
-        if not await _exited(proc, readers, timeout):
-            timed_out = True
+        ending = await _exited(proc, readers, timeout, abort)
+        if ending != "exited":
+            timed_out, aborted = ending == "timeout", ending == "aborted"
             unkilled = await kill_tree(proc.pid, tag, leader_alive=proc.returncode is None)
             await _reaped(proc)
         try:
@@ -295,12 +322,14 @@ async def run_foreground(
         notes.append(f"[lovia: timed out after {timeout:g}s; the command and every process it started were killed]")
     elif timed_out:
         notes.append(f"[lovia: timed out after {timeout:g}s; the command was stopped]")
+    elif aborted:
+        notes.append("[lovia: the workspace session was closed; the command and what it started were killed]")
     if unkilled:
         notes.append(unkilled_note(unkilled))
     if notes:
         stderr = (stderr + "\n" if stderr else "") + "\n".join(notes)
     return CommandResult(
-        exit_code=None if timed_out else proc.returncode,
+        exit_code=None if timed_out or aborted else proc.returncode,
         stdout=stdout,
         stderr=stderr,
         timed_out=timed_out,

@@ -145,6 +145,7 @@ class LocalWorkspaceSession:
         self._procs: dict[str, BackgroundProcess] = {}
         self._counter = 0
         self._judged: dict[str, list[_Judgement]] = {}
+        self._inflight: set[asyncio.Event] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -159,8 +160,13 @@ class LocalWorkspaceSession:
         return self._closed
 
     async def close(self) -> None:
-        """Kill every background process group and refuse further use (idempotent)."""
+        """Kill in-flight commands and every background process, and refuse further use (idempotent).
+
+        A foreground command still running gets a result without an exit code (``ok=False``).
+        """
         self._closed = True
+        for abort in list(self._inflight):
+            abort.set()
         procs, self._procs = list(self._procs.values()), {}
         await asyncio.gather(*(p.kill() for p in procs), return_exceptions=True)
 
@@ -656,9 +662,19 @@ class LocalWorkspaceSession:
             return await self.executor.run(
                 command, cwd=where, env=environment, timeout=limit, policy=self.policy, root=self._root
             )
-        return await run_foreground(
-            command, cwd=where, env=environment, timeout=limit, max_chars=self.limits.max_shell_output_chars
-        )
+        abort = asyncio.Event()
+        self._inflight.add(abort)
+        try:
+            return await run_foreground(
+                command,
+                cwd=where,
+                env=environment,
+                timeout=limit,
+                max_chars=self.limits.max_shell_output_chars,
+                abort=abort,
+            )
+        finally:
+            self._inflight.discard(abort)
 
     async def spawn(self, command: str, *, cwd: str = ".", env: Mapping[str, str] | None = None) -> ProcessStart:
         """Start a background process owned by this session (killed with it on :meth:`close`)."""
@@ -673,6 +689,12 @@ class LocalWorkspaceSession:
         bg = await spawn_background(
             process_id, command, cwd=where, env=self._env(env), cap=self.limits.max_shell_output_chars
         )
+        if self._closed:  # closed while it was starting: nothing may outlive the session
+            await bg.kill()
+            raise WorkspaceClosedError(
+                f"workspace session {self.id} closed while the process was starting; it was killed",
+                hint="open a new session (the run that owned it ended)",
+            )
         self._procs[process_id] = bg
         return ProcessStart(process_id=process_id, pid=bg.proc.pid, command=command)
 

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import uuid
 from pathlib import Path
 
 import pytest
 
 from lovia.exceptions import UserError
-from lovia.workspace import LocalWorkspaceSession, PathRule, Workspace, WorkspaceError, WorkspaceLimits
+from lovia.workspace import (
+    LocalWorkspaceSession,
+    PathRule,
+    Workspace,
+    WorkspaceClosedError,
+    WorkspaceError,
+    WorkspaceLimits,
+)
 from lovia.workspace.tools import _render_file
 
 
@@ -124,3 +133,57 @@ async def test_venv_activation_drops_an_inherited_pythonhome(tmp_path: Path, mon
     async with LocalWorkspaceSession(root=tmp_path, inherit_env=True) as ws:
         out = await ws.run("echo home=${PYTHONHOME-unset}")
     assert out.stdout.strip() == "home=unset"
+
+
+# ---------------------------------------------------------------------- close versus running commands
+
+
+def _running(marker: str) -> list[str]:
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(marker.encode()):
+                    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                    if state != "Z":
+                        out.append(pid)
+            except OSError:
+                continue
+    return out
+
+
+async def _settled(marker: str) -> list[str]:
+    for _ in range(60):
+        if not _running(marker):
+            return []
+        await asyncio.sleep(0.05)
+    return _running(marker)
+
+
+async def test_close_kills_an_in_flight_foreground_command(tmp_path: Path) -> None:
+    marker = f"lovia-inflight-{uuid.uuid4().hex[:8]}"
+    ws = LocalWorkspaceSession(root=tmp_path, shell_timeout=120)
+    task = asyncio.ensure_future(ws.run(f"bash -c 'exec -a {marker} sleep 300'"))
+    for _ in range(200):
+        if _running(marker):
+            break
+        await asyncio.sleep(0.05)
+    assert _running(marker)
+    await ws.close()
+    result = await asyncio.wait_for(task, 10)
+    assert not result.ok and result.exit_code is None and "closed" in result.stderr
+    assert await _settled(marker) == []
+
+
+@pytest.mark.parametrize("how", ["run", "spawn"])
+async def test_a_command_racing_close_is_refused_and_reaped(tmp_path: Path, how: str) -> None:
+    marker = f"lovia-race-{uuid.uuid4().hex[:8]}"
+    ws = LocalWorkspaceSession(root=tmp_path, shell_timeout=120)
+    command = f"exec bash -c 'exec -a {marker} sleep 300'"
+    task = asyncio.ensure_future(ws.run(command) if how == "run" else ws.spawn(command))
+    await asyncio.sleep(0)  # the shell is being started
+    await ws.close()
+    with pytest.raises(WorkspaceClosedError) as info:
+        await asyncio.wait_for(task, 10)
+    assert info.value.hint
+    assert await _settled(marker) == []

@@ -101,11 +101,14 @@ async def view_image(
     ctx: RunContext[Any], path: Annotated[str, "Workspace-relative or absolute image path."]
 ) -> list[ContentPart]:
     """Look at an image file from the workspace (PNG, JPEG, GIF, WebP)."""
-    data = await require_workspace(ctx).read_bytes(path, max_bytes=VIEW_IMAGE_MAX_BYTES)
     mime = mimetypes.guess_type(path)[0] or ""
     if not mime.startswith("image/"):
         raise WorkspaceError(f"{path!r} does not look like an image", hint="pass a .png, .jpg, .gif or .webp file")
-    return [TextPart(text=f"Image {data.path}:"), ImagePart(data=base64.b64encode(data.data).decode(), mime_type=mime)]
+    data = await require_workspace(ctx).read_bytes(path, max_bytes=VIEW_IMAGE_MAX_BYTES)
+    return [
+        TextPart(text=f"{data.path}\n[image: {mime}, {len(data.data)} B]"),
+        ImagePart(data=base64.b64encode(data.data).decode(), mime_type=mime),
+    ]
 
 
 async def write_file(
@@ -299,6 +302,7 @@ def build_tools(policy: WorkspacePolicy) -> list[Tool[Any]]:
     """The bundle for ``policy``: no write tools when nothing is writable, no shell when it is off."""
     reads = [
         _make(read_file, needs_approval=path_needs_approval("read"), result_renderer=_render_file),
+        _make(view_image, needs_approval=path_needs_approval("read")),
         _make(list_files, needs_approval=path_needs_approval("read"), result_renderer=_render_entries),
         _make(grep_files, needs_approval=path_needs_approval("read"), result_renderer=_render_matches),
     ]

@@ -24,11 +24,12 @@ def _tool_names(model: ScriptedProvider) -> set[str]:
 @pytest.mark.parametrize(
     ("mode", "expected"),
     [
-        ("readonly", {"read_file", "list_files", "grep_files"}),
+        ("readonly", {"read_file", "view_image", "list_files", "grep_files"}),
         (
             "coding",
             {
                 "read_file",
+                "view_image",
                 "list_files",
                 "grep_files",
                 "write_file",

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from lovia import Agent, Runner
 from lovia.exceptions import UserError
+from lovia.parts import ImagePart, TextPart
+from lovia.testing import ScriptedProvider, call, text
+from lovia.transcript import ToolResultEntry
 from lovia.workspace import (
     LocalWorkspaceSession,
     PathRule,
@@ -187,3 +191,33 @@ async def test_a_command_racing_close_is_refused_and_reaped(tmp_path: Path, how:
         await asyncio.wait_for(task, 10)
     assert info.value.hint
     assert await _settled(marker) == []
+
+
+# ---------------------------------------------------------------------- view_image
+
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
+
+
+class _TextOnly(ScriptedProvider):
+    @property
+    def supports_vision(self) -> bool:
+        return False
+
+
+async def test_view_image_is_offered_to_vision_models_in_order_and_shows_the_image(tmp_path: Path) -> None:
+    (tmp_path / "dot.png").write_bytes(PNG)
+    model = ScriptedProvider([call("view_image", {"path": "dot.png"}, call_id="v"), text("a dot")])
+    agent = Agent(name="a", model=model, workspace=Workspace.local(str(tmp_path), mode="readonly"))
+    result = await Runner.run(agent, "look")
+    names = [t.name for t in model.requests[0].tools if t.name != "recall_tool_result"]
+    assert names == ["read_file", "view_image", "list_files", "grep_files"]
+    [entry] = [e for e in result.entries if isinstance(e, ToolResultEntry)]
+    assert entry.output == f"dot.png\n[image: image/png, {len(PNG)} B]"
+    assert [type(p) for p in entry.parts or []] == [TextPart, ImagePart]
+
+    blind = _TextOnly([text("ok")])
+    await Runner.run(Agent(name="b", model=blind, workspace=Workspace.local(str(tmp_path))), "hi")
+    assert "view_image" not in {t.name for t in blind.requests[0].tools}

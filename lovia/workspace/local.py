@@ -8,12 +8,13 @@ so the tool layer can route it through the run's approval channel.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import stat
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,7 +49,17 @@ __all__ = ["LocalWorkspaceSession"]
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A glob as a regex over ``/``-separated relative paths (``**`` spans directories)."""
+    """A glob as a regex over ``/``-separated relative paths (``**`` spans directories).
+
+    Raises:
+        WorkspaceError: The glob can match nothing a walk yields (``.``, ``..``, absolute, empty parts).
+    """
+    parts = pattern.split("/")
+    if pattern.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        raise WorkspaceError(
+            f"invalid glob {pattern!r}: it is matched against paths relative to the searched folder",
+            hint="use a relative glob such as '*.py' or '**/*.md' (no '.', '..' or empty parts)",
+        )
     out: list[str] = []
     i = 0
     while i < len(pattern):
@@ -88,6 +99,24 @@ def _clip(line: str, width: int) -> str:
     return line[: width - len(_CLIP_MARKER)] + _CLIP_MARKER
 
 
+def _clip_output(text: str, cap: int) -> tuple[str, bool]:
+    """``text`` within ``cap`` characters: its first and last halves kept, the cut announced."""
+    if len(text) <= cap:
+        return text, False
+    half = max(cap // 2, 1)
+    marker = f"\n[... {len(text) - 2 * half} characters of output truncated: first and last parts kept ...]\n"
+    return text[:half] + marker + text[-half:], True
+
+
+def _clip_result(result: CommandResult, cap: int) -> CommandResult:
+    """A custom executor's result held to the same output cap as the built-in shell."""
+    stdout, cut_out = _clip_output(result.stdout, cap)
+    stderr, cut_err = _clip_output(result.stderr, cap)
+    if not (cut_out or cut_err):
+        return result
+    return result.model_copy(update={"stdout": stdout, "stderr": stderr, "truncated": True})
+
+
 def _lexists(path: Path) -> bool:
     try:
         return os.path.lexists(path)
@@ -121,6 +150,14 @@ class _Judgement:
 
 
 @dataclass(eq=False)
+class _PathLock:
+    """One file's turn-taking lock and how many operations hold or await it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
+@dataclass(eq=False)
 class LocalWorkspaceSession:
     """A live workspace on the local disk: files under ``root``, commands via the system shell."""
 
@@ -146,6 +183,7 @@ class LocalWorkspaceSession:
         self._counter = 0
         self._judged: dict[str, list[_Judgement]] = {}
         self._inflight: set[asyncio.Event] = set()
+        self._locks: dict[Path, _PathLock] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -261,6 +299,29 @@ class LocalWorkspaceSession:
                 hint="the path now leads to another file (a symlink or link swapped meanwhile); call the tool again",
             )
 
+    @contextlib.asynccontextmanager
+    async def _serial(self, path: str) -> AsyncIterator[None]:
+        """Reads, writes and edits of one file (where ``path`` lands) take turns within this session.
+
+        A write replaces the file (a new inode): a read overlapping it would otherwise see its
+        pinned file change, and two edits would each overwrite the other's result.
+        """
+        self._check_open()
+        try:
+            key = self._resolve(path).abs
+        except WorkspaceError:
+            yield  # the operation itself reports the bad path
+            return
+        entry = self._locks.setdefault(key, _PathLock())
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                self._locks.pop(key, None)
+
     def decide_path(self, path: str, *, write: bool = False) -> Decision:
         """The policy's verdict for ``path`` (after symlinks), without acting on it."""
         self._check_open()
@@ -285,8 +346,9 @@ class LocalWorkspaceSession:
 
     async def read_text(self, path: str, *, start: int | None = None, end: int | None = None) -> FileContent:
         """Lines ``start``..``end`` (1-based, inclusive) of a UTF-8 text file, capped by the limits."""
-        rp = self._gate(path, "read")
-        return await asyncio.to_thread(self._read_text, rp, start, end)
+        async with self._serial(path):
+            rp = self._gate(path, "read")
+            return await asyncio.to_thread(self._read_text, rp, start, end)
 
     def _read_text(self, rp: ResolvedPath, start: int | None, end: int | None) -> FileContent:
         shown = rp.display()
@@ -338,11 +400,12 @@ class LocalWorkspaceSession:
 
     async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> FileBytes:
         """The raw bytes of a regular file (at most ``max_bytes``, default the read limit)."""
-        rp = self._gate(path, "read")
-        limit = max_bytes if max_bytes is not None else self.limits.max_file_read_bytes
-        data = await asyncio.to_thread(
-            _files.read_bytes, rp.abs, rp.display(), limit=limit, pinned=True, ident=rp.ident
-        )
+        async with self._serial(path):
+            rp = self._gate(path, "read")
+            limit = max_bytes if max_bytes is not None else self.limits.max_file_read_bytes
+            data = await asyncio.to_thread(
+                _files.read_bytes, rp.abs, rp.display(), limit=limit, pinned=True, ident=rp.ident
+            )
         return FileBytes(path=rp.display(), data=data)
 
     async def write_text(self, path: str, content: str, *, create_only: bool = False) -> FileChange:
@@ -350,8 +413,9 @@ class LocalWorkspaceSession:
 
         With ``create_only``, an existing file is left alone: ``FileChange(ok=False, ...)``.
         """
-        rp = self._gate(path, "write")
-        return await asyncio.to_thread(self._write_text, rp, content, create_only)
+        async with self._serial(path):
+            rp = self._gate(path, "write")
+            return await asyncio.to_thread(self._write_text, rp, content, create_only)
 
     def _write_text(self, rp: ResolvedPath, content: str, create_only: bool) -> FileChange:
         shown = rp.display()
@@ -399,8 +463,9 @@ class LocalWorkspaceSession:
 
         No match, or several without ``replace_all``, is ``EditResult(ok=False, message=...)``.
         """
-        rp = self._gate(path, "read", "write")
-        return await asyncio.to_thread(self._edit_text, rp, old, new, replace_all)
+        async with self._serial(path):
+            rp = self._gate(path, "read", "write")
+            return await asyncio.to_thread(self._edit_text, rp, old, new, replace_all)
 
     def _edit_text(self, rp: ResolvedPath, old: str, new: str, replace_all: bool) -> EditResult:
         shown = rp.display()
@@ -574,6 +639,8 @@ class LocalWorkspaceSession:
         max_matches: int | None,
     ) -> ClippedList[GrepMatch]:
         """The search itself: files are read and judged here, lines matched in a killable worker process."""
+        if not os.path.exists(rp.abs):
+            raise WorkspaceError(f"{rp.display()!r} does not exist", hint="check the path with list_files")
         cap = max_matches or self.limits.max_grep_matches
         grx = glob_regex(glob) if glob else None
         if rp.abs.is_dir():
@@ -659,9 +726,10 @@ class LocalWorkspaceSession:
         limit = timeout if timeout is not None else self.shell_timeout
         environment = self._env(env)
         if self.executor is not None:
-            return await self.executor.run(
+            result = await self.executor.run(
                 command, cwd=where, env=environment, timeout=limit, policy=self.policy, root=self._root
             )
+            return _clip_result(result, self.limits.max_shell_output_chars)
         abort = asyncio.Event()
         self._inflight.add(abort)
         try:

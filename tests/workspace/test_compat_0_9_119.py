@@ -15,12 +15,14 @@ from lovia.parts import ImagePart, TextPart
 from lovia.testing import ScriptedProvider, call, text
 from lovia.transcript import ToolResultEntry
 from lovia.workspace import (
+    CommandResult,
     LocalWorkspaceSession,
     PathRule,
     Workspace,
     WorkspaceClosedError,
     WorkspaceError,
     WorkspaceLimits,
+    WorkspacePolicy,
 )
 from lovia.workspace.tools import _render_file
 
@@ -221,3 +223,58 @@ async def test_view_image_is_offered_to_vision_models_in_order_and_shows_the_ima
     blind = _TextOnly([text("ok")])
     await Runner.run(Agent(name="b", model=blind, workspace=Workspace.local(str(tmp_path))), "hi")
     assert "view_image" not in {t.name for t in blind.requests[0].tools}
+
+
+# ---------------------------------------------------------------------- bad arguments, executors, concurrency
+
+
+async def test_grep_on_a_missing_path_and_an_invalid_glob_raise(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("x\n")
+    ws = LocalWorkspaceSession(root=tmp_path)
+    with pytest.raises(WorkspaceError, match="does not exist") as missing:
+        await ws.grep("x", path="nope")
+    with pytest.raises(WorkspaceError, match="invalid glob") as glob:
+        await ws.list_files(".", pattern=".")
+    with pytest.raises(WorkspaceError, match="invalid glob"):
+        await ws.grep("x", glob="../*.txt")
+    assert missing.value.hint and glob.value.hint
+    assert [e.path for e in await ws.list_files(".", pattern="*.txt")] == ["a.txt"]
+
+
+class _Chatty:
+    """A real executor that answers with far more output than the cap."""
+
+    async def run(self, command: str, **_: object) -> CommandResult:
+        return CommandResult(exit_code=0, stdout="o" * 5000 + "END", stderr="e" * 10)
+
+
+async def test_a_custom_executor_is_clipped_to_the_output_cap(tmp_path: Path) -> None:
+    ws = LocalWorkspaceSession(
+        root=tmp_path,
+        executor=_Chatty(),
+        policy=WorkspacePolicy.trusted(),
+        limits=WorkspaceLimits(max_shell_output_chars=200),
+    )
+    result = await ws.run("make")
+    assert result.truncated and len(result.stdout) < 400 and result.stdout.endswith("END")
+    assert result.stderr == "e" * 10
+
+
+async def test_concurrent_edits_reads_and_writes_of_one_file_take_turns(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("".join(f"a{i}\n" for i in range(20)))
+    ws = LocalWorkspaceSession(root=tmp_path)
+    edits = [ws.edit_text("f.txt", f"a{i}\n", f"b{i}\n") for i in range(20)]
+    reads = [ws.read_text("f.txt") for _ in range(20)]
+    outcomes = await asyncio.gather(*edits, *reads, return_exceptions=True)
+    assert [o for o in outcomes if isinstance(o, BaseException)] == []
+    assert all(o.ok for o in outcomes[:20])  # type: ignore[union-attr]
+    assert (tmp_path / "f.txt").read_text() == "".join(f"b{i}\n" for i in range(20))
+    for content in outcomes[20:]:
+        assert len(content.content.splitlines()) == 20  # type: ignore[union-attr]
+    writes = [ws.write_text("g.txt", f"version {i}\n" * 100) for i in range(10)]
+    more = [ws.read_text("g.txt") for _ in range(10)]
+    await ws.write_text("g.txt", "start\n")
+    done = await asyncio.gather(*writes, *more, return_exceptions=True)
+    assert [o for o in done if isinstance(o, BaseException)] == []
+    for page in done[10:]:
+        assert len(set(page.content.splitlines())) == 1  # type: ignore[union-attr]

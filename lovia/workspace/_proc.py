@@ -139,9 +139,11 @@ def members(leader: int, tag: str | None, *, leader_alive: bool) -> set[int]:
 
 def signal_tree(leader: int, tag: str | None, *, leader_alive: bool) -> set[int]:
     """One pass: SIGKILL the group led by ``leader`` and every member found; the pids signalled."""
-    kill_group(leader)
     if not sys.platform.startswith("linux"):
+        kill_group(leader)
         return set()
+    if leader_alive:  # a dead leader's group is reached through its live members (its pid may be reused)
+        kill_group(leader)
     found = members(leader, tag, leader_alive=leader_alive)
     for pid in found:
         with contextlib.suppress(ProcessLookupError, PermissionError):

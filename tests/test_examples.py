@@ -82,7 +82,7 @@ def test_workspace_agent_example():
     assert "'cat .env' is denied by the workspace policy" in out and "do-not-show" not in out
     assert "the call to 'shell' was not approved" in out
     assert "tests passed" in out and "app.py now: return sum(prices)" in out
-    assert "started background process p1" in out
+    assert "started background process bg-1" in out
 
 
 def test_builtin_tools_example():

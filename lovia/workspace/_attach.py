@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from ..exceptions import UserError
 from ..plugins.base import PluginInstance
+from ..providers.base import supports_vision
 from .protocol import WorkspaceLike, WorkspaceSession
 
 __all__ = ["attach_workspace", "with_workspace"]
@@ -47,6 +48,8 @@ async def _bundle(
             closers.append(session.close)
     ctx.workspace = session
     tools = workspace.tools()
+    if not supports_vision(getattr(agent, "model", None)):  # a text-only model cannot look at images
+        tools = [t for t in tools if t.name != "view_image"]
     for t in tools:
         if t.name in taken:
             raise UserError(

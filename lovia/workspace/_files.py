@@ -56,8 +56,14 @@ def _os_error(exc: OSError, shown: str) -> WorkspaceError:
     return WorkspaceError(f"{shown!r}: {exc.strerror or exc}", hint="check the path")
 
 
-def open_regular(path: Path, shown: str) -> tuple[int, os.stat_result]:
-    """Open a regular file for reading; devices, FIFOs, sockets and directories are refused."""
+def open_regular(
+    path: Path, shown: str, *, pinned: bool = False, ident: tuple[int, int] | None = None
+) -> tuple[int, os.stat_result]:
+    """Open a regular file for reading; devices, FIFOs, sockets and directories are refused.
+
+    With ``pinned``, the opened file must be the one that was judged: ``ident`` is its
+    ``(st_dev, st_ino)`` then (``None``: there was no regular file, so none may be opened now).
+    """
     try:
         fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC)
     except OSError as exc:
@@ -70,15 +76,22 @@ def open_regular(path: Path, shown: str) -> tuple[int, os.stat_result]:
         raise WorkspaceError(f"{shown!r} is {kind}", hint=hint)
     try:
         _verify(fd, path, shown)
+        if pinned and (st.st_dev, st.st_ino) != ident:
+            raise WorkspaceError(
+                f"{shown!r} changed between the check and the read",
+                hint="the file was replaced (for example by a link to another file) while it was judged; retry",
+            )
     except WorkspaceError:
         os.close(fd)
         raise
     return fd, st
 
 
-def read_bytes(path: Path, shown: str, *, limit: int) -> bytes:
-    """The whole content of a regular file of at most ``limit`` bytes."""
-    fd, st = open_regular(path, shown)
+def read_bytes(
+    path: Path, shown: str, *, limit: int, pinned: bool = False, ident: tuple[int, int] | None = None
+) -> bytes:
+    """The whole content of a regular file of at most ``limit`` bytes (``pinned``: see :func:`open_regular`)."""
+    fd, st = open_regular(path, shown, pinned=pinned, ident=ident)
     try:
         if st.st_size > limit:
             raise FileTooLargeError(
@@ -98,6 +111,46 @@ def read_bytes(path: Path, shown: str, *, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_head(
+    path: Path, shown: str, *, limit: int, pinned: bool = False, ident: tuple[int, int] | None = None
+) -> tuple[bytes, int]:
+    """At most the first ``limit`` bytes of a regular file, and the file's size when it was opened."""
+    fd, st = open_regular(path, shown, pinned=pinned, ident=ident)
+    try:
+        chunks: list[bytes] = []
+        total = 0
+        while total < limit:
+            chunk = os.read(fd, min(1 << 20, limit - total))
+            if not chunk:
+                break
+            total += len(chunk)
+            chunks.append(chunk)
+        return b"".join(chunks), max(st.st_size, total)
+    finally:
+        os.close(fd)
+
+
+MOSTLY_UNDECODABLE = 0.3
+"""Above this share of undecodable characters a file is refused as text (below, they become U+FFFD)."""
+
+
+def decode_lenient(data: bytes, shown: str) -> str:
+    """UTF-8 text where a few undecodable bytes become U+FFFD; binary and mostly-undecodable files are refused."""
+    if b"\x00" in data[:BINARY_SNIFF]:
+        raise WorkspaceError(f"{shown!r} is a binary file", hint="only text files can be read as text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - data.count("\ufffd".encode())
+    if bad > len(text) * MOSTLY_UNDECODABLE:
+        raise WorkspaceError(
+            f"{shown!r} is mostly not UTF-8 text ({bad} undecodable characters)",
+            hint="only UTF-8 text files can be read as text; read_bytes gives the raw bytes",
+        )
+    return text
 
 
 def decode_text(data: bytes, shown: str) -> str:

@@ -8,11 +8,13 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import WorkspaceClosedError
 from .types import CommandResult, ProcessOutput, ProcessState, ProcessStatus
 
 _MINIMAL_ENV_POSIX = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "TZ")
@@ -48,6 +50,7 @@ def build_env(
         env.setdefault("LANG", "C.UTF-8")
     venv = find_venv(root)
     if venv is not None:
+        env.pop("PYTHONHOME", None)  # an inherited PYTHONHOME would point the venv's interpreter elsewhere
         bindir = venv / ("Scripts" if sys.platform == "win32" else "bin")
         env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
         env["VIRTUAL_ENV"] = str(venv)
@@ -64,6 +67,112 @@ def kill_group(pid: int) -> None:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------- the process tree
+
+TAG_VARIABLE = "LOVIA_PROCESS_TAG"
+"""Set in every command's environment to a fresh token: whatever the command starts inherits it,
+including processes that left its process group and session (``setsid``) or were orphaned."""
+
+_PROC = Path("/proc")
+
+
+def new_tag() -> str:
+    """A fresh token for :data:`TAG_VARIABLE`."""
+    return uuid.uuid4().hex
+
+
+def _table() -> dict[int, tuple[int, int, str]]:
+    """``pid -> (ppid, pgid, state)`` of every process visible in ``/proc``."""
+    table: dict[int, tuple[int, int, str]] = {}
+    try:
+        names = os.listdir(_PROC)
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            raw = (_PROC / name / "stat").read_bytes()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(b")") + 2 :].split()  # the command name may hold spaces and parentheses
+        if len(fields) >= 4:
+            table[int(name)] = (int(fields[1]), int(fields[2]), fields[0].decode("ascii", "replace"))
+    return table
+
+
+def _carries(pid: int, marker: bytes) -> bool:
+    try:
+        environ = (_PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return False
+    return environ.startswith(marker) or b"\x00" + marker in environ
+
+
+def members(leader: int, tag: str | None, *, leader_alive: bool) -> set[int]:
+    """Live processes a command started: its process group, the tagged ones, and their descendants.
+
+    ``leader`` is the command's shell. Its descendants are walked only while it is alive (a dead
+    leader's pid may be reused); its process group and the tag outlive it.
+    """
+    table = _table()
+    marker = f"{TAG_VARIABLE}={tag}\x00".encode() if tag else None
+    found = {pid for pid, (_, pgid, state) in table.items() if pgid == leader and state != "Z"}
+    if marker is not None:
+        found |= {pid for pid, (_, _, state) in table.items() if state != "Z" and _carries(pid, marker)}
+    if leader_alive and leader in table:
+        found.add(leader)
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    stack = list(found)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found and table[child][2] != "Z":
+                found.add(child)
+                stack.append(child)
+    found.discard(os.getpid())
+    return {pid for pid in found if table.get(pid, (0, 0, "Z"))[2] != "Z"}
+
+
+def signal_tree(leader: int, tag: str | None, *, leader_alive: bool) -> set[int]:
+    """One pass: SIGKILL the group led by ``leader`` and every member found; the pids signalled."""
+    if not sys.platform.startswith("linux"):
+        kill_group(leader)
+        return set()
+    if leader_alive:  # a dead leader's group is reached through its live members (its pid may be reused)
+        kill_group(leader)
+    found = members(leader, tag, leader_alive=leader_alive)
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return found
+
+
+async def kill_tree(leader: int, tag: str | None, *, leader_alive: bool, settle: float = 2.0) -> list[int]:
+    """SIGKILL everything the command led by ``leader`` started, new sessions and orphans included.
+
+    Repeats until a pass finds nothing (a process forking meanwhile is caught by the next pass).
+    Returns the pids still alive after ``settle`` seconds: what could not be killed (empty when all died).
+    """
+    deadline = time.monotonic() + settle
+    alive = leader_alive
+    while True:
+        found = signal_tree(leader, tag, leader_alive=alive)
+        alive = False  # once signalled, the leader's pid is not trusted for a walk again
+        if not found:
+            return []
+        if time.monotonic() >= deadline:
+            return sorted(found)
+        await asyncio.sleep(0.02)
+
+
+def unkilled_note(pids: list[int]) -> str:
+    """The plain statement that some processes survived a kill."""
+    shown = ", ".join(str(p) for p in pids[:20]) + (" ..." if len(pids) > 20 else "")
+    return f"[lovia: could NOT kill {len(pids)} process(es) the command started (pids {shown}); they are still running]"
 
 
 class _Capture:
@@ -106,21 +215,28 @@ async def _pump(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
         capture.feed(chunk)
 
 
-async def _exited(proc: asyncio.subprocess.Process, readers: asyncio.Future[Any], timeout: float | None) -> bool:
-    """Wait for the shell itself to exit (``Process.wait`` would also wait for every pipe to close)."""
+async def _exited(
+    proc: asyncio.subprocess.Process, readers: asyncio.Future[Any], timeout: float | None, abort: asyncio.Event | None
+) -> str:
+    """Wait for the shell itself to exit (``Process.wait`` would also wait for every pipe to close).
+
+    ``"exited"``, ``"timeout"``, or ``"aborted"`` once ``abort`` is set (the session closed).
+    """
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
+        if abort is not None and abort.is_set():
+            return "aborted"
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
-            return False
+            return "timeout"
         if readers.done():  # the output closed: the exit is imminent, wait for it properly
             try:
                 await asyncio.wait_for(proc.wait(), remaining)
             except asyncio.TimeoutError:
-                return False
-            return True
+                return "timeout"
+            return "exited"
         if proc.returncode is not None:  # exited while something it started still holds the output
-            return True
+            return "exited"
         await asyncio.wait({readers}, timeout=0.05 if remaining is None else min(0.05, remaining))
 
 
@@ -140,41 +256,63 @@ async def _reaped(proc: asyncio.subprocess.Process, limit: float = 5.0) -> None:
 
 
 async def run_foreground(
-    command: str, *, cwd: Path, env: Mapping[str, str], timeout: float | None, max_chars: int
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float | None,
+    max_chars: int,
+    abort: asyncio.Event | None = None,
 ) -> CommandResult:
-    """Run ``command`` through the system shell in a fresh process group."""
+    """Run ``command`` through the system shell in a fresh process group (tagged: see :data:`TAG_VARIABLE`).
+
+    Setting ``abort`` (the session closing) kills everything the command started; the result then
+    has no exit code. Set before the shell even started, it raises :class:`WorkspaceClosedError`.
+    """
+    tag = new_tag()
     proc = await asyncio.create_subprocess_shell(
         command,
         cwd=str(cwd),
-        env=dict(env),
+        env={**env, TAG_VARIABLE: tag},
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
+    if abort is not None and abort.is_set():  # closed while the shell was starting: reap it, refuse
+        await kill_tree(proc.pid, tag, leader_alive=proc.returncode is None)
+        await _reaped(proc)
+        _release(proc)
+        raise WorkspaceClosedError(
+            "the workspace session closed while the command was starting; it was killed",
+            hint="open a new session (the run that owned it ended)",
+        )
     out, err = _Capture(max_chars), _Capture(max_chars)
     readers = asyncio.gather(_pump(proc.stdout, out), _pump(proc.stderr, err))
-    timed_out = False
+    timed_out = aborted = False
     notes: list[str] = []
+    unkilled: list[int] = []
     try:
-        if not await _exited(proc, readers, timeout):
-            timed_out = True
-            kill_group(proc.pid)
+        ending = await _exited(proc, readers, timeout, abort)
+        if ending != "exited":
+            timed_out, aborted = ending == "timeout", ending == "aborted"
+            unkilled = await kill_tree(proc.pid, tag, leader_alive=proc.returncode is None)
             await _reaped(proc)
         try:
             await asyncio.wait_for(asyncio.shield(readers), LINGER_SECONDS)
         except asyncio.TimeoutError:
+            unkilled = await kill_tree(proc.pid, tag, leader_alive=proc.returncode is None)
             notes.append(
                 f"[lovia: something the command started still held its output {LINGER_SECONDS:.0f}s after the shell "
-                "exited; it was killed. Use shell(background=true) for long-lived processes.]"
+                f"exited; {'it was killed' if not unkilled else 'lovia tried to kill it'}. "
+                "Use shell(background=true) for long-lived processes.]"
             )
-            kill_group(proc.pid)
             readers.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await readers
             _release(proc)
     except BaseException:  # cancelled: leave nothing behind
-        kill_group(proc.pid)
+        signal_tree(proc.pid, tag, leader_alive=proc.returncode is None)
         readers.cancel()
         with contextlib.suppress(BaseException):
             await _reaped(proc)
@@ -182,12 +320,18 @@ async def run_foreground(
         raise
     stdout, cut_out = out.text()
     stderr, cut_err = err.text()
-    if timed_out:
-        notes.append(f"[lovia: timed out after {timeout:g}s; the command and its process group were killed]")
+    if timed_out and not unkilled:
+        notes.append(f"[lovia: timed out after {timeout:g}s; the command and every process it started were killed]")
+    elif timed_out:
+        notes.append(f"[lovia: timed out after {timeout:g}s; the command was stopped]")
+    elif aborted:
+        notes.append("[lovia: the workspace session was closed; the command and what it started were killed]")
+    if unkilled:
+        notes.append(unkilled_note(unkilled))
     if notes:
         stderr = (stderr + "\n" if stderr else "") + "\n".join(notes)
     return CommandResult(
-        exit_code=None if timed_out else proc.returncode,
+        exit_code=None if timed_out or aborted else proc.returncode,
         stdout=stdout,
         stderr=stderr,
         timed_out=timed_out,
@@ -210,6 +354,9 @@ class BackgroundProcess:
     killed: bool = False
     exit_seen: bool = False
     reader: asyncio.Task[None] | None = None
+    tag: str | None = None
+    unkilled: list[int] = field(default_factory=list)
+    """Pids that survived the last kill (said plainly in the output, never reported as killed)."""
 
     def start_reader(self) -> None:
         self.reader = asyncio.get_running_loop().create_task(self._read())
@@ -285,9 +432,14 @@ class BackgroundProcess:
                 await asyncio.wait_for(asyncio.shield(self.reader), LINGER_SECONDS)
 
     async def kill(self) -> None:
+        """Kill the process and everything it started (new sessions and orphans included)."""
         if self.proc.returncode is None:
             self.killed = True
-        kill_group(self.proc.pid)
+        self.unkilled = await kill_tree(self.proc.pid, self.tag, leader_alive=self.proc.returncode is None)
+        if self.unkilled:
+            note = ("\n" + unkilled_note(self.unkilled) + "\n").encode()
+            self.buffer += note
+            self.recent += note
         await _reaped(self.proc)
         await self.settle()
         if self.reader is not None and not self.reader.done():
@@ -310,16 +462,17 @@ class BackgroundProcess:
 async def spawn_background(
     process_id: str, command: str, *, cwd: Path, env: Mapping[str, str], cap: int
 ) -> BackgroundProcess:
-    """Start ``command`` in its own process group with stdout and stderr merged."""
+    """Start ``command`` in its own process group with stdout and stderr merged (tagged like foreground)."""
+    tag = new_tag()
     proc = await asyncio.create_subprocess_shell(
         command,
         cwd=str(cwd),
-        env=dict(env),
+        env={**env, TAG_VARIABLE: tag},
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )
-    bg = BackgroundProcess(process_id=process_id, command=command, proc=proc, cap=cap)
+    bg = BackgroundProcess(process_id=process_id, command=command, proc=proc, cap=cap, tag=tag)
     bg.start_reader()
     return bg

@@ -8,20 +8,24 @@ so the tool layer can route it through the run's approval channel.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import stat
+import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..exceptions import UserError
 from . import _files
+from ._grep import RegexWorker
 from ._proc import BackgroundProcess, build_env, run_foreground, spawn_background
 from .command_guard import extract_path_claims
 from .errors import PermissionDeniedError, WorkspaceClosedError, WorkspaceError
-from .paths import ResolvedPath, resolve_path
+from .paths import ResolvedPath, pin, resolve_path
 from .policy import Decision, FileOp, WorkspacePolicy, merge_decisions
 from .types import (
     ClippedList,
@@ -45,7 +49,17 @@ __all__ = ["LocalWorkspaceSession"]
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A glob as a regex over ``/``-separated relative paths (``**`` spans directories)."""
+    """A glob as a regex over ``/``-separated relative paths (``**`` spans directories).
+
+    Raises:
+        WorkspaceError: The glob can match nothing a walk yields (``.``, ``..``, absolute, empty parts).
+    """
+    parts = pattern.split("/")
+    if pattern.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        raise WorkspaceError(
+            f"invalid glob {pattern!r}: it is matched against paths relative to the searched folder",
+            hint="use a relative glob such as '*.py' or '**/*.md' (no '.', '..' or empty parts)",
+        )
     out: list[str] = []
     i = 0
     while i < len(pattern):
@@ -75,6 +89,34 @@ def _glob_matches(rx: re.Pattern[str], pattern: str, rel: str) -> bool:
 _NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)(?:[+*]|\{\d*,)")
 
 
+_CLIP_MARKER = " [... line truncated]"
+
+
+def _clip(line: str, width: int) -> str:
+    """``line`` cut to ``width`` characters, the marker included."""
+    if width <= len(_CLIP_MARKER):
+        return line[:width]
+    return line[: width - len(_CLIP_MARKER)] + _CLIP_MARKER
+
+
+def _clip_output(text: str, cap: int) -> tuple[str, bool]:
+    """``text`` within ``cap`` characters: its first and last halves kept, the cut announced."""
+    if len(text) <= cap:
+        return text, False
+    half = max(cap // 2, 1)
+    marker = f"\n[... {len(text) - 2 * half} characters of output truncated: first and last parts kept ...]\n"
+    return text[:half] + marker + text[-half:], True
+
+
+def _clip_result(result: CommandResult, cap: int) -> CommandResult:
+    """A custom executor's result held to the same output cap as the built-in shell."""
+    stdout, cut_out = _clip_output(result.stdout, cap)
+    stderr, cut_err = _clip_output(result.stderr, cap)
+    if not (cut_out or cut_err):
+        return result
+    return result.model_copy(update={"stdout": stdout, "stderr": stderr, "truncated": True})
+
+
 def _lexists(path: Path) -> bool:
     try:
         return os.path.lexists(path)
@@ -89,6 +131,30 @@ def _printable(name: str) -> str:
         return name
     except UnicodeEncodeError:
         return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+_JUDGEMENT_TTL = 3600.0
+"""A judgement older than this (an approval nobody answered) no longer binds the next operation."""
+_JUDGEMENTS_PER_PATH = 16
+_JUDGED_PATHS = 1024
+
+
+@dataclass(frozen=True)
+class _Judgement:
+    """Where a path landed when :meth:`LocalWorkspaceSession.judge_path` judged it."""
+
+    at: float
+    abs: Path
+    ident: tuple[int, int] | None
+    decision: Decision
+
+
+@dataclass(eq=False)
+class _PathLock:
+    """One file's turn-taking lock and how many operations hold or await it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
 
 
 @dataclass(eq=False)
@@ -107,11 +173,17 @@ class LocalWorkspaceSession:
     def __post_init__(self) -> None:
         real = Path(os.path.realpath(os.path.expanduser(str(self.root))))
         if not real.is_dir():
-            raise WorkspaceError(f"workspace root {str(self.root)!r} is not a directory", hint="create it first")
+            raise UserError(
+                f"workspace root {str(self.root)!r} does not exist or is not a directory",
+                hint="create the folder first, or pass an existing one",
+            )
         self._root = real
         self._closed = False
         self._procs: dict[str, BackgroundProcess] = {}
         self._counter = 0
+        self._judged: dict[str, list[_Judgement]] = {}
+        self._inflight: set[asyncio.Event] = set()
+        self._locks: dict[Path, _PathLock] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -126,10 +198,21 @@ class LocalWorkspaceSession:
         return self._closed
 
     async def close(self) -> None:
-        """Kill every background process group and refuse further use (idempotent)."""
+        """Kill in-flight commands and every background process, and refuse further use (idempotent).
+
+        A foreground command still running gets a result without an exit code (``ok=False``).
+        """
         self._closed = True
+        for abort in list(self._inflight):
+            abort.set()
         procs, self._procs = list(self._procs.values()), {}
         await asyncio.gather(*(p.kill() for p in procs), return_exceptions=True)
+
+    async def __aenter__(self) -> LocalWorkspaceSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -144,34 +227,105 @@ class LocalWorkspaceSession:
 
     def _decide(self, rp: ResolvedPath, op: FileOp) -> Decision:
         rel = rp.rel
-        if op == "read" and rel is not None:
+        if rp.ident is None:
+            rp = pin(rp)
+        if op == "read" and rel is not None and rp.links > 1:
             # A second hard link could be anywhere: judge such a file as if it lived outside.
-            try:
-                st = os.stat(rp.abs)
-                if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-                    return merge_decisions(
-                        self.policy.decide_path(rel=rel, abs_posix=rp.abs_posix, op=op),
-                        self.policy.decide_path(rel=None, abs_posix=rp.abs_posix, op=op),
-                    )
-            except OSError:
-                pass
+            return merge_decisions(
+                self.policy.decide_path(rel=rel, abs_posix=rp.abs_posix, op=op),
+                self.policy.decide_path(rel=None, abs_posix=rp.abs_posix, op=op),
+            )
         return self.policy.decide_path(rel=rel, abs_posix=rp.abs_posix, op=op)
 
-    def _gate(self, path: str, op: FileOp, *, base: Path | None = None) -> ResolvedPath:
+    def _gate(self, path: str, *ops: FileOp, base: Path | None = None, judged: bool = True) -> ResolvedPath:
+        """Resolve ``path`` once, pinned: the resolution every check of this call and the operation share."""
         self._check_open()
-        rp = self._resolve(path, base=base)
-        if self._decide(rp, op) == "deny":
-            verb = "reading" if op == "read" else "writing"
-            raise PermissionDeniedError(
-                f"{verb} {path!r} is denied by the workspace policy",
-                hint="work with files the policy allows; ask the user if you need this one",
-            )
+        rp = pin(self._resolve(path, base=base))
+        if judged and base is None:
+            self._match_judgement(path, rp)
+        for op in ops:
+            if self._decide(rp, op) == "deny":
+                verb = "reading" if op == "read" else "writing"
+                raise PermissionDeniedError(
+                    f"{verb} {path!r} is denied by the workspace policy",
+                    hint="work with files the policy allows; ask the user if you need this one",
+                )
         return rp
+
+    def resolve_judged(self, path: str, *, write: bool = False) -> tuple[ResolvedPath, Decision]:
+        """One pinned resolution of ``path`` and the policy's verdict on it, for callers that then open it.
+
+        Open ``rp.abs`` without following a final symlink and insist that the descriptor is
+        ``rp.ident`` (``(st_dev, st_ino)``): then what is used is exactly what was judged.
+        """
+        self._check_open()
+        rp = pin(self._resolve(path))
+        return rp, self._decide(rp, "write" if write else "read")
+
+    def judge_path(self, path: str, *ops: FileOp) -> Decision:
+        """The verdict for ``path`` and ``ops`` (most restrictive), remembered for the operation that follows.
+
+        This is what the tools' approval check calls. The next operation on the same ``path``
+        must land exactly where this judgement landed (same resolved path, same file): a
+        symlink or hard link swapped in between is refused instead of read or written.
+        """
+        self._check_open()
+        rp = pin(self._resolve(path))
+        decision = merge_decisions(*(self._decide(rp, op) for op in ops or ("read",)))
+        queue = self._judged.setdefault(path, [])
+        queue.append(_Judgement(time.monotonic(), rp.abs, rp.ident, decision))
+        if len(queue) > _JUDGEMENTS_PER_PATH:
+            del queue[0]
+        if len(self._judged) > _JUDGED_PATHS:
+            del self._judged[next(iter(self._judged))]
+        return decision
+
+    def _match_judgement(self, path: str, rp: ResolvedPath) -> None:
+        """Consume the oldest judgement of ``path``; refuse when the path no longer lands where it did."""
+        queue = self._judged.pop(path, None)
+        if not queue:
+            return
+        # An "ask" followed by a newer judgement of the same path may have been refused: it never
+        # vouches for a later operation (at worst a call approved meanwhile is refused and retried).
+        live = [j for i, j in enumerate(queue) if j.decision != "ask" or i == len(queue) - 1]
+        judged = live.pop(0)
+        if live:
+            self._judged[path] = live
+        if time.monotonic() - judged.at > _JUDGEMENT_TTL:
+            return
+        if judged.abs != rp.abs or judged.ident != rp.ident:
+            raise PermissionDeniedError(
+                f"{path!r} changed between its approval check and its use",
+                hint="the path now leads to another file (a symlink or link swapped meanwhile); call the tool again",
+            )
+
+    @contextlib.asynccontextmanager
+    async def _serial(self, path: str) -> AsyncIterator[None]:
+        """Reads, writes and edits of one file (where ``path`` lands) take turns within this session.
+
+        A write replaces the file (a new inode): a read overlapping it would otherwise see its
+        pinned file change, and two edits would each overwrite the other's result.
+        """
+        self._check_open()
+        try:
+            key = self._resolve(path).abs
+        except WorkspaceError:
+            yield  # the operation itself reports the bad path
+            return
+        entry = self._locks.setdefault(key, _PathLock())
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                self._locks.pop(key, None)
 
     def decide_path(self, path: str, *, write: bool = False) -> Decision:
         """The policy's verdict for ``path`` (after symlinks), without acting on it."""
         self._check_open()
-        return self._decide(self._resolve(path), "write" if write else "read")
+        return self._decide(pin(self._resolve(path)), "write" if write else "read")
 
     def decide_command(self, command: str, cwd: str = ".") -> Decision:
         """The verdict for ``command``: its static rules merged with the paths it names."""
@@ -183,7 +337,7 @@ class LocalWorkspaceSession:
         claims: list[Decision] = []
         for op, claimed in extract_path_claims(command, exists=lambda w: _lexists(base / w)):
             try:
-                claims.append(self._decide(self._resolve(claimed, base=base), op))
+                claims.append(self._decide(pin(self._resolve(claimed, base=base)), op))
             except WorkspaceError:
                 continue
         return merge_decisions(verdict, *claims)
@@ -192,46 +346,66 @@ class LocalWorkspaceSession:
 
     async def read_text(self, path: str, *, start: int | None = None, end: int | None = None) -> FileContent:
         """Lines ``start``..``end`` (1-based, inclusive) of a UTF-8 text file, capped by the limits."""
-        rp = self._gate(path, "read")
-        return await asyncio.to_thread(self._read_text, rp, start, end)
+        async with self._serial(path):
+            rp = self._gate(path, "read")
+            return await asyncio.to_thread(self._read_text, rp, start, end)
 
     def _read_text(self, rp: ResolvedPath, start: int | None, end: int | None) -> FileContent:
         shown = rp.display()
-        text = _files.decode_text(_files.read_bytes(rp.abs, shown, limit=self.limits.max_file_read_bytes), shown)
+        if start is not None and start < 1 or end is not None and end < 1:
+            raise WorkspaceError("start and end are 1-based line numbers", hint="use start=1 for the first line")
+        cap = self.limits.max_file_read_bytes
+        data, size = _files.read_head(rp.abs, shown, limit=cap, pinned=True, ident=rp.ident)
+        note = None
+        if size > cap:
+            cut = data.rfind(b"\n")
+            data = data[: cut + 1] if cut >= 0 else data
+            note = (
+                f"{shown!r} is {size} bytes, over the {cap}-byte read limit: this is its leading portion "
+                f"({len(data)} bytes); grep for what you need further on"
+            )
+        text = _files.decode_lenient(data, shown)
         lines = text.splitlines(keepends=True)
         total = len(lines)
         first = start or 1
-        if start is not None and start < 1 or end is not None and end < 1:
-            raise WorkspaceError("start and end are 1-based line numbers", hint="use start=1 for the first line")
-        if total and first > total:
-            raise WorkspaceError(
-                f"{shown!r} has {total} lines; start={first} is past the end", hint="use a smaller start"
-            )
         last = min(end if end is not None else total, total)
-        if last < first - 1:
+        if end is not None and end < first:
             raise WorkspaceError("end is before start", hint="pass end >= start")
+        if first > total:  # past the end: nothing to show, and how many lines there are
+            return FileContent(
+                path=shown, content="", start=first, end=total, total_lines=total, truncated=note is not None, note=note
+            )
         budget = self.limits.max_file_read_chars
         taken: list[str] = []
         used = 0
-        truncated = False
+        clipped = False
         for line in lines[first - 1 : last]:
             if used + len(line) > budget:
                 if not taken:  # one enormous line: give its head
                     taken.append(line[:budget])
-                truncated = True
+                    clipped = True
                 break
             taken.append(line)
             used += len(line)
-        shown_end = first - 1 + len(taken) if taken else max(first - 1, 0)
+        shown_end = first - 1 + len(taken)
         return FileContent(
-            path=shown, content="".join(taken), start=first, end=shown_end, total_lines=total, truncated=truncated
+            path=shown,
+            content="".join(taken),
+            start=first,
+            end=shown_end,
+            total_lines=total,
+            truncated=clipped or shown_end < total or note is not None,
+            note=note,
         )
 
     async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> FileBytes:
         """The raw bytes of a regular file (at most ``max_bytes``, default the read limit)."""
-        rp = self._gate(path, "read")
-        limit = max_bytes if max_bytes is not None else self.limits.max_file_read_bytes
-        data = await asyncio.to_thread(_files.read_bytes, rp.abs, rp.display(), limit=limit)
+        async with self._serial(path):
+            rp = self._gate(path, "read")
+            limit = max_bytes if max_bytes is not None else self.limits.max_file_read_bytes
+            data = await asyncio.to_thread(
+                _files.read_bytes, rp.abs, rp.display(), limit=limit, pinned=True, ident=rp.ident
+            )
         return FileBytes(path=rp.display(), data=data)
 
     async def write_text(self, path: str, content: str, *, create_only: bool = False) -> FileChange:
@@ -239,8 +413,9 @@ class LocalWorkspaceSession:
 
         With ``create_only``, an existing file is left alone: ``FileChange(ok=False, ...)``.
         """
-        rp = self._gate(path, "write")
-        return await asyncio.to_thread(self._write_text, rp, content, create_only)
+        async with self._serial(path):
+            rp = self._gate(path, "write")
+            return await asyncio.to_thread(self._write_text, rp, content, create_only)
 
     def _write_text(self, rp: ResolvedPath, content: str, create_only: bool) -> FileChange:
         shown = rp.display()
@@ -288,15 +463,19 @@ class LocalWorkspaceSession:
 
         No match, or several without ``replace_all``, is ``EditResult(ok=False, message=...)``.
         """
-        self._gate(path, "read")
-        rp = self._gate(path, "write")
-        return await asyncio.to_thread(self._edit_text, rp, old, new, replace_all)
+        async with self._serial(path):
+            rp = self._gate(path, "read", "write")
+            return await asyncio.to_thread(self._edit_text, rp, old, new, replace_all)
 
     def _edit_text(self, rp: ResolvedPath, old: str, new: str, replace_all: bool) -> EditResult:
         shown = rp.display()
         if not old:
-            raise WorkspaceError("old must not be empty", hint="quote the exact text to replace")
-        text = _files.decode_text(_files.read_bytes(rp.abs, shown, limit=self.limits.max_file_read_bytes), shown)
+            return EditResult(ok=False, path=shown, message="old is empty: quote the exact existing text to replace")
+        data = _files.read_bytes(rp.abs, shown, limit=self.limits.max_file_read_bytes, pinned=True, ident=rp.ident)
+        try:
+            text = _files.decode_text(data, shown)
+        except WorkspaceError as exc:  # binary or not UTF-8: left untouched
+            return EditResult(ok=False, path=shown, message=f"{exc.message}; the file was not changed")
         if "\r\n" in text and "\r\n" not in old:
             old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
         count = text.count(old)
@@ -314,7 +493,7 @@ class LocalWorkspaceSession:
             return EditResult(
                 ok=False,
                 path=shown,
-                replacements=0,
+                replacements=count,
                 message=f"the text to replace occurs {count} times in {shown!r}: include more surrounding lines to "
                 "make it unique, or pass replace_all=true",
             )
@@ -331,7 +510,9 @@ class LocalWorkspaceSession:
         if self.policy.is_denied(rel=rel, abs_posix=abs_path.as_posix()):
             return False, None
         # A plain entry of an already resolved directory lands where it is; only links need resolving.
-        landed = self._resolve(str(abs_path)) if is_link else ResolvedPath(raw=str(abs_path), abs=abs_path, rel=rel)
+        landed = pin(
+            self._resolve(str(abs_path)) if is_link else ResolvedPath(raw=str(abs_path), abs=abs_path, rel=rel)
+        )
         decision = self._decide(landed, "read")
         if decision == "deny" or (not landed.inside and decision != "allow"):
             return False, landed
@@ -388,15 +569,21 @@ class LocalWorkspaceSession:
         cap = max_results or self.limits.max_list_results
         rx = glob_regex(pattern) if pattern else None
         out: list[DirEntry] = []
+        truncated = False
         for abs_path, shown, is_dir in self._walk(rp, include_hidden):
             if rx is None and abs_path.parent != rp.abs:
                 continue  # no pattern: this directory only
             if rx is not None and not _glob_matches(rx, pattern or "", abs_path.relative_to(rp.abs).as_posix()):
                 continue
             if len(out) >= cap:
-                return ClippedList(out, truncated=True)
+                truncated = True
+                break
             out.append(self._entry(abs_path, shown, is_dir))
-        return ClippedList(out, truncated=False)
+        if rx is None:  # a folder: its directories first, then its files, each by name
+            out.sort(key=lambda e: (not e.is_dir, e.path))
+        else:  # a search: by path
+            out.sort(key=lambda e: e.path)
+        return ClippedList(out, truncated=truncated)
 
     def _entry(self, abs_path: Path, shown: str, is_dir: bool) -> DirEntry:
         try:
@@ -435,15 +622,25 @@ class LocalWorkspaceSession:
                 "the pattern repeats a group that itself repeats (like (a+)+), which can take forever to match",
                 hint="simplify the regular expression, e.g. a+ instead of (a+)+",
             )
+        flags = re.IGNORECASE if ignore_case else 0
         try:
-            rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+            re.compile(pattern, flags)  # only to report a malformed pattern; matching runs in a worker
         except re.error as exc:
             raise WorkspaceError(f"invalid regular expression: {exc}", hint="escape special characters") from None
-        return await asyncio.to_thread(self._grep, rp, rx, glob, include_hidden, max_matches)
+        return await asyncio.to_thread(self._grep, rp, pattern, int(flags), glob, include_hidden, max_matches)
 
     def _grep(
-        self, rp: ResolvedPath, rx: re.Pattern[str], glob: str | None, include_hidden: bool, max_matches: int | None
+        self,
+        rp: ResolvedPath,
+        pattern: str,
+        flags: int,
+        glob: str | None,
+        include_hidden: bool,
+        max_matches: int | None,
     ) -> ClippedList[GrepMatch]:
+        """The search itself: files are read and judged here, lines matched in a killable worker process."""
+        if not os.path.exists(rp.abs):
+            raise WorkspaceError(f"{rp.display()!r} does not exist", hint="check the path with list_files")
         cap = max_matches or self.limits.max_grep_matches
         grx = glob_regex(glob) if glob else None
         if rp.abs.is_dir():
@@ -451,30 +648,54 @@ class LocalWorkspaceSession:
         else:
             files = iter([(rp.abs, rp.display(), False)])
         out: list[GrepMatch] = []
-        for abs_path, shown, is_dir in files:
-            if is_dir:
-                continue
-            if grx is not None and not _glob_matches(
-                grx, glob or "", abs_path.name if abs_path == rp.abs else abs_path.relative_to(rp.abs).as_posix()
-            ):
-                continue
-            for number, line in self._grep_file(abs_path, shown, rx):
-                if len(out) >= cap:
-                    return ClippedList(out, truncated=True)
-                out.append(GrepMatch(path=shown, line=number, text=line))
+        worker: RegexWorker | None = None
+        width = self.limits.max_grep_line_chars
+        try:
+            for abs_path, shown, is_dir in files:
+                if is_dir:
+                    continue
+                if grx is not None and not _glob_matches(
+                    grx, glob or "", abs_path.name if abs_path == rp.abs else abs_path.relative_to(rp.abs).as_posix()
+                ):
+                    continue
+                text = self._grep_text(rp if abs_path == rp.abs else None, abs_path, shown)
+                if text is None:
+                    continue
+                if worker is None:
+                    worker = RegexWorker(pattern, flags, deadline=self.limits.max_grep_seconds)
+                lines = text.splitlines()
+                for number in worker.search(text):
+                    if len(out) >= cap:
+                        return ClippedList(out, truncated=True)
+                    line = lines[number - 1]
+                    clipped = line if len(line) <= width else _clip(line, width)
+                    out.append(GrepMatch(path=shown, line=number, text=clipped))
+        finally:
+            if worker is not None:
+                worker.close()
         return ClippedList(out, truncated=False)
 
-    def _grep_file(self, abs_path: Path, shown: str, rx: re.Pattern[str]) -> Iterator[tuple[int, str]]:
-        landed = self._resolve(str(abs_path)).abs if os.path.islink(abs_path) else abs_path
+    def _grep_text(self, gated: ResolvedPath | None, abs_path: Path, shown: str) -> str | None:
+        """The text of one file, or ``None`` when it is skipped (too large, binary, special, vanished).
+
+        ``gated`` is the file the call named (already judged, and approved when it asked). A file
+        found by walking a folder is judged where it lands, as :meth:`read_text` would judge it:
+        anything but ``allow`` (a hard link whose other name may be outside, in a mode that asks
+        for outside reads) is skipped, since a folder-wide search cannot ask per file.
+        """
+        landed = gated
+        if landed is None:
+            found = self._resolve(str(abs_path)) if os.path.islink(abs_path) else None
+            landed = pin(found or ResolvedPath(raw=str(abs_path), abs=abs_path, rel=self._rel(abs_path)))
+            if self._decide(landed, "read") != "allow":
+                return None
         try:
-            data = _files.read_bytes(landed, shown, limit=self.limits.max_grep_file_bytes)
-            text = _files.decode_text(data, shown)
+            data = _files.read_bytes(
+                landed.abs, shown, limit=self.limits.max_grep_file_bytes, pinned=True, ident=landed.ident
+            )
+            return _files.decode_text(data, shown)
         except WorkspaceError:
-            return  # too large, binary, special or vanished: skipped
-        width = self.limits.max_grep_line_chars
-        for number, line in enumerate(text.splitlines(), start=1):
-            if rx.search(line):
-                yield number, line if len(line) <= width else line[:width] + " [... line truncated]"
+            return None
 
     # ------------------------------------------------------------------ commands
 
@@ -489,7 +710,7 @@ class LocalWorkspaceSession:
                 f"the command {command!r} is denied by the workspace policy",
                 hint="run a different command, or ask the user to run this one",
             )
-        where = self._gate(cwd, "read")
+        where = self._gate(cwd, "read", judged=False)
         if not where.abs.is_dir():
             raise WorkspaceError(f"cwd {cwd!r} is not a directory", hint="use a directory inside the workspace")
         return where.abs
@@ -505,12 +726,23 @@ class LocalWorkspaceSession:
         limit = timeout if timeout is not None else self.shell_timeout
         environment = self._env(env)
         if self.executor is not None:
-            return await self.executor.run(
+            result = await self.executor.run(
                 command, cwd=where, env=environment, timeout=limit, policy=self.policy, root=self._root
             )
-        return await run_foreground(
-            command, cwd=where, env=environment, timeout=limit, max_chars=self.limits.max_shell_output_chars
-        )
+            return _clip_result(result, self.limits.max_shell_output_chars)
+        abort = asyncio.Event()
+        self._inflight.add(abort)
+        try:
+            return await run_foreground(
+                command,
+                cwd=where,
+                env=environment,
+                timeout=limit,
+                max_chars=self.limits.max_shell_output_chars,
+                abort=abort,
+            )
+        finally:
+            self._inflight.discard(abort)
 
     async def spawn(self, command: str, *, cwd: str = ".", env: Mapping[str, str] | None = None) -> ProcessStart:
         """Start a background process owned by this session (killed with it on :meth:`close`)."""
@@ -521,10 +753,16 @@ class LocalWorkspaceSession:
                 hint="run the command in the foreground",
             )
         self._counter += 1
-        process_id = f"p{self._counter}"
+        process_id = f"bg-{self._counter}"
         bg = await spawn_background(
             process_id, command, cwd=where, env=self._env(env), cap=self.limits.max_shell_output_chars
         )
+        if self._closed:  # closed while it was starting: nothing may outlive the session
+            await bg.kill()
+            raise WorkspaceClosedError(
+                f"workspace session {self.id} closed while the process was starting; it was killed",
+                hint="open a new session (the run that owned it ended)",
+            )
         self._procs[process_id] = bg
         return ProcessStart(process_id=process_id, pid=bg.proc.pid, command=command)
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import WorkspaceError
 
-__all__ = ["ResolvedPath", "resolve_path"]
+__all__ = ["ResolvedPath", "pin", "resolve_path"]
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,10 @@ class ResolvedPath:
     raw: str
     abs: Path
     rel: str | None
+    ident: tuple[int, int] | None = None
+    """``(st_dev, st_ino)`` of the regular file found at ``abs`` when it was judged (see :func:`pin`)."""
+    links: int = 1
+    """Its hard-link count then (more than one: a second name may live anywhere)."""
 
     @property
     def inside(self) -> bool:
@@ -60,3 +65,18 @@ def resolve_path(root: Path, path: str, *, base: Path | None = None) -> Resolved
         except ValueError:
             rel = None
     return ResolvedPath(raw=path, abs=landed, rel=rel)
+
+
+def pin(rp: ResolvedPath) -> ResolvedPath:
+    """``rp`` with the identity of the regular file it lands on, so that the later open can insist on it.
+
+    Judging and opening are two steps: whatever is swapped in between (a symlink, a hard link to
+    another file renamed over the name) shows as a different ``(st_dev, st_ino)`` at the open.
+    """
+    try:
+        st = os.stat(rp.abs)
+    except (OSError, ValueError):
+        return rp
+    if not stat.S_ISREG(st.st_mode):
+        return rp
+    return replace(rp, ident=(st.st_dev, st.st_ino), links=st.st_nlink)

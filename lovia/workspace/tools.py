@@ -63,6 +63,9 @@ def path_needs_approval(*ops: FileOp) -> Callable[[dict[str, Any], RunContext[An
         if ws is None or not isinstance(path, str):
             return False
         try:
+            judge = getattr(ws, "judge_path", None)
+            if callable(judge):  # one resolution, remembered: the call itself must land where this one did
+                return bool(judge(path, *ops) == "ask")
             return any(ws.decide_path(path, write=op == "write") == "ask" for op in ops)
         except WorkspaceError:
             return False  # the call itself reports the problem
@@ -98,11 +101,14 @@ async def view_image(
     ctx: RunContext[Any], path: Annotated[str, "Workspace-relative or absolute image path."]
 ) -> list[ContentPart]:
     """Look at an image file from the workspace (PNG, JPEG, GIF, WebP)."""
-    data = await require_workspace(ctx).read_bytes(path, max_bytes=VIEW_IMAGE_MAX_BYTES)
     mime = mimetypes.guess_type(path)[0] or ""
     if not mime.startswith("image/"):
         raise WorkspaceError(f"{path!r} does not look like an image", hint="pass a .png, .jpg, .gif or .webp file")
-    return [TextPart(text=f"Image {data.path}:"), ImagePart(data=base64.b64encode(data.data).decode(), mime_type=mime)]
+    data = await require_workspace(ctx).read_bytes(path, max_bytes=VIEW_IMAGE_MAX_BYTES)
+    return [
+        TextPart(text=f"{data.path}\n[image: {mime}, {len(data.data)} B]"),
+        ImagePart(data=base64.b64encode(data.data).decode(), mime_type=mime),
+    ]
 
 
 async def write_file(
@@ -244,8 +250,12 @@ def _render_file(raw: Any, ctx: Any) -> str:
     fc: FileContent = raw
     head = f"{fc.path} (lines {fc.start}-{fc.end} of {fc.total_lines})"
     body = fc.content
-    if fc.truncated:
-        body += f"\n[... truncated at the read limit: continue with start={max(fc.end + 1, fc.start + 1)}]"
+    if fc.note:
+        body += f"\n[{fc.note}]"
+    if fc.end < fc.total_lines:
+        body += f"\n[... more lines follow: continue with start={max(fc.end + 1, fc.start + 1)}]"
+    elif fc.truncated and not fc.note:
+        body += f"\n[... line {fc.end} is longer than the read limit: only its head is shown]"
     return f"{head}\n{body}"
 
 
@@ -292,6 +302,7 @@ def build_tools(policy: WorkspacePolicy) -> list[Tool[Any]]:
     """The bundle for ``policy``: no write tools when nothing is writable, no shell when it is off."""
     reads = [
         _make(read_file, needs_approval=path_needs_approval("read"), result_renderer=_render_file),
+        _make(view_image, needs_approval=path_needs_approval("read")),
         _make(list_files, needs_approval=path_needs_approval("read"), result_renderer=_render_entries),
         _make(grep_files, needs_approval=path_needs_approval("read"), result_renderer=_render_matches),
     ]

@@ -39,6 +39,9 @@ class FileContent(BaseModel):
     end: int = Field(ge=0)
     total_lines: int
     truncated: bool = False
+    """True when more of the file exists than ``content`` holds (lines after ``end``, a cut line, the byte cap)."""
+    note: str | None = None
+    """Why the content stops early, when it is not plain paging (a file over the read limit)."""
 
 
 class FileBytes(BaseModel):
@@ -143,6 +146,8 @@ class WorkspaceLimits:
     max_grep_line_chars: int = 400
     max_list_results: int = 500
     max_grep_matches: int = 100
+    max_grep_seconds: float = 20.0
+    """How long one grep's pattern matching may take in all before its worker process is killed."""
 
 
 class ClippedList(list[_ItemT]):

@@ -190,8 +190,9 @@ class Workspace:
                 hint="put the rules into the WorkspacePolicy, or drop policy= and use the shorthand knobs",
             )
         if policy is None:
-            grants = tuple(PathRule(p, "allow", frozenset({"read"})) for p in readable) + tuple(
-                PathRule(p, "allow", frozenset({"read", "write"})) for p in writable
+            # Writable grants first (read and write), then readable ones (read only), as in 0.9.119.
+            grants = tuple(PathRule(p, "allow", frozenset({"read", "write"})) for p in writable) + tuple(
+                PathRule(p, "allow", frozenset({"read"})) for p in readable
             )
             rules = (*tuple(path_rules), *grants)
             if mode == "readonly":

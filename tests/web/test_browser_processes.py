@@ -64,7 +64,7 @@ def test_a_process_is_listed_with_its_output_as_text_and_killed(srv: ThreadServe
     section = _processes(page)
     proc = section.get_by_test_id("process")
     proc.wait_for()
-    assert proc.get_attribute("data-process-id") == "p1" and proc.get_attribute("data-status") == "running"
+    assert proc.get_attribute("data-process-id") == "bg-1" and proc.get_attribute("data-status") == "running"
     assert "sleep 120" in proc.get_by_test_id("process-open").inner_text()
     proc.get_by_test_id("process-open").click()
     output = section.get_by_test_id("process-output")
@@ -76,10 +76,10 @@ def test_a_process_is_listed_with_its_output_as_text_and_killed(srv: ThreadServe
 
     proc.get_by_test_id("process-kill").click()
     section.locator('[data-testid="process"][data-status="killed"]').wait_for()
-    assert "Killed p1" in section.get_by_test_id("processes-status").inner_text()
+    assert "Killed bg-1" in section.get_by_test_id("processes-status").inner_text()
     assert section.get_by_test_id("process-kill").count() == 0
     # The page's kill consumed nothing: the model's own read still gets the output and the kill.
-    send(page, "read p1")
+    send(page, "read bg-1")
     idle(page)
     last = page.get_by_test_id("message-assistant").last.inner_text()
     assert "second line" in last and "killed" in last

@@ -71,51 +71,51 @@ def _group(leader: int) -> list[int]:
 def test_list_peek_without_consuming_then_the_model_reads_it(srv: ThreadServer) -> None:
     first = _chat(srv, "start echo alpha; echo beta; exit 5")
     sid = first["session_id"]
-    assert "p1" in first["output"]
+    assert "bg-1" in first["output"]
     listed = _get(srv, f"/api/sessions/{sid}/processes").json()["processes"]
-    assert [(p["process_id"], p["command"]) for p in listed] == [("p1", "echo alpha; echo beta; exit 5")]
+    assert [(p["process_id"], p["command"]) for p in listed] == [("bg-1", "echo alpha; echo beta; exit 5")]
 
     def exited() -> dict[str, Any] | None:
-        out = _get(srv, f"/api/sessions/{sid}/processes/p1/output").json()
+        out = _get(srv, f"/api/sessions/{sid}/processes/bg-1/output").json()
         return out if out["status"] == "exited" else None
 
     out = wait_for(exited, timeout=30)
     assert out["output"].split() == ["alpha", "beta"] and out["exit_code"] == 5 and out["truncated"] is False
-    again = _get(srv, f"/api/sessions/{sid}/processes/p1/output").json()
+    again = _get(srv, f"/api/sessions/{sid}/processes/bg-1/output").json()
     assert again["output"] == out["output"]
     status = _get(srv, f"/api/sessions/{sid}/processes").json()["processes"][0]
     assert status == {
-        "process_id": "p1",
+        "process_id": "bg-1",
         "command": "echo alpha; echo beta; exit 5",
         "status": "exited",
         "exit_code": 5,
     }
     # The model's own read still gets everything the page already showed.
-    read = _chat(srv, "read p1", sid)["output"]
+    read = _chat(srv, "read bg-1", sid)["output"]
     assert "alpha" in read and "beta" in read and "exited" in read
     # ...and the page still shows the tail after the model drained its buffer.
-    assert _get(srv, f"/api/sessions/{sid}/processes/p1/output").json()["output"].split() == ["alpha", "beta"]
+    assert _get(srv, f"/api/sessions/{sid}/processes/bg-1/output").json()["output"].split() == ["alpha", "beta"]
 
 
 def test_kill_from_the_page_leaves_the_output_to_the_model(srv: ThreadServer) -> None:
     sid = _chat(srv, "start echo ready; sleep 120 & wait")["session_id"]
-    wait_for(lambda: "ready" in _get(srv, f"/api/sessions/{sid}/processes/p1/output").json()["output"], timeout=30)
+    wait_for(lambda: "ready" in _get(srv, f"/api/sessions/{sid}/processes/bg-1/output").json()["output"], timeout=30)
     # The process group leader is the shell; find it through its children.
     leader = _our_sleeper()
     group = _group(os.getpgid(leader))
-    killed = httpx.post(srv.url + f"/api/sessions/{sid}/processes/p1/kill", timeout=30)
+    killed = httpx.post(srv.url + f"/api/sessions/{sid}/processes/bg-1/kill", timeout=30)
     assert killed.status_code == 200, killed.text
     assert killed.json() == {
-        "process_id": "p1",
+        "process_id": "bg-1",
         "command": "echo ready; sleep 120 & wait",
         "status": "killed",
         "exit_code": killed.json()["exit_code"],
     }
     wait_for(lambda: not any(_alive(p) for p in group), timeout=30)
     assert _get(srv, f"/api/sessions/{sid}/processes").json()["processes"][0]["status"] == "killed"
-    read = _chat(srv, "read p1", sid)["output"]
+    read = _chat(srv, "read bg-1", sid)["output"]
     assert "ready" in read and "killed" in read
-    again = httpx.post(srv.url + f"/api/sessions/{sid}/processes/p1/kill", timeout=30)  # idempotent
+    again = httpx.post(srv.url + f"/api/sessions/{sid}/processes/bg-1/kill", timeout=30)  # idempotent
     assert again.status_code == 200 and again.json()["status"] == "killed"
 
 
@@ -154,26 +154,26 @@ def _cmdline(pid: int) -> str:
 
 def test_unknown_chat_unknown_process_and_a_chat_without_processes(srv: ThreadServer) -> None:
     _refused(_get(srv, "/api/sessions/nope/processes"), 404, "session_not_found")
-    _refused(_get(srv, "/api/sessions/nope/processes/p1/output"), 404, "session_not_found")
-    _refused(httpx.post(srv.url + "/api/sessions/nope/processes/p1/kill"), 404, "session_not_found")
+    _refused(_get(srv, "/api/sessions/nope/processes/bg-1/output"), 404, "session_not_found")
+    _refused(httpx.post(srv.url + "/api/sessions/nope/processes/bg-1/kill"), 404, "session_not_found")
     quiet = _chat(srv, "hello")["session_id"]  # a chat whose agent never started anything
     empty = _get(srv, f"/api/sessions/{quiet}/processes")
     assert empty.status_code == 200 and empty.json() == {"processes": []}
-    _refused(_get(srv, f"/api/sessions/{quiet}/processes/p1/output"), 404, "process_not_found")
-    _refused(httpx.post(srv.url + f"/api/sessions/{quiet}/processes/p1/kill"), 404, "process_not_found")
+    _refused(_get(srv, f"/api/sessions/{quiet}/processes/bg-1/output"), 404, "process_not_found")
+    _refused(httpx.post(srv.url + f"/api/sessions/{quiet}/processes/bg-1/kill"), 404, "process_not_found")
     created = httpx.post(srv.url + "/api/sessions", json={}).json()["id"]  # no run yet: no workspace session
     assert _get(srv, f"/api/sessions/{created}/processes").json() == {"processes": []}
     sid = _chat(srv, "start sleep 60")["session_id"]
     missing = _get(srv, f"/api/sessions/{sid}/processes/p9/output")
     _refused(missing, 404, "process_not_found")
-    assert "p1" in missing.json()["detail"]["message"]
+    assert "bg-1" in missing.json()["detail"]["message"]
     # Another chat's process is not this chat's.
-    _refused(_get(srv, f"/api/sessions/{quiet}/processes/p1/output"), 404, "process_not_found")
+    _refused(_get(srv, f"/api/sessions/{quiet}/processes/bg-1/output"), 404, "process_not_found")
 
 
 def test_deleting_the_chat_reaps_its_processes(srv: ThreadServer) -> None:
     sid = _chat(srv, "start echo up; sleep 120 & wait")["session_id"]
-    wait_for(lambda: "up" in _get(srv, f"/api/sessions/{sid}/processes/p1/output").json()["output"], timeout=30)
+    wait_for(lambda: "up" in _get(srv, f"/api/sessions/{sid}/processes/bg-1/output").json()["output"], timeout=30)
     sleeper = _our_sleeper()
     assert httpx.delete(srv.url + f"/api/sessions/{sid}", timeout=30).status_code == 200
     wait_for(lambda: not _alive(sleeper), timeout=30)
@@ -188,7 +188,7 @@ def test_the_token_and_the_origin_check_guard_the_kill(tmp_path: Path) -> None:
     with ThreadServer(app) as s:
         r = httpx.post(s.url + "/api/chat", json={"message": "start sleep 120"}, headers=auth, timeout=60)
         sid = r.json()["session_id"]
-        kill = f"{s.url}/api/sessions/{sid}/processes/p1/kill"
+        kill = f"{s.url}/api/sessions/{sid}/processes/bg-1/kill"
         _refused(httpx.get(f"{s.url}/api/sessions/{sid}/processes"), 401, "server_token")
         _refused(httpx.post(kill), 401, "server_token")
         _refused(httpx.post(kill, headers={**auth, "Origin": "http://evil.example"}), 403, "cross_origin")

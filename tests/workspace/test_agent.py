@@ -24,11 +24,12 @@ def _tool_names(model: ScriptedProvider) -> set[str]:
 @pytest.mark.parametrize(
     ("mode", "expected"),
     [
-        ("readonly", {"read_file", "list_files", "grep_files"}),
+        ("readonly", {"read_file", "view_image", "list_files", "grep_files"}),
         (
             "coding",
             {
                 "read_file",
+                "view_image",
                 "list_files",
                 "grep_files",
                 "write_file",
@@ -166,7 +167,7 @@ async def test_background_processes_are_reminded_each_turn_and_die_with_the_run(
     ws = Workspace.local(str(tmp_path), mode="trusted")
     result = await Runner.run(Agent(name="a", model=model, workspace=ws), "serve")
     reminders = [e for e in model.requests[1].entries if isinstance(e, InputEntry) and "Background processes" in e.text]
-    assert len(reminders) == 1 and "p1: running `sleep 60`" in reminders[0].text
+    assert len(reminders) == 1 and "bg-1: running `sleep 60`" in reminders[0].text
     assert not any(isinstance(e, InputEntry) and "Background processes" in e.text for e in result.entries)
     pid = _results(result)["bg"].raw.pid
     with pytest.raises(ProcessLookupError):
@@ -178,9 +179,9 @@ async def test_a_bound_session_survives_across_runs(tmp_path):
     async with ws.session() as bound:
         first = ScriptedProvider([call("shell", {"command": "sleep 60", "background": True}), text("started")])
         await Runner.run(Agent(name="a", model=first, workspace=bound), "start")
-        second = ScriptedProvider([call("read_process_output", {"process_id": "p1"}, call_id="r"), text("checked")])
+        second = ScriptedProvider([call("read_process_output", {"process_id": "bg-1"}, call_id="r"), text("checked")])
         result = await Runner.run(Agent(name="a", model=second, workspace=bound), "check")
-        assert "p1: running" in _results(result)["r"].output
+        assert "bg-1: running" in _results(result)["r"].output
     live = await bound.open()
     assert live.closed  # type: ignore[attr-defined]
 

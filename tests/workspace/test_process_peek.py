@@ -124,4 +124,4 @@ async def test_unknown_ids_and_a_closed_session_raise(tmp_path):
         await ws.stop_process("p7")
     await ws.close()
     with pytest.raises(WorkspaceError, match="closed"):
-        await ws.peek_process_output("p1")
+        await ws.peek_process_output("bg-1")

@@ -110,19 +110,19 @@ async def _until(predicate, timeout=10.0):
 
 async def test_background_output_is_incremental_and_the_exit_is_reported(ws):
     start = await ws.spawn("echo one; sleep 0.3; echo two; exit 4")
-    assert start.process_id == "p1" and start.pid > 0
-    first = await ws.read_process_output("p1")
+    assert start.process_id == "bg-1" and start.pid > 0
+    first = await ws.read_process_output("bg-1")
     seen = first.output
 
     async def exited():
         nonlocal seen
-        out = await ws.read_process_output("p1")
+        out = await ws.read_process_output("bg-1")
         seen += out.output
         return out.status == "exited"
 
     await _until(exited)
     assert seen.split() == ["one", "two"]
-    final = await ws.read_process_output("p1")
+    final = await ws.read_process_output("bg-1")
     assert final.status == "exited" and final.exit_code == 4 and final.output == ""
     assert ws.background_processes()[0].exit_seen
 
@@ -151,7 +151,7 @@ def _pgid(pid: int) -> int | None:
 
 async def test_unknown_process_ids_list_the_live_ones(ws):
     await ws.spawn("sleep 30")
-    with pytest.raises(WorkspaceError, match=r"known: p1") as info:
+    with pytest.raises(WorkspaceError, match=r"known: bg-1") as info:
         await ws.read_process_output("p9")
     assert "re-run" in (info.value.hint or "")
 

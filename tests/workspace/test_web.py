@@ -77,14 +77,14 @@ async def test_one_workspace_session_per_chat(tmp_path):
     await Runner.run(sessions.bind_now("chat-1", agent(start)), "start a server")
     live = sessions.get("chat-1")
     assert live is not None and live.background_processes()[0].status == "running"
-    check = ScriptedProvider([call("read_process_output", {"process_id": "p1"}, call_id="r"), text("up")])
+    check = ScriptedProvider([call("read_process_output", {"process_id": "bg-1"}, call_id="r"), text("up")])
     result = await Runner.run(await sessions.bind("chat-1", agent(check)), "still up?")
     out = next(e for e in result.entries if isinstance(e, ToolResultEntry))
-    assert "p1: running" in out.output
-    other = ScriptedProvider([call("read_process_output", {"process_id": "p1"}, call_id="r"), text("no")])
+    assert "bg-1: running" in out.output
+    other = ScriptedProvider([call("read_process_output", {"process_id": "bg-1"}, call_id="r"), text("no")])
     result = await Runner.run(sessions.bind_now("chat-2", agent(other)), "yours?")
     assert "no background process" in next(e for e in result.entries if isinstance(e, ToolResultEntry)).output
-    pid = live.background_processes() and live._procs["p1"].proc.pid  # type: ignore[attr-defined]
+    pid = live.background_processes() and live._procs["bg-1"].proc.pid  # type: ignore[attr-defined]
     await sessions.close("chat-1")
     assert sessions.get("chat-1") is None
     with pytest.raises(ProcessLookupError):
@@ -108,7 +108,7 @@ def _coder(root) -> Agent:
             return call("shell", {"command": "touch made.txt"}, call_id=f"c{len(entries)}")
         if last_user.startswith("serve"):
             return call("shell", {"command": "sleep 60", "background": True}, call_id=f"c{len(entries)}")
-        return call("read_process_output", {"process_id": "p1"}, call_id=f"c{len(entries)}")
+        return call("read_process_output", {"process_id": "bg-1"}, call_id=f"c{len(entries)}")
 
     return Agent(name="coder", model=ScriptedProvider(script), workspace=Workspace.local(str(root), mode="coding"))
 
@@ -152,7 +152,7 @@ def test_web_keeps_a_chat_s_background_process_between_messages(tmp_path):
         )
         wait_for(lambda: not httpx.get(f"{server.url}/api/sessions/{sid}").json()["live"])
         second = sse(server.url, "/api/chat/stream", {"message": "is it up?", "session_id": sid})
-        assert "done: p1: running" in second.text()
+        assert "done: bg-1: running" in second.text()
         live = app.state.lovia.supervisor.workspaces.get(sid)
         pids = [p.proc.pid for p in live._procs.values()]  # type: ignore[attr-defined]
         assert len(pids) == 1

@@ -11,8 +11,11 @@
 Reads go through a read-only session over the agent's root that keeps the agent's
 ``denied_paths`` (and its ``deny`` path rules), whatever mode the agent itself runs in. Only
 paths that land inside the root are served: a symlink out of it is refused like any other
-outside path. Listings leave out dotfiles and regenerable noise (``__pycache__``, ``*.pyc``,
-``node_modules``, ``venv``); the recent list also skips the scratch folder ``tmp/``.
+outside path, and a visible name that lands on a dotfile (``env.txt -> .env``, ``g -> .git``)
+like the dotfile itself. A path is resolved once; the file opened must be the very file judged
+(same device and inode), so a link swapped in meanwhile is refused. Listings leave out
+dotfiles and regenerable noise (``__pycache__``, ``*.pyc``, ``node_modules``, ``venv``); the
+recent list also skips the scratch folder ``tmp/``.
 """
 
 from __future__ import annotations
@@ -37,8 +40,10 @@ from fastapi.responses import StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from ...agent import Agent
+from ...exceptions import UserError
 from ...workspace import LocalWorkspace, LocalWorkspaceSession, WorkspacePolicy
 from ...workspace.errors import WorkspaceError
+from ...workspace.paths import ResolvedPath
 from ...workspace.workspace import SCRATCH_DIR, WorkspaceSessionBinding
 from ..errors import ApiRoute, ErrorCode, WebError
 from ..media import PREVIEW_IMAGE_MIME_BY_EXT, model_image_mime, preview_image_mime
@@ -141,7 +146,7 @@ async def _panel(deps: RouterDeps, agent: str | None, session_id: str | None) ->
         )
     try:
         session = LocalWorkspaceSession(root=workspace.root, policy=_panel_policy(workspace.policy))
-    except WorkspaceError as exc:
+    except (WorkspaceError, UserError) as exc:  # the root is gone
         raise WebError.from_exc(404, "file_not_found", exc) from None
     return _Panel(name, workspace, session)
 
@@ -176,26 +181,36 @@ def _check_shape(raw: str) -> str:
     return path
 
 
-def _gate(panel: _Panel, raw: str) -> tuple[Path, str]:
-    """``(resolved absolute path, workspace-relative path)``, or the documented refusal."""
+def _lands_hidden(rel: str) -> bool:
+    """Whether a resolved workspace-relative path is, or lies under, a dotfile (``.env``, ``.git/config``)."""
+    return rel != "." and any(part.startswith(".") for part in rel.split("/"))
+
+
+def _gate(panel: _Panel, raw: str) -> ResolvedPath:
+    """The path resolved once and pinned (``abs``, ``rel``, ``ident``), or the documented refusal.
+
+    Everything is judged where the path lands, after symlinks: a visible name linking to
+    ``.env`` or into ``.git`` is refused like the dotfile itself. The caller opens ``abs``
+    without following links and checks the descriptor against ``ident``.
+    """
     path = _check_shape(raw)
     try:
-        decision = panel.session.decide_path(path)
+        rp, decision = panel.session.resolve_judged(path)
     except WorkspaceError as exc:
         raise WebError.from_exc(400, "invalid_request", exc) from None
-    landed = Path(os.path.realpath(os.path.join(panel.root, path)))
-    try:
-        rel = "." if landed == panel.root else landed.relative_to(panel.root).as_posix()
-    except ValueError:
-        rel = None
+    rel = rp.rel
     if rel is None or decision == "deny":
         where = "outside the workspace" if rel is None else "denied by the workspace policy"
         raise _error(
             403, "path_denied", f"{raw!r} is {where}", "pick a file inside the workspace that the agent may read"
         )
-    if not os.path.lexists(landed):
+    if _lands_hidden(rel):
+        raise _error(
+            403, "path_denied", f"{raw!r} leads to a hidden (dot) file", "the file panel shows visible files only"
+        )
+    if not os.path.lexists(rp.abs):
         raise _error(404, "file_not_found", f"{rel!r} does not exist", "list the folder with GET /api/workspace/files")
-    return landed, rel
+    return rp
 
 
 def _kind(mode: int) -> str:
@@ -208,7 +223,8 @@ def _kind(mode: int) -> str:
 
 def _open_file(panel: _Panel, raw: str) -> tuple[int, os.stat_result, str]:
     """A pinned descriptor of a regular file the gate allows (the caller closes it)."""
-    landed, rel = _gate(panel, raw)
+    rp = _gate(panel, raw)
+    landed, rel = rp.abs, rp.display()
     nofollow = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(landed, os.O_RDONLY | nofollow)
@@ -222,6 +238,9 @@ def _open_file(panel: _Panel, raw: str) -> tuple[int, os.stat_result, str]:
         if stat.S_ISDIR(st.st_mode):
             raise _error(400, "invalid_request", f"{rel!r} is a directory", "list it with GET /api/workspace/files")
         raise _error(403, "path_denied", f"{rel!r} is not a regular file", "only regular files are served")
+    if (st.st_dev, st.st_ino) != rp.ident:  # not the file that was judged: swapped in between
+        os.close(fd)
+        raise _error(403, "path_denied", f"{rel!r} changed while it was checked", "retry")
     return fd, st, rel
 
 
@@ -256,6 +275,8 @@ def _shown(panel: _Panel, entry: os.DirEntry[str], where: Path, rel: str) -> dic
                 return None
             st = os.stat(target)
             shown_target = "." if target == panel.root else target.relative_to(panel.root).as_posix()
+            if _lands_hidden(shown_target):
+                return None
         else:
             if panel.session.policy.is_denied(rel=rel, abs_posix=where.as_posix()):
                 return None
@@ -291,7 +312,8 @@ def _fd_path(fd: int, fallback: Path) -> str:
 
 
 def _list_dir(panel: _Panel, raw: str, offset: int, limit: int) -> dict[str, Any]:
-    landed, rel = _gate(panel, raw)
+    rp = _gate(panel, raw)
+    landed, rel = rp.abs, rp.display()
     dir_fd = _open_dir(landed, rel)
     shown: list[dict[str, Any]] = []
     scanned = 0

@@ -155,3 +155,22 @@ def test_a_timed_fire_shows_up_in_the_open_dialog(server: ThreadServer, page: An
     page.get_by_text("You said: one-off check").wait_for(timeout=30_000)
     sessions = httpx.get(server.url + "/api/sessions").json()["sessions"]
     assert [s["title"] for s in sessions] == ["one-off check"]
+
+
+def test_a_message_a_schedule_sent_is_marked_as_such(server: ThreadServer, page: Any) -> None:
+    page.goto(server.url)
+    send(page, "hello there")
+    idle(page)
+    sid = page.evaluate("location.hash").split("/")[-1]
+    made = httpx.post(
+        server.url + "/api/schedules",
+        json={"input": "count the logs", "trigger_kind": "every", "trigger_expr": "3600", "session_id": sid},
+    ).json()
+    assert httpx.post(f"{server.url}/api/schedules/{made['id']}/run").status_code == 200
+    wait_for(lambda: _user_messages(server.url, sid) == ["hello there", "count the logs"], timeout=30)
+    page.reload()
+    marks = page.get_by_test_id("scheduled-mark")
+    marks.first.wait_for()
+    turns = page.get_by_test_id("message-user")
+    assert marks.count() == 1 and turns.nth(1).get_by_test_id("scheduled-mark").count() == 1
+    assert turns.nth(0).get_by_test_id("scheduled-mark").count() == 0  # the typed one is not marked

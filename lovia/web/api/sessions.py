@@ -51,6 +51,7 @@ def _runs(segments: list[Segment], records: dict[str, Any]) -> list[dict[str, An
                 "start": start,
                 "count": len(seg.entries),
                 "usage": record.usage if record is not None else None,
+                "source": record.source if record is not None else None,
                 "stopped": bool(meta.get("stopped")),
                 "error": meta.get("error"),
                 "timing": meta.get("timing"),

@@ -325,6 +325,7 @@ export class Transcript {
         this.nextRef = run && run.run_id ? `${run.run_id}:${n}` : null;
       }
       this.addEntry(entry);
+      if (entry.type === "input" && entry.role === "user") this.markSource(runOf(index));
       const run = ends.get(index + 1);
       if (run) this.endRun(run);
     });
@@ -589,6 +590,19 @@ export class Transcript {
       this.lastPaintMs = performance.now() - started;
       this.scroll();
     }), wait);
+  }
+
+  // A message a schedule sent, not the user: marked on its turn so it does not pass for typed.
+  markSource(run) {
+    const source = (run && run.source) || "";
+    if (!source.startsWith("schedule:")) return;
+    const turns = this.root.querySelectorAll('.msg.user[data-part="turn"]');
+    const msg = turns[turns.length - 1];
+    if (!msg || msg.querySelector(".source-mark")) return;
+    msg.dataset.source = "schedule";
+    const mark = el("div", "source-mark", t("chat.scheduled"));
+    mark.dataset.testid = "scheduled-mark";
+    msg.prepend(mark);
   }
 
   // From the click on Send until the run's first output: the message as typed, and a "Working…"

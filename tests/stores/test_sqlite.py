@@ -17,7 +17,7 @@ from lovia.checkpointer import RunHead
 from lovia.exceptions import CorruptRecordError, SchemaTooNewError, StoreError
 from lovia.stores import SQLiteCheckpointer, SQLiteSession
 from lovia.stores._codec import checksum
-from lovia.stores.sqlite._schema import latest_version
+from lovia.stores.sqlite._schema import latest_version, record_shape
 from lovia.transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "sqlite"
@@ -109,6 +109,33 @@ async def test_frozen_fixture_of_every_version_opens_and_migrates(tmp_path, fixt
         await session.load("u1")  # stores open lazily: make sure both components were opened
         await checkpointer.load("job-1")
     assert _versions(path) == {"session": 4, "checkpoint": 5}
+
+
+async def test_file_keyed_by_component_is_converted_to_the_store_shape_with_the_same_versions(tmp_path):
+    path = tmp_path / "ours.db"
+    conn = sqlite3.connect(path)
+    conn.executescript((FIXTURES / "session_v4.sql").read_text())
+    # Another store's row in the same record (nothing to migrate for it here) must survive as it is.
+    conn.execute("INSERT INTO lovia_schema VALUES ('memory', 2, 'some_step', 1700000123.0)")
+    conn.commit()
+    before = conn.execute("SELECT * FROM lovia_schema ORDER BY 1").fetchall()
+    assert record_shape(conn) == "component"
+    conn.close()
+    async with SQLiteSession(path) as session:
+        assert [s.run_id for s in await session.segments("u1")] == ["run_a", "run_b"]
+    with sqlite3.connect(path) as conn:
+        assert record_shape(conn) == "store"
+        columns = [(row[1], row[2], row[3], row[5]) for row in conn.execute("PRAGMA table_info(lovia_schema)")]
+        assert columns == [
+            ("store", "TEXT", 0, 1),
+            ("version", "INTEGER", 1, 0),
+            ("migration", "TEXT", 0, 0),
+            ("applied_at", "REAL", 0, 0),
+        ]
+        assert (
+            conn.execute("SELECT store, version, migration, applied_at FROM lovia_schema ORDER BY 1").fetchall()
+            == before
+        )
 
 
 async def test_failed_migration_step_leaves_the_file_as_it_was(tmp_path):

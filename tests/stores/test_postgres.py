@@ -92,6 +92,17 @@ async def test_a_record_keyed_by_component_is_converted_with_its_versions(schema
     assert columns == [("store", "NO"), ("version", "NO"), ("migration", "YES"), ("applied_at", "YES")]
 
 
+async def test_cli_reads_versions_from_either_record_shape(schema):
+    from lovia._cli_stores import _probe
+
+    async with PostgresSession(DSN, schema=schema) as store:
+        await store.load("s")
+    assert await _probe(DSN, schema) == {"session": 3, "checkpoint": 0, "web": 0}
+    sql(schema, "ALTER TABLE lovia_schema RENAME COLUMN store TO component")  # an older lovia's record
+    assert await _probe(DSN, schema) == {"session": 3, "checkpoint": 0, "web": 0}
+    assert sql(schema, "SELECT component, version FROM lovia_schema") == [("session", 3)]  # looking changed nothing
+
+
 @pytest.mark.parametrize("store_cls", [PostgresSession, PostgresCheckpointer])
 async def test_newer_schema_is_refused_with_upgrade_hint(schema, store_cls):
     first = store_cls(DSN, schema=schema)

@@ -267,10 +267,11 @@ class _Worker:
             except LoviaError:
                 raise
             except sqlite3.Error as exc:
-                # ``fn`` commits or rolls back its own transaction, so a retry starts clean.
                 if delay is None or not transient(exc):
                     doing = "cannot open SQLite database" if opening else "SQLite error on"
                     raise _store_error(self.path, exc, doing=doing) from exc
+                if self.conn is not None and self.conn.in_transaction:  # a retry starts clean
+                    self.conn.rollback()
             except UnicodeEncodeError as exc:  # content is cleaned before this point: only a key can hold it
                 raise unencodable_key(exc) from exc
             time.sleep(delay)

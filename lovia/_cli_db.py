@@ -178,18 +178,21 @@ def status(path: str) -> dict[str, Any]:
                 }
             )
         shape = _shape(conn)
+        others = [{"store": n, "version": read_version(conn, n)} for n in sorted(_recorded(conn) - set(KNOWN))]
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read {path}: {exc}", hint="check that the file is a lovia database") from exc
     finally:
         conn.close()
-    return {"path": path, "record": shape, "stores": stores}
+    return {"path": path, "record": shape, "stores": stores, "other_stores": others}
 
 
 def _print_status(report: dict[str, Any]) -> None:
     print(f"file: {report['path']}")
     print(f"version record: {_SHAPES[report['record']]}")
-    if not report["stores"]:
+    if not report["stores"] and not report["other_stores"]:
         print("no lovia stores found")
+    for other in report["other_stores"]:
+        print(f"{other['store']}: version {other['version']} (recorded; not a store this command checks)")
     for s in report["stores"]:
         if s["too_new"]:
             state = f"too new: written by a newer lovia (this one knows up to {s['latest']}); upgrade lovia"

@@ -202,3 +202,14 @@ def test_db_commands_import_no_optional_dependency(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@needs_fixtures
+def test_status_names_recorded_stores_it_does_not_check(tmp_path):
+    path = copy_fixture("chat.db", tmp_path)
+    before = _folder(path)
+    report = json.loads(lovia_db("status", "--json", str(path)).stdout)
+    assert report["other_stores"] == [{"store": "chat", "version": 2}]
+    assert [(s["store"], s["version"]) for s in report["stores"]] == [("session", 0), ("checkpoint", 0)]
+    assert "chat: version 2 (recorded; not a store this command checks)" in lovia_db("status", str(path)).stdout
+    assert _folder(path) == before

@@ -447,10 +447,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lovia", description="lovia: an agent runtime whose spine is durable state.")
     parser.add_argument("--version", action="version", version=f"lovia {__version__}")
     _add_db(parser, top=True)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{web,runs,sessions,eval,demo}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{web,runs,sessions,db,eval,demo}")
     _web_parser(sub)
     _runs_parser(sub)
     _sessions_parser(sub)
+    from ._cli_db import add_db_parser
+
+    add_db_parser(sub)
     from .eval.cli import add_eval_parser
 
     add_eval_parser(sub)
@@ -480,6 +483,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .web.command import run_web
 
         return run_web(args)
+    if args.command == "db":
+        from ._cli_db import run_db
+
+        return run_db(args)
     if args.command == "eval":
         from .eval.cli import run_eval
 

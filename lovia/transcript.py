@@ -561,12 +561,12 @@ def known_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in data.items() if key in fields}
 
 
-def entry_from_dict(data: Mapping[str, Any], *, strict: bool = True) -> TranscriptEntry:
+def entry_from_dict(data: Mapping[str, Any], *, strict: bool = False) -> TranscriptEntry:
     """Rebuild an entry from :func:`entry_to_dict` output.
 
-    An unknown ``type`` is always a ``ValueError``. With ``strict=True`` (the default) unknown
-    fields are errors too; stores read with ``strict=False`` so that entries written by a newer
-    lovia still load (their extra fields are ignored).
+    Unknown fields are ignored on every entry type (the stability promise: an entry written by a
+    newer lovia still loads); only an unknown ``type`` is a ``ValueError``. ``strict=True`` makes
+    unknown fields errors too, for callers that validate input they own.
     """
     kind = data.get("type")
     build = _BUILDERS.get(kind) if isinstance(kind, str) else None

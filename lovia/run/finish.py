@@ -10,7 +10,7 @@ from typing import Any
 
 from .._guard import save_terminal
 from ..agent import Agent
-from ..checkpointer import RunSnapshot
+from ..checkpointer import RunHead, RunSnapshot
 from ..exceptions import LeaseLostError
 from ..output import OutputSpec
 from ..result import RunResult
@@ -18,10 +18,10 @@ from ..tracing import detail_span
 from ..transcript import TranscriptEntry, to_json_safe
 from ..usage import usage_meta
 from .options import RunOptions
-from .persist import CheckpointWriter, classify, error_payload, now
+from .persist import CheckpointWriter, classify, error_payload
 from .state import RunState
 
-__all__ = ["append_session", "revive_output", "run_result", "save_completed", "save_failed"]
+__all__ = ["append_session", "healed_timing", "revive_output", "run_result", "save_completed", "save_failed"]
 
 logger = logging.getLogger("lovia")
 
@@ -51,19 +51,37 @@ async def save_failed(writer: CheckpointWriter, state: RunState, exc: BaseExcept
 
 
 async def append_session(
-    options: RunOptions, state: RunState, entries: Sequence[TranscriptEntry], *, started_at: float
+    options: RunOptions,
+    state: RunState,
+    entries: Sequence[TranscriptEntry],
+    *,
+    timing: tuple[float, float] | None,
 ) -> None:
-    """Append the run's segment to the session (timed "to the append"), with usage and context meta."""
+    """Append the run's segment to the session with its ``(started_at, finished_at)``, usage and context meta."""
     session, sid = options.session, options.session_id
     if session is None or sid is None or not entries:
         return
-    meta: dict[str, Any] = {"timing": {"started_at": started_at, "finished_at": now()}}
+    meta: dict[str, Any] = {}
+    if timing is not None:
+        meta["timing"] = {"started_at": timing[0], "finished_at": timing[1]}
     meta["usage"] = usage_meta(state.usage, state.model_usage)
     if state.head.context_state:
         meta["context_state"] = dict(state.head.context_state)
     if state.context_notice is not None:
         meta["context_notice"] = state.context_notice.to_dict()
     await session.append(sid, list(entries), run_id=state.run_id, meta=meta)
+
+
+def healed_timing(head: RunHead) -> tuple[float, float] | None:
+    """A healing replay's segment timing: the stored run's first start to its last save.
+
+    A head stored without ``started_at`` reads back with it equal to ``updated_at`` (see
+    :class:`~lovia.checkpointer.RunHead`); a completed run's saves never share one instant, so that
+    equality means the start is unknown, and the segment then gets no timing at all.
+    """
+    if head.started_at == head.updated_at:
+        return None
+    return (head.started_at, head.updated_at)
 
 
 def run_result(

@@ -58,7 +58,7 @@ from ..transcript import (
 from ..workspace._attach import with_workspace
 from .activate import Active, activate, system_entry
 from .cancel import cancel_scope
-from .finish import append_session, replay_agent, revive_output, run_result, save_completed, save_failed
+from .finish import append_session, healed_timing, replay_agent, revive_output, run_result, save_completed, save_failed
 from .options import RunOptions
 from .persist import CheckpointWriter, agent_graph, classify, load_history, now, plan_run, resume_agents
 from .scope import RunScope
@@ -319,7 +319,7 @@ class RunLoop:
         if self.writer is not None:
             await save_completed(self.writer, state, output, options)
         self._finalized = True
-        await append_session(options, state, state.entries, started_at=state.head.started_at)
+        await append_session(options, state, state.entries, timing=(state.head.started_at, now()))
         if self.writer is not None and self.writer.options.delete_on_success:
             await self.writer.delete()
         if options.parent_usage is not None:
@@ -342,8 +342,9 @@ class RunLoop:
         # stream only, never to agent hooks again (a RunCompleted hook must not fire twice).
         await self.sink(RunStarted(agent=agent))
         self._finalized = True
-        # The seed times a segment "to the append": a healing replay appends now.
-        await append_session(options, state, snap.entries, started_at=snap.head.started_at)
+        # A healing replay (the crash came between the terminal save and the session append) times
+        # the segment as the run itself did, from its first start to its terminal save.
+        await append_session(options, state, snap.entries, timing=healed_timing(snap.head))
         checkpoint = options.checkpoint
         if checkpoint is not None and checkpoint.delete_on_success and checkpoint.checkpointer is not None:
             await checkpoint.checkpointer.delete(snap.run_id)

@@ -1,7 +1,7 @@
 """Durable schedules and their exactly-once fire claims, in SQLite or PostgreSQL.
 
-Two tables, versioned as component ``schedule`` in the stores' ``lovia_schema`` table (one
-migration and its version record per transaction, never edited once released; append new ones):
+Two tables, versioned as store ``schedule`` in the stores' ``lovia_schema`` table (the steps are
+never edited once released; append new ones; all pending ones commit in one transaction):
 
 * ``web_schedules``: one row per schedule, with its next slot (``next_fire``), ``active`` flag,
   fire count and stop limits.
@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from ..exceptions import SchemaTooNewError, StoreError
+from ..exceptions import StoreError
 from ..stores.sqlite._schema import Migration, ensure_schema
 from ..types import JsonObject
 
@@ -443,15 +443,17 @@ class SQLiteScheduleStore(ScheduleStore):
             self._conn.close()
 
 
-def _refuse_too_new(version: int, where: str) -> None:
-    if version > LATEST_VERSION:
-        raise SchemaTooNewError(
-            f"{where}: schedule schema version {version} is newer than this lovia supports (up to {LATEST_VERSION})",
-            hint="a newer lovia migrated this database; upgrade lovia (pip install -U lovia) to open it",
-        )
-
-
 # --------------------------------------------------------------------------- PostgreSQL
+
+
+def _run_statements(statements: Sequence[str]) -> Callable[[Any, Any], Any]:
+    """A PostgreSQL migration step running already rendered statements (names are filled in per store)."""
+
+    async def run(conn: Any, names: Any) -> None:
+        for statement in statements:
+            await conn.execute(statement)
+
+    return run
 
 
 class PostgresScheduleStore(ScheduleStore):
@@ -504,48 +506,22 @@ class PostgresScheduleStore(ScheduleStore):
             hint="check that the server is reachable, the URL and credentials, and that the role may create tables",
         )
 
-    async def _version(self, conn: Any) -> int:
-        cur = await conn.execute("SELECT to_regclass(%s)", (self.names.regclass("lovia_schema"),))
-        found = await cur.fetchone()
-        if found is None or found[0] is None:
-            return 0
-        cur = await conn.execute(f"SELECT version FROM {self._t('lovia_schema')} WHERE component = %s", (COMPONENT,))
-        row = await cur.fetchone()
-        return int(row[0]) if row else 0
+    def _pg_migrations(self) -> tuple[Any, ...]:
+        """The schedule steps for the stores' shared PostgreSQL record (``lovia/stores/postgres/_schema.py``)."""
+        from ..stores.postgres._schema import Migration as PgMigration
+
+        schema = self.names.schema
+        prefix = (f"{self._psycopg.sql.Identifier(schema).as_string(None)}." if schema else "") + self.names.prefix
+        steps = []
+        for version, name, statements in _MIGRATIONS:
+            rendered = tuple(s.format(p=prefix, i=self.names.prefix, real="DOUBLE PRECISION") for s in statements)
+            steps.append(PgMigration(version, name, (), backfill=_run_statements(rendered)))
+        return tuple(steps)
 
     async def _migrate(self, conn: Any) -> None:
-        for version, name, statements in _MIGRATIONS:
-            if await self._version(conn) >= version:
-                continue
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.names.lock_key(),))
-                if self.names.schema:
-                    await conn.execute(
-                        f"CREATE SCHEMA IF NOT EXISTS {self._psycopg.sql.Identifier(self.names.schema).as_string(None)}"
-                    )
-                await conn.execute(
-                    f"CREATE TABLE IF NOT EXISTS {self._t('lovia_schema')} (component TEXT PRIMARY KEY, "
-                    "version INTEGER NOT NULL, migration TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
-                )
-                current = await self._version(conn)
-                _refuse_too_new(current, "PostgreSQL")
-                if version > current:
-                    prefix = (
-                        f"{self._psycopg.sql.Identifier(self.names.schema).as_string(None)}."
-                        if self.names.schema
-                        else ""
-                    )
-                    for statement in statements:
-                        await conn.execute(
-                            statement.format(p=prefix + self.names.prefix, i=self.names.prefix, real="DOUBLE PRECISION")
-                        )
-                    await conn.execute(
-                        f"INSERT INTO {self._t('lovia_schema')} (component, version, migration, applied_at) "
-                        "VALUES (%s, %s, %s, %s) ON CONFLICT (component) DO UPDATE SET version = excluded.version, "
-                        "migration = excluded.migration, applied_at = excluded.applied_at",
-                        (COMPONENT, version, name, time.time()),
-                    )
-        _refuse_too_new(await self._version(conn), "PostgreSQL")
+        from ..stores.postgres._schema import ensure_schema as ensure_pg_schema
+
+        await ensure_pg_schema(conn, COMPONENT, self.names, self._pg_migrations())
 
     async def _fetch(self, sql: str, params: Sequence[Any], doing: str) -> list[Any]:
         pool = await self._open()

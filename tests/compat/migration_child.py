@@ -1,9 +1,8 @@
-"""Child process for test_chat_memory_migration_crash.py: opens a store whose migration dies or fails at one step.
+"""Crash child: ``python migration_child.py STORE PATH WAL K kill|raise``: open a store, its K-th step dying.
 
-Usage: python migration_child.py OPENER PATH STORE VERSION MODE
-OPENER names what opens PATH (see ``OPENERS``); the child applies step VERSION of STORE for real,
-then, still inside the migration's transaction, kills itself with SIGKILL (MODE ``kill``) or
-raises (MODE ``fail``). MODE ``none`` opens without interference.
+The K-th call of ``lovia.stores.sqlite._schema._apply_step`` (counted from 1) runs its step, then
+SIGKILLs this process (``kill``) or raises (``raise``), inside the migration's transaction. Exits 3
+when the store opened with fewer than K steps.
 """
 
 from __future__ import annotations
@@ -11,58 +10,33 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sqlite3
 import sys
-from collections.abc import Callable
-from typing import Any
+from pathlib import Path
 
-from lovia.stores.sqlite import _schema
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from lovia.stores.sqlite import _schema  # noqa: E402
+from tests.compat._stores import STORES  # noqa: E402
 
-def _chat(path: str) -> Any:
-    from lovia.stores import InMemoryCheckpointer, InMemorySession
-    from lovia.web import ChatStore
-
-    return ChatStore(InMemorySession(), meta_path=path, checkpointer=InMemoryCheckpointer(), wal=False)
-
-
-class _Embedder:
-    id = "fake-embedder-4"
-
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        return [[1.0, 1.0, 0.0, 1.0] for _ in texts]
+store, path, wal, k, how = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4]), sys.argv[5]
+original = _schema._apply_step
+calls = 0
 
 
-def _keyword(path: str) -> Any:
-    from lovia.plugins.memory.index import KeywordIndex
-
-    return asyncio.run(KeywordIndex(path).count())
-
-
-def _vector(path: str) -> Any:
-    from lovia.plugins.memory.vector import VectorIndex
-
-    return asyncio.run(VectorIndex(path, _Embedder()).search("atlas"))
+def dying_step(conn: object, name: str, migration: _schema.Migration) -> None:
+    global calls
+    original(conn, name, migration)  # type: ignore[arg-type]
+    calls += 1
+    if calls == k:
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError(f"step {k} ({migration.name}) failed")
 
 
-OPENERS: dict[str, Callable[[str], Any]] = {"chat": _chat, "keyword": _keyword, "vector": _vector}
-
-
-def main(opener: str, path: str, store: str, version: int, mode: str) -> None:
-    real = _schema._apply_step
-
-    def step(conn: sqlite3.Connection, name: str, migration: _schema.Migration) -> None:
-        real(conn, name, migration)
-        if name == store and migration.version == version:
-            if mode == "kill":
-                os.kill(os.getpid(), signal.SIGKILL)
-            if mode == "fail":
-                raise RuntimeError(f"step {version} of {store} failed on purpose")
-
-    _schema._apply_step = step  # type: ignore[assignment]
-    OPENERS[opener](path)
-    print("opened")
-
-
-if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+_schema._apply_step = dying_step  # type: ignore[assignment]
+try:
+    asyncio.run(STORES[store].open(path, wal))
+except RuntimeError as exc:
+    print(exc)
+    sys.exit(2)
+sys.exit(3)

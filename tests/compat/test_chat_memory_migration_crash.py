@@ -23,7 +23,7 @@ from lovia.web.chat_schema import CHAT_MIGRATIONS
 
 from ._chat_ref import REF
 
-CHILD = Path(__file__).with_name("migration_child.py")
+CHILD = Path(__file__).with_name("chat_memory_child.py")
 ROOT = Path(__file__).resolve().parents[2]
 OURS = ROOT / "tests" / "fixtures" / "sqlite"
 LATEST_CHAT = CHAT_MIGRATIONS[-1].version

@@ -1928,13 +1928,17 @@ def test_tool_result_raw_is_made_json_safe() -> None:
         json.dumps(d, allow_nan=False)
 
 
-def test_entry_from_dict_rejects_unknown_type_and_unknown_fields() -> None:
+def test_entry_from_dict_rejects_unknown_type_and_ignores_unknown_fields() -> None:
     with pytest.raises(ValueError):
         entry_from_dict({"type": "handoff", "to": "x"})
     with pytest.raises(ValueError):
         entry_from_dict({"role": "user", "content": "no type"})
+    # 0.9.119's stability promise: unknown fields are ignored (strict=True still refuses them).
+    assert entry_from_dict({"type": "assistant_text", "content": "x", "id": None, "surprise": 1}) == AssistantTextEntry(
+        "x"
+    )
     with pytest.raises(ValueError):
-        entry_from_dict({"type": "assistant_text", "content": "x", "id": None, "surprise": 1})
+        entry_from_dict({"type": "assistant_text", "content": "x", "id": None, "surprise": 1}, strict=True)
 
 
 def test_conversions() -> None:

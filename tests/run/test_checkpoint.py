@@ -434,19 +434,38 @@ async def test_resume_finds_a_dangling_call_whose_id_an_earlier_turn_used():
     assert [e.output for e in result.entries if isinstance(e, ToolResultEntry)] == ["2", "4"]
 
 
-async def test_a_healing_replay_times_its_segment_to_the_append():
-    import time
-
+async def test_a_healing_replay_times_its_segment_from_the_snapshot():
     cp, session = InMemoryCheckpointer(), InMemorySession()
     await Runner.run(calc(ScriptedProvider([text("done")])), "hi", checkpoint=CheckpointOptions(cp, "heal"))
-    first_start = (await cp.load("heal")).started_at
-    before_heal = time.time()
+    snap = await cp.load("heal")
     await Runner.run(
         calc(ScriptedProvider([])), "hi", session=session, session_id="u", checkpoint=CheckpointOptions(cp, "heal")
     )
     timing = (await session.segments("u"))[0].meta["timing"]
-    assert timing["started_at"] == first_start
-    assert timing["finished_at"] >= before_heal
+    # The run's first start to its terminal save, as 0.9.119 heals: not the time of the heal.
+    assert timing == {"started_at": snap.started_at, "finished_at": snap.updated_at}
+    assert snap.started_at < snap.updated_at
+
+
+async def test_a_healing_replay_of_a_snapshot_without_started_at_writes_no_timing(tmp_path):
+    import json
+    import sqlite3
+
+    path = tmp_path / "runs.db"
+    async with SQLiteCheckpointer(path) as cp:
+        await cp.append("old", [InputEntry(role="user", content="hi")], RunHead(agent_name="calc", turns=1))
+    head = {"agent_name": "calc", "turns": 1, "status": "completed", "output": "fine", "updated_at": 50.0}
+    with sqlite3.connect(path) as conn:  # a head written before heads carried started_at
+        conn.execute("UPDATE snapshot_heads SET head_json = ? WHERE run_id = 'old'", (json.dumps(head),))
+    session = InMemorySession()
+    async with SQLiteCheckpointer(path) as cp:
+        result = await Runner.run(
+            calc(ScriptedProvider([])), "hi", session=session, session_id="u", checkpoint=CheckpointOptions(cp, "old")
+        )
+    assert result.replayed and result.output == "fine"
+    (segment,) = await session.segments("u")
+    assert segment.entries == [InputEntry(role="user", content="hi")]
+    assert "timing" not in (segment.meta or {})
 
 
 async def test_usage_per_model_survives_a_resume_and_reaches_the_session():

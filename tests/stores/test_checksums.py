@@ -228,7 +228,7 @@ async def test_postgres_migration_adds_checksums_to_existing_rows(schema):
         assert snap is not None and list(snap.entries) == [InputEntry(role="user", content="Migrate")]
         await session.append("u1", _run("more"), run_id="run_b")  # the head row was backfilled
         assert len(await session.segments("u1")) == 2
-    assert _sql(schema, "SELECT component, version FROM lovia_schema ORDER BY component") == [
+    assert _sql(schema, "SELECT store, version FROM lovia_schema ORDER BY store") == [
         ("checkpoint", 3),
         ("session", 3),
     ]

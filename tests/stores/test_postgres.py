@@ -43,8 +43,64 @@ async def test_many_concurrent_first_opens_migrate_once(schema):
         await asyncio.gather(*(s.load("x") for s in stores))
     finally:
         await asyncio.gather(*(s.close() for s in stores))
-    rows = sql(schema, "SELECT component, version, migration FROM lovia_schema ORDER BY component")
+    rows = sql(schema, "SELECT store, version, migration FROM lovia_schema ORDER BY store")
     assert rows == [("checkpoint", 3, "compact_entry_rows"), ("session", 3, "compact_entry_rows")]
+
+
+async def test_a_failing_step_leaves_the_namespace_as_it_was(schema, monkeypatch):
+    from lovia.stores.postgres import _schema
+
+    original, seen = _schema._apply_step, []
+
+    async def failing_third_step(conn, store, migration, names):
+        await original(conn, store, migration, names)
+        seen.append(migration.version)
+        if migration.version == 3:
+            raise RuntimeError("step 3 failed")
+
+    monkeypatch.setattr(_schema, "_apply_step", failing_third_step)
+    store = PostgresSession(DSN, schema=schema)
+    with pytest.raises(RuntimeError, match="step 3 failed"):
+        await store.load("x")
+    await store.close()
+    assert seen == [1, 2, 3]
+    # Steps 1 and 2, the record and the namespace's tables all went with the transaction.
+    assert sql(schema, f"SELECT tablename FROM pg_tables WHERE schemaname = '{schema}'") == []
+    monkeypatch.undo()
+    async with PostgresSession(DSN, schema=schema) as store:
+        assert await store.load("x") == []
+    assert sql(schema, "SELECT store, version FROM lovia_schema") == [("session", 3)]
+
+
+async def test_a_record_keyed_by_component_is_converted_with_its_versions(schema):
+    async with PostgresSession(DSN, schema=schema) as store:
+        await store.append("s", [InputEntry(role="user", content="hi")], run_id="r")
+    # Back to the shape this namespace had before the record took 0.9.119's key, with another store's row.
+    sql(schema, "ALTER TABLE lovia_schema RENAME COLUMN store TO component")
+    sql(schema, "ALTER TABLE lovia_schema ALTER COLUMN migration SET NOT NULL")
+    sql(schema, "ALTER TABLE lovia_schema ALTER COLUMN applied_at SET NOT NULL")
+    sql(schema, "INSERT INTO lovia_schema VALUES ('web', 1, 'create_web_tables', 5.0)")
+    before = sql(schema, "SELECT * FROM lovia_schema ORDER BY 1")
+    async with PostgresSession(DSN, schema=schema) as store:
+        assert await store.load("s") == [InputEntry(role="user", content="hi")]
+    assert sql(schema, "SELECT store, version, migration, applied_at FROM lovia_schema ORDER BY 1") == before
+    columns = sql(
+        schema,
+        "SELECT column_name, is_nullable FROM information_schema.columns "
+        f"WHERE table_schema = '{schema}' AND table_name = 'lovia_schema' ORDER BY ordinal_position",
+    )
+    assert columns == [("store", "NO"), ("version", "NO"), ("migration", "YES"), ("applied_at", "YES")]
+
+
+async def test_cli_reads_versions_from_either_record_shape(schema):
+    from lovia._cli_stores import _probe
+
+    async with PostgresSession(DSN, schema=schema) as store:
+        await store.load("s")
+    assert await _probe(DSN, schema) == {"session": 3, "checkpoint": 0, "web": 0}
+    sql(schema, "ALTER TABLE lovia_schema RENAME COLUMN store TO component")  # an older lovia's record
+    assert await _probe(DSN, schema) == {"session": 3, "checkpoint": 0, "web": 0}
+    assert sql(schema, "SELECT component, version FROM lovia_schema") == [("session", 3)]  # looking changed nothing
 
 
 @pytest.mark.parametrize("store_cls", [PostgresSession, PostgresCheckpointer])
@@ -53,7 +109,7 @@ async def test_newer_schema_is_refused_with_upgrade_hint(schema, store_cls):
     await first.load("x")
     await first.close()
     component = "session" if store_cls is PostgresSession else "checkpoint"
-    sql(schema, f"UPDATE lovia_schema SET version = 99 WHERE component = '{component}'")
+    sql(schema, f"UPDATE lovia_schema SET version = 99 WHERE store = '{component}'")
     store = store_cls(DSN, schema=schema)
     with pytest.raises(SchemaTooNewError) as err:
         await store.load("x")

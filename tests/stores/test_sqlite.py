@@ -17,7 +17,7 @@ from lovia.checkpointer import RunHead
 from lovia.exceptions import CorruptRecordError, SchemaTooNewError, StoreError
 from lovia.stores import SQLiteCheckpointer, SQLiteSession
 from lovia.stores._codec import checksum
-from lovia.stores.sqlite._schema import latest_version
+from lovia.stores.sqlite._schema import latest_version, record_shape
 from lovia.transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "sqlite"
@@ -111,6 +111,33 @@ async def test_frozen_fixture_of_every_version_opens_and_migrates(tmp_path, fixt
     assert _versions(path) == {"session": 4, "checkpoint": 5}
 
 
+async def test_file_keyed_by_component_is_converted_to_the_store_shape_with_the_same_versions(tmp_path):
+    path = tmp_path / "ours.db"
+    conn = sqlite3.connect(path)
+    conn.executescript((FIXTURES / "session_v4.sql").read_text())
+    # Another store's row in the same record (nothing to migrate for it here) must survive as it is.
+    conn.execute("INSERT INTO lovia_schema VALUES ('memory', 2, 'some_step', 1700000123.0)")
+    conn.commit()
+    before = conn.execute("SELECT * FROM lovia_schema ORDER BY 1").fetchall()
+    assert record_shape(conn) == "component"
+    conn.close()
+    async with SQLiteSession(path) as session:
+        assert [s.run_id for s in await session.segments("u1")] == ["run_a", "run_b"]
+    with sqlite3.connect(path) as conn:
+        assert record_shape(conn) == "store"
+        columns = [(row[1], row[2], row[3], row[5]) for row in conn.execute("PRAGMA table_info(lovia_schema)")]
+        assert columns == [
+            ("store", "TEXT", 0, 1),
+            ("version", "INTEGER", 1, 0),
+            ("migration", "TEXT", 0, 0),
+            ("applied_at", "REAL", 0, 0),
+        ]
+        assert (
+            conn.execute("SELECT store, version, migration, applied_at FROM lovia_schema ORDER BY 1").fetchall()
+            == before
+        )
+
+
 async def test_failed_migration_step_leaves_the_file_as_it_was(tmp_path):
     path = tmp_path / "v1.db"
     conn = sqlite3.connect(path)
@@ -156,6 +183,101 @@ async def test_not_a_database_is_a_store_error(tmp_path):
         with pytest.raises(StoreError) as err:
             await session.load("u1")
     assert err.value.hint and isinstance(err.value.__cause__, sqlite3.Error)
+
+
+# ---------------------------------------------------------------------------- transient errors
+
+
+def _locked_by_another_connection(path: Path) -> sqlite3.Connection:
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)  # released from the store's thread
+    other.execute("BEGIN EXCLUSIVE")
+    return other
+
+
+async def test_an_operational_error_that_is_not_transient_propagates_at_once(tmp_path):
+    async with SQLiteSession(tmp_path / "s.db") as session:
+        await session.load("u1")
+        attempts = []
+
+        def missing_table(conn: sqlite3.Connection) -> None:
+            attempts.append(time.monotonic())
+            conn.execute("SELECT * FROM no_such_table")
+
+        with pytest.raises(sqlite3.OperationalError) as err:  # 0.9.119-era code catches it as that
+            await session._db.run(missing_table)
+    assert len(attempts) == 1
+    assert isinstance(err.value, StoreError) and err.value.hint and "no such table" in str(err.value)
+    assert isinstance(err.value.__cause__, sqlite3.OperationalError)
+
+
+async def test_database_is_locked_is_retried_three_times_then_propagates(tmp_path):
+    path = tmp_path / "s.db"
+    async with SQLiteSession(path) as session:
+        await session.load("u1")
+        other = _locked_by_another_connection(path)
+        attempts = []
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("PRAGMA busy_timeout = 0")  # fail at once instead of waiting 5 s per attempt
+            attempts.append(time.monotonic())
+            conn.execute("BEGIN IMMEDIATE")
+            conn.rollback()
+
+        try:
+            with pytest.raises(StoreError) as err:
+                await session._db.run(write)
+        finally:
+            other.rollback()
+            other.close()
+    assert isinstance(err.value, sqlite3.OperationalError) and "database is locked" in str(err.value)
+    assert err.value.hint and err.value.sqlite_errorname == "SQLITE_BUSY"
+    gaps = [later - earlier for earlier, later in zip(attempts, attempts[1:], strict=False)]
+    assert len(attempts) == 4, gaps
+    assert gaps[0] >= 0.05 and gaps[1] >= 0.2 and gaps[2] >= 0.5
+
+
+async def test_a_lock_released_during_the_retries_lets_the_write_through(tmp_path):
+    path = tmp_path / "s.db"
+    async with SQLiteSession(path) as session:
+        await session.load("u1")
+        other = _locked_by_another_connection(path)
+        attempts = []
+
+        def append(conn: sqlite3.Connection) -> str:
+            conn.execute("PRAGMA busy_timeout = 0")
+            attempts.append(time.monotonic())
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                if len(attempts) == 2:  # the other process finishes between our second and third attempt
+                    other.rollback()
+                raise
+            conn.rollback()
+            return "written"
+
+        assert await session._db.run(append) == "written"
+        other.close()
+    assert len(attempts) == 3
+
+
+async def test_unable_to_open_is_retried_and_a_folder_that_appears_in_time_is_used(tmp_path):
+    folder = tmp_path / "later"
+    session = SQLiteSession(folder / "s.db")
+    started = time.monotonic()
+    with pytest.raises(sqlite3.OperationalError) as err:
+        await session.load("u1")
+    assert time.monotonic() - started >= 0.75  # 0.05 + 0.2 + 0.5 s of pauses before the last try
+    assert isinstance(err.value, StoreError) and "unable to open database file" in str(err.value)
+    assert err.value.hint
+
+    async def make_folder_soon() -> None:
+        await asyncio.sleep(0.1)
+        folder.mkdir()
+
+    maker = asyncio.create_task(make_folder_soon())
+    assert await session.load("u1") == []
+    await maker
+    await session.close()
 
 
 # ---------------------------------------------------------------------------- corrupt rows and lenient reads

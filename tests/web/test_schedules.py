@@ -185,6 +185,39 @@ def test_sqlite_schema_is_versioned_and_a_newer_one_refused(tmp_path: Path) -> N
     assert info.value.hint
 
 
+@pytest.mark.postgres
+@_pg.requires_pg
+def test_postgres_schema_shares_the_store_keyed_record_and_refuses_a_newer_one() -> None:
+    import psycopg
+
+    async def list_once() -> None:
+        store = PostgresScheduleStore(_pg.DSN, schema=schema)
+        try:
+            await store.list()
+        finally:
+            await store.close()
+
+    schema = _pg.new_schema("sched")
+    try:
+        with psycopg.connect(_pg.DSN, autocommit=True) as conn:  # a record of ours keyed by component
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+            conn.execute(
+                f'CREATE TABLE "{schema}".lovia_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL, '
+                "migration TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+            )
+            conn.execute(f"INSERT INTO \"{schema}\".lovia_schema VALUES ('session', 3, 'compact_entry_rows', 1.0)")
+        asyncio.run(list_once())
+        with psycopg.connect(_pg.DSN, autocommit=True) as conn:
+            rows = conn.execute(f'SELECT store, version, migration FROM "{schema}".lovia_schema ORDER BY 1').fetchall()
+            assert rows == [("schedule", 3, "add_schedule_until"), ("session", 3, "compact_entry_rows")]
+            conn.execute(f"UPDATE \"{schema}\".lovia_schema SET version = 99 WHERE store = 'schedule'")
+        with pytest.raises(SchemaTooNewError) as info:
+            asyncio.run(list_once())
+        assert "upgrade lovia" in info.value.hint
+    finally:
+        _pg.drop_schema(schema)
+
+
 def test_a_version_1_schedule_store_gains_the_context_and_until_columns(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     asyncio.run(SQLiteScheduleStore(path).close())

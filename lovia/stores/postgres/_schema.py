@@ -1,11 +1,12 @@
 """Internal: the PostgreSQL schema of each store component and its ordered, named migrations.
 
-Same discipline as the SQLite stores: ``lovia_schema(component, version, migration, applied_at)``
-records, per component, the last migration applied in this namespace (schema + table prefix).
-Each migration and the update of its record commit in one transaction, which first takes a
-transaction-scoped advisory lock, so many workers opening a new database at once migrate it
-exactly once. A namespace migrated past what this lovia knows is refused with
-:class:`~lovia.exceptions.SchemaTooNewError`.
+Same discipline as the SQLite stores: ``lovia_schema(store, version, migration, applied_at)``
+records, per store, the last migration applied in this namespace (schema + table prefix);
+``migration`` and ``applied_at`` are nullable, the SQLite record's shape. A record of ours keyed by
+``component`` is converted on the next migration. Every pending step of a store, and the record's
+conversion, commit in one transaction, which first takes a transaction-scoped advisory lock, so
+many workers opening a new database at once migrate it exactly once. A namespace migrated past
+what this lovia knows is refused with :class:`~lovia.exceptions.SchemaTooNewError`.
 
 Statements are templates: ``{name}`` is replaced by the quoted, validated identifier of table
 ``name`` (``{name_idx}`` style keys by an unqualified index name). Never edit a released
@@ -32,7 +33,7 @@ reorders keys) and is cheaper to write (``bench/pg_checkpoint.py --jsonb`` measu
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -320,71 +321,121 @@ def render(template: str, names: Names) -> Any:
     return sql.SQL(template).format(**{k: v for k, v in idents.items() if "{" + k + "}" in template})
 
 
-async def read_version(conn: AsyncConnection[Any], component: str, names: Names) -> int:
-    """The version recorded in this namespace (0 when nothing was ever migrated there)."""
-    cur = await conn.execute("SELECT to_regclass(%s)", (names.regclass("lovia_schema"),))
-    row = await cur.fetchone()
-    if row is None or row[0] is None:
+async def _record_columns(conn: AsyncConnection[Any], names: Names) -> set[str]:
+    """The columns of this namespace's version record (empty when there is none yet)."""
+    cur = await conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped",
+        (names.regclass("lovia_schema"),),
+    )
+    return {str(row[0]) for row in await cur.fetchall()}
+
+
+def _key(columns: set[str]) -> str | None:
+    """The record's key column: ``store`` (current), ``component`` (ours, older), or ``None`` (no record)."""
+    return "store" if "store" in columns else "component" if "component" in columns else None
+
+
+async def read_version(conn: AsyncConnection[Any], store: str, names: Names) -> int:
+    """The version recorded in this namespace (0 when nothing was ever migrated there); reads either record shape."""
+    key = _key(await _record_columns(conn, names))
+    if key is None:
         return 0
     from psycopg import sql
 
     cur = await conn.execute(
-        sql.SQL("SELECT version FROM {} WHERE component = %s").format(names.table("lovia_schema")), (component,)
+        sql.SQL("SELECT version FROM {} WHERE {} = %s").format(names.table("lovia_schema"), sql.Identifier(key)),
+        (store,),
     )
     found = await cur.fetchone()
     return int(found[0]) if found else 0
 
 
-def _refuse_if_too_new(version: int, component: str, names: Names) -> None:
-    latest = latest_version(component)
+def _refuse_if_too_new(version: int, store: str, names: Names, latest: int) -> None:
     if version > latest:
         where = f"{names.schema}." if names.schema else ""
         raise SchemaTooNewError(
-            f"PostgreSQL {component} schema in {where}{names.prefix}lovia_schema is version {version}, "
+            f"PostgreSQL {store} schema in {where}{names.prefix}lovia_schema is version {version}, "
             f"newer than this lovia supports (up to {latest})",
             hint="a newer lovia migrated this database; upgrade lovia (pip install -U lovia) to use it",
         )
 
 
-async def _create_namespace(conn: AsyncConnection[Any], names: Names) -> None:
+async def _prepare_record(conn: AsyncConnection[Any], names: Names) -> None:
+    """Create the namespace and the version record, or bring an older record to the current shape."""
     from psycopg import sql
 
     if names.schema:
         await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(names.schema)))
+    table = names.table("lovia_schema")
+    columns = await _record_columns(conn, names)
+    if not columns:
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE {} (store TEXT PRIMARY KEY, version INTEGER NOT NULL, "
+                "migration TEXT, applied_at DOUBLE PRECISION)"
+            ).format(table)
+        )
+        return
+    if "store" not in columns:  # ours, keyed by component, with both our columns required
+        await conn.execute(sql.SQL("ALTER TABLE {} RENAME COLUMN component TO store").format(table))
+    for column, kind in (("migration", "TEXT"), ("applied_at", "DOUBLE PRECISION")):
+        if column in columns:
+            await conn.execute(
+                sql.SQL("ALTER TABLE {} ALTER COLUMN {} DROP NOT NULL").format(table, sql.Identifier(column))
+            )
+        else:
+            await conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {} " + kind).format(table, sql.Identifier(column)))
+
+
+async def _record_is_current(conn: AsyncConnection[Any], names: Names) -> bool:
+    cur = await conn.execute(
+        "SELECT attname, attnotnull FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
+        "AND NOT attisdropped",
+        (names.regclass("lovia_schema"),),
+    )
+    required = {str(name): bool(notnull) for name, notnull in await cur.fetchall()}
+    return "store" in required and required.get("migration") is False and required.get("applied_at") is False
+
+
+async def _apply_step(conn: AsyncConnection[Any], store: str, migration: Migration, names: Names) -> None:
+    """Run one step and record it (inside the caller's transaction); a module global a test may wrap."""
+    from psycopg import sql
+
+    for statement in migration.statements:
+        await conn.execute(render(statement, names))
+    if migration.backfill is not None:
+        await migration.backfill(conn, names)
     await conn.execute(
         sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {} (component TEXT PRIMARY KEY, version INTEGER NOT NULL, "
-            "migration TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
-        ).format(names.table("lovia_schema"))
+            "INSERT INTO {} (store, version, migration, applied_at) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (store) DO UPDATE SET version = excluded.version, "
+            "migration = excluded.migration, applied_at = excluded.applied_at"
+        ).format(names.table("lovia_schema")),
+        (store, migration.version, migration.name, time.time()),
     )
 
 
-async def ensure_schema(conn: AsyncConnection[Any], component: str, names: Names) -> None:
-    """Bring ``component`` up to date in this namespace, or refuse one migrated by a newer lovia."""
-    from psycopg import sql
+async def ensure_schema(
+    conn: AsyncConnection[Any], store: str, names: Names, migrations: Sequence[Migration] | None = None
+) -> None:
+    """Bring ``store`` up to date in this namespace in one transaction, or refuse one migrated by a newer lovia.
 
-    current = await read_version(conn, component, names)
-    _refuse_if_too_new(current, component, names)
-    for migration in MIGRATIONS[component]:
-        if migration.version <= current:
-            continue
-        async with conn.transaction():
-            # Serialise concurrent first opens; another worker may have migrated while we waited.
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (names.lock_key(),))
-            await _create_namespace(conn, names)
-            current = await read_version(conn, component, names)
-            _refuse_if_too_new(current, component, names)
+    ``migrations`` defaults to this module's steps for ``store``. Every pending step and the
+    record's conversion commit together, under a transaction-scoped advisory lock so that many
+    workers opening a new namespace at once migrate it exactly once.
+    """
+    steps = MIGRATIONS[store] if migrations is None else tuple(migrations)
+    latest = steps[-1].version
+    current = await read_version(conn, store, names)
+    _refuse_if_too_new(current, store, names, latest)
+    if current >= latest and await _record_is_current(conn, names):
+        return
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (names.lock_key(),))
+        # Another worker may have migrated while we waited for the lock.
+        current = await read_version(conn, store, names)
+        _refuse_if_too_new(current, store, names, latest)
+        await _prepare_record(conn, names)
+        for migration in steps:
             if migration.version > current:
-                for statement in migration.statements:
-                    await conn.execute(render(statement, names))
-                if migration.backfill is not None:
-                    await migration.backfill(conn, names)
-                await conn.execute(
-                    sql.SQL(
-                        "INSERT INTO {} (component, version, migration, applied_at) VALUES (%s, %s, %s, %s) "
-                        "ON CONFLICT (component) DO UPDATE SET version = excluded.version, "
-                        "migration = excluded.migration, applied_at = excluded.applied_at"
-                    ).format(names.table("lovia_schema")),
-                    (component, migration.version, migration.name, time.time()),
-                )
-        current = max(current, migration.version)
+                await _apply_step(conn, store, migration, names)

@@ -53,7 +53,7 @@ from ..._guard import store_hint, unencodable_key
 from ...exceptions import LoviaError, StoreError
 from ._schema import Component, ensure_schema
 
-__all__ = ["Database", "configure", "read", "write"]
+__all__ = ["RETRY_DELAYS", "Database", "SQLiteOperationalError", "configure", "read", "transient", "write"]
 
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 5000
@@ -161,6 +161,8 @@ class _FastWriter:
                 conn.rollback()
             if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
                 raise _Busy from exc
+            if transient(exc):  # the worker retries it
+                raise _Busy from exc
             raise _store_error(path, exc) from exc
         except BaseException as exc:
             if conn.in_transaction:
@@ -172,11 +174,35 @@ class _FastWriter:
         return result
 
 
-def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
-    return StoreError(
-        f"SQLite error on {path}: {exc}",
-        hint=store_hint(exc, "check that the file is a lovia database, writable, and not on a network filesystem"),
-    )
+class SQLiteOperationalError(StoreError, sqlite3.OperationalError):
+    """A store's :class:`StoreError` for a ``sqlite3.OperationalError``, and that error too.
+
+    Code written for lovia 0.9.119 catches ``sqlite3.OperationalError`` around a SQLite store; it
+    still catches these, with the hint and the store's message. ``sqlite_errorcode`` and
+    ``sqlite_errorname`` are the original error's.
+    """
+
+
+# Transient failures (another process holds the lock past the busy timeout, the file or its
+# journal cannot be opened for a moment): retried after each of these pauses, then once more.
+RETRY_DELAYS = (0.05, 0.2, 0.5)
+_TRANSIENT = ("unable to open database file", "database is locked")
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a failed statement is worth retrying (any other error propagates at once)."""
+    return isinstance(exc, sqlite3.OperationalError) and any(t in str(exc) for t in _TRANSIENT)
+
+
+def _store_error(path: str, exc: sqlite3.Error, *, doing: str = "SQLite error on") -> StoreError:
+    message = f"{doing} {path}: {exc}"
+    default = "check the path and its permissions, that the file is a lovia database, and not on a network filesystem"
+    if not isinstance(exc, sqlite3.OperationalError):
+        return StoreError(message, hint=store_hint(exc, default))
+    error = SQLiteOperationalError(message, hint=store_hint(exc, default))
+    error.sqlite_errorcode = getattr(exc, "sqlite_errorcode", None)  # type: ignore[attr-defined]
+    error.sqlite_errorname = getattr(exc, "sqlite_errorname", None)  # type: ignore[attr-defined]
+    return error
 
 
 class _Worker:
@@ -231,24 +257,28 @@ class _Worker:
             job = fn = loop = fut = outcome = None  # type: ignore[assignment]
 
     def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        try:
-            if self.conn is None:
-                self.conn = self._open()
-            return fn(self.conn)
-        except LoviaError:
-            raise
-        except sqlite3.Error as exc:
-            raise _store_error(self.path, exc) from exc
-        except UnicodeEncodeError as exc:  # content is cleaned before this point: only a key can hold it
-            raise unencodable_key(exc) from exc
+        """Run ``fn`` (opening the file first if needed); a transient failure is retried (``RETRY_DELAYS``)."""
+        for delay in (*RETRY_DELAYS, None):
+            opening = self.conn is None
+            try:
+                if self.conn is None:
+                    self.conn = self._open()
+                return fn(self.conn)
+            except LoviaError:
+                raise
+            except sqlite3.Error as exc:
+                if delay is None or not transient(exc):
+                    doing = "cannot open SQLite database" if opening else "SQLite error on"
+                    raise _store_error(self.path, exc, doing=doing) from exc
+                if self.conn is not None and self.conn.in_transaction:  # a retry starts clean
+                    self.conn.rollback()
+            except UnicodeEncodeError as exc:  # content is cleaned before this point: only a key can hold it
+                raise unencodable_key(exc) from exc
+            time.sleep(delay)
+        raise AssertionError("unreachable")
 
     def _open(self) -> sqlite3.Connection:
-        try:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
-        except sqlite3.Error as exc:
-            raise StoreError(
-                f"cannot open SQLite database {self.path}: {exc}", hint="check the path and its permissions"
-            ) from exc
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         try:
             configure(conn, wal=self.wal)
             ensure_schema(conn, self.component, path=self.path)

@@ -1,0 +1,132 @@
+"""Migrations are crash-safe: a child process dies (SIGKILL) or fails at every step, the file stays as it was.
+
+Each case copies a file at an older version, runs ``migration_child.py`` which opens the store with
+the K-th migration step killing its own process (or raising) after the step ran, inside the
+migration's transaction. Afterwards the file holds exactly what it held before (byte for byte; for
+a WAL file, the same ``iterdump()``: its log may keep uncommitted frames), and the next open
+migrates it and serves what a file migrated without any crash serves.
+
+To cover another store, add it to ``STORES`` in ``_stores.py`` and its files to ``FILES`` below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lovia.stores.sqlite._schema import latest_version, pending_migrations
+
+from ._fixtures import FIXTURES, copy_fixture
+from ._stores import STORES
+
+CHILD = Path(__file__).with_name("migration_child.py")
+OUR_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sqlite"
+
+# (store, source, wal): a frozen fixture of ours (``*.sql``) or a file lovia 0.9.119 wrote.
+FILES = [
+    ("session", "session_v1.sql", False),
+    ("session", "session_v1.sql", True),
+    ("checkpoint", "checkpoint_v1.sql", False),
+    ("checkpoint", "checkpoint_v3.sql", False),
+    ("session", "session.db", False),
+    ("session", "session_wal.db", True),
+    ("checkpoint", "runs.db", False),
+    ("checkpoint", "runs_wal.db", True),
+]
+
+
+def _make(source: str, folder: Path, name: str) -> Path:
+    """A file at the source's version in ``folder``."""
+    if source.endswith(".sql"):
+        path = folder / name
+        conn = sqlite3.connect(path)
+        conn.executescript((OUR_FIXTURES / source).read_text())
+        conn.close()
+        return path
+    if not (FIXTURES / source).is_file():
+        pytest.skip(f"the files lovia 0.9.119 wrote are not at {FIXTURES}")
+    path = copy_fixture(source, folder)
+    return path.rename(folder / name)
+
+
+def _dump(path: Path) -> list[str]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def _steps(store: str, path: Path) -> int:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return len(pending_migrations(conn, store))
+    finally:
+        conn.close()
+
+
+def _child(store: str, path: Path, wal: bool, k: int, how: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(CHILD), store, str(path), "1" if wal else "0", str(k), how],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _cases() -> list[object]:
+    return [
+        pytest.param(store, source, wal, id=f"{source}-{'wal' if wal else 'journal'}") for store, source, wal in FILES
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("store", "source", "wal"), _cases())
+async def test_killed_or_failing_at_any_step_leaves_the_file_as_it_was(tmp_path, store, source, wal):
+    reference = _make(source, tmp_path, "reference.db")
+    steps = _steps(store, reference)
+    assert steps >= 2, "a file with several pending steps shows that they commit together"
+    served = await STORES[store].serve(reference, wal)  # migrated without any crash
+
+    trials = [(k, "kill") for k in range(1, steps + 1)] + [(steps, "raise")]
+    for k, how in trials:
+        path = _make(source, tmp_path, f"{how}-{k}.db")
+        before_bytes, before_dump = path.read_bytes(), _dump(path)
+
+        done = await asyncio.to_thread(_child, store, path, wal, k, how)
+
+        if how == "kill":
+            assert done.returncode == -9, (k, done.stdout, done.stderr)
+        else:
+            assert done.returncode == 2 and f"step {k}" in done.stdout, (done.stdout, done.stderr)
+        if wal:
+            assert _dump(path) == before_dump, (how, k)
+        else:
+            assert path.read_bytes() == before_bytes, (how, k)
+        assert _steps(store, path) == steps, (how, k)
+        # The next open migrates the file and serves what a file migrated in one go serves.
+        assert await STORES[store].serve(path, wal) == served, (how, k)
+        assert _steps(store, path) == 0
+        conn = sqlite3.connect(path)
+        assert conn.execute("SELECT version FROM lovia_schema WHERE store = ?", (store,)).fetchone() == (
+            latest_version(store),
+        )
+        conn.close()
+
+
+async def test_a_child_that_dies_after_the_last_step_has_not_committed(tmp_path):
+    """The kill lands after the final step's record was written: the file still reads as unmigrated."""
+    path = _make("session_v1.sql", tmp_path, "s.db")
+    steps = _steps("session", path)
+    done = await asyncio.to_thread(_child, "session", path, False, steps, "kill")
+    assert done.returncode == -9
+    conn = sqlite3.connect(path)  # rolls the hot journal back
+    assert conn.execute("SELECT * FROM lovia_schema").fetchall() == [
+        ("session", 1, "create_session_runs", 1700000000.0)
+    ]
+    conn.close()

@@ -14,6 +14,7 @@ from lovia.web import create_app
 
 from .helpers import ThreadServer
 from .test_browser import IMG, idle, page, pytestmark, send, texts  # noqa: F401  (shared fixtures)
+from .test_attachments import PNG as REAL_PNG  # a 1x1 picture a browser can draw
 from .test_uploads import PNG, _agent
 
 
@@ -58,7 +59,7 @@ def test_attach_drop_and_paste_reach_the_model(page: Any, srv: ThreadServer, tmp
     with page.expect_file_chooser() as chooser:
         page.get_by_test_id("attach").click()
     chooser.value.set_files(str(doc))
-    _drop(page, "#composer-form", "dropped.png", "image/png", PNG)
+    _drop(page, "#composer-form", "dropped.png", "image/png", REAL_PNG)
     _paste(page, "pasted.txt", "text/plain", b"from the clipboard")
     page.locator(".attachment.ready").nth(2).wait_for()
     assert page.locator(".attachment.ready").count() == 3
@@ -68,6 +69,12 @@ def test_attach_drop_and_paste_reach_the_model(page: Any, srv: ThreadServer, tmp
     answer = texts(page, "message-assistant")[-1]
     assert "images=1" in answer and "'report.md'" in answer and "'pasted.txt'" in answer
     assert page.get_by_test_id("sent-attachment").count() == 3
+    thumb = page.locator('img[data-kind="thumbnail"]')
+    assert thumb.count() == 1  # the picture shows as itself; the two documents keep their named chips
+    page.wait_for_function("() => document.querySelector('img[data-kind=thumbnail]').naturalWidth > 0")
+    assert "image/png" in (thumb.get_attribute("alt") or "")
+    thumb.click()
+    assert "expanded" in (thumb.get_attribute("class") or "")
     assert page.get_by_test_id("attachment").count() == 0  # the composer is clear again
     page.reload()
     page.get_by_test_id("sent-attachment").nth(2).wait_for()

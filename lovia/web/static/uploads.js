@@ -24,6 +24,27 @@ async function errorText(response) {
   return (await apiError(response)).message;
 }
 
+// Raster images sent with a message show as thumbnails, drawn from the bytes the transcript
+// already holds (no request). SVG and images by URL stay a named chip: nothing is fetched or run.
+const THUMBNAIL_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+
+function thumbnail(part, label) {
+  const img = document.createElement("img");
+  img.className = "attachment sent image thumb";
+  img.dataset.testid = "sent-attachment";
+  img.dataset.kind = "thumbnail";
+  img.alt = label;
+  img.title = label;
+  img.src = `data:${part.mime_type};base64,${part.data}`;
+  img.tabIndex = 0;
+  const toggle = () => img.classList.toggle("expanded"); // click or Enter: full width, and back
+  img.onclick = toggle;
+  img.onkeydown = (event) => {
+    if (event.key === "Enter") toggle();
+  };
+  return img;
+}
+
 export function initUploads(transcript, page) {
   const box = document.getElementById("attachments");
   const form = document.getElementById("composer-form");
@@ -110,6 +131,10 @@ export function initUploads(transcript, page) {
     for (const part of files) {
       const name = part.type === "image" ? part.mime_type || t("upload.picture") : part.filename || t("upload.unnamed");
       const kind = part.type === "image" ? t("upload.image") : t("upload.file");
+      if (part.type === "image" && part.data && THUMBNAIL_TYPES.has(part.mime_type)) {
+        row.append(thumbnail(part, t("upload.sent", { kind, name })));
+        continue;
+      }
       const chip = el("span", `attachment sent ${part.type}`, t("upload.sent", { kind, name }));
       chip.dataset.testid = "sent-attachment";
       row.append(chip);

@@ -75,6 +75,10 @@ class MCPToolResult:
     is_error: bool = False
     structured: Any = None
 
+    def __str__(self) -> str:
+        """The text the model reads: the rendered content, ``[tool error] ...`` for an error."""
+        return _default_renderer(self)
+
 
 def _field(obj: Any, *names: str) -> Any:
     """Read a field from an SDK model or a plain dict, under its v2 or v1 spelling."""
@@ -88,15 +92,20 @@ def _field(obj: Any, *names: str) -> Any:
 
 
 def _size_stamp(data: Any) -> str:
+    """``N B``: the decoded size of base64 ``data`` (counted, never decoded), or of raw bytes."""
+    if isinstance(data, (bytes, bytearray)):
+        return f"{len(data)} B"
     if not isinstance(data, str):
-        return "?"
-    return f"~{len(data) * 3 // 4} bytes"
+        return "? B"
+    digits = len(data) - data.count("=") - sum(data.count(c) for c in " \t\r\n")
+    return f"{digits * 6 // 8} B"
 
 
 def render_mcp_content(content: list[Any], *, is_error: bool = False) -> str:
     """Render MCP content blocks as model text.
 
-    Text is inlined, images and audio become size-stamped placeholders (never base64),
+    Text is inlined, images and audio become placeholders with their media type and decoded size
+    (``[image: image/png, 3 B]``; never base64),
     embedded resources show their text (or a placeholder for blobs), and resource links become
     ``[resource link: uri]`` lines. An error result is prefixed with ``[tool error]``.
     """

@@ -680,7 +680,8 @@ class MCPServerStdio(MCPServer):
         def make() -> Any:
             mcp = _sdk()
             env = dict(os.environ) if self.env is None else dict(self.env)
-            if shutil.which(self.command, path=env.get("PATH", os.defpath)) is None:
+            search = env.get("PATH") or os.environ.get("PATH", os.defpath)  # the SDK adds ours when env has none
+            if shutil.which(self.command, path=search) is None:
                 raise FileNotFoundError(errno.ENOENT, "no such command", self.command)
             argv = [*_launcher(), self.command, *(self.args or [])]
             params = mcp.StdioServerParameters(command=argv[0], args=argv[1:], env=env)

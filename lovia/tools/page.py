@@ -3,7 +3,10 @@
 The default backend, :class:`HttpReader`, refuses loopback, private, link-local and other
 non-public addresses, on the first request and on every redirect hop, unless the operator
 allows them (``allow_private=True`` or ``allowed_hosts=``): a model fed untrusted text cannot
-use it to reach internal services.
+use it to reach internal services. Each connection looks its host up once, refuses it if any
+answer is not public (or the lookup fails), and connects to exactly the address it checked, so a
+DNS server answering differently to a second lookup (rebinding) gets no second lookup. One
+``timeout`` bounds the whole fetch.
 """
 
 from __future__ import annotations
@@ -263,14 +266,18 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
 
 
 class _PinnedTransport(httpx.AsyncHTTPTransport):
-    """httpx's own transport (no proxies from the environment) over :class:`_PinnedBackend`."""
+    """httpx's own transport over :class:`_PinnedBackend`.
+
+    Proxies from the environment are not used (a proxy would look the names up itself); the
+    certificate settings are (``SSL_CERT_FILE``, ``SSL_CERT_DIR``).
+    """
 
     def __init__(self, guard: _AddressGuard) -> None:
         super().__init__(trust_env=False)
         # The stock transport gives no way to pass a network backend to its httpcore pool:
         # replace the pool with one that connects through the guard.
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False), network_backend=_PinnedBackend(guard)
+            ssl_context=httpx.create_ssl_context(), network_backend=_PinnedBackend(guard)
         )
 
 

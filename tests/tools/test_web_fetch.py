@@ -283,3 +283,45 @@ async def test_ipv6_spellings_of_internal_ipv4_addresses_are_refused():
         with pytest.raises(ToolError, match="non-public") as info:
             await HttpReader(cache_ttl=0).read(f"http://{host}:9/")
         assert info.value.hint
+
+
+def _tls_server(tmp_path, name: str):
+    """An HTTPS server on 127.0.0.1 with a self-signed certificate for ``name``; records the SNI."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a test certificate")
+    cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={name}"]
+        + ["-addext", f"subjectAltName=DNS:{name}", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    seen: list[str | None] = []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.sni_callback = lambda sock, server_name, ctx: seen.append(server_name)
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv.socket = context.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, cert, seen
+
+
+async def test_tls_to_the_pinned_address_still_sends_and_verifies_the_host_name(tmp_path, monkeypatch):
+    # The connection goes to the checked IP; SNI and the certificate check stay on "localhost".
+    good, good_cert, seen = _tls_server(tmp_path, "localhost")
+    other, other_cert, _ = _tls_server(tmp_path, "elsewhere.test")
+    try:
+        monkeypatch.setenv("SSL_CERT_FILE", str(good_cert))  # trust our test certificate only
+        page = await local_reader(cache_ttl=0).read(f"https://localhost:{good.server_address[1]}/text")
+        assert page.text == "plain words" and seen == ["localhost"]
+        monkeypatch.setenv("SSL_CERT_FILE", str(other_cert))  # trusted, but issued for another name
+        with pytest.raises(ToolError, match="[Hh]ostname mismatch"):
+            await local_reader(cache_ttl=0).read(f"https://localhost:{other.server_address[1]}/text")
+    finally:
+        for srv in (good, other):
+            srv.shutdown()
+            srv.server_close()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -107,3 +109,32 @@ async def test_a_process_the_server_started_is_gone_after_close(log: Path) -> No
         [sleeper] = grandchildren(log)
         assert alive(sleeper)
     assert await still_alive_after(pids(log) + [sleeper]) == [], "the server's child outlived the connection"
+
+
+PARENT = """
+import asyncio, sys
+from lovia.plugins.mcp import MCPServerStdio
+async def main():
+    await MCPServerStdio(command=sys.executable, args=[sys.argv[1], "grandchild"]).open()
+    print("ready", flush=True)
+    await asyncio.sleep(3600)
+asyncio.run(main())
+"""
+
+
+async def test_when_the_client_is_sigkilled_the_servers_children_go_too(log: Path) -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, HOSTILE],
+        env=dict(os.environ, MCP_TEST_LOG=str(log)),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().strip() == "ready"
+        [server], [sleeper] = pids(log), grandchildren(log)
+        assert alive(server) and alive(sleeper)
+    finally:
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        parent.stdout.close()  # type: ignore[union-attr]
+    assert await still_alive_after([server, sleeper]) == [], "the server or its child survived the client's SIGKILL"

@@ -265,10 +265,12 @@ class MCPConnection:
         return self
 
     async def _close_quietly(self) -> None:
-        """Shut down after a failed or cancelled open; a second cancel cannot stop the shutdown."""
-        closing = asyncio.ensure_future(self._shutdown())
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(closing)
+        """Shut down after a failed or cancelled open; a second cancel cannot stop the shutdown.
+
+        (``_shutdown`` swallows its own errors; a cancel while waiting here goes up at once and
+        leaves the shutdown running in the background.)
+        """
+        await asyncio.shield(asyncio.ensure_future(self._shutdown()))
 
     async def _start(self) -> None:
         ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -682,7 +684,7 @@ class MCPServerStdio(MCPServer):
             env = dict(os.environ) if self.env is None else dict(self.env)
             search = env.get("PATH") or os.environ.get("PATH", os.defpath)  # the SDK adds ours when env has none
             if shutil.which(self.command, path=search) is None:
-                raise FileNotFoundError(errno.ENOENT, "no such command", self.command)
+                raise FileNotFoundError(errno.ENOENT, "no such command on the PATH (or not executable)", self.command)
             argv = [*_launcher(), self.command, *(self.args or [])]
             params = mcp.StdioServerParameters(command=argv[0], args=argv[1:], env=env)
             return mcp.stdio_client(params)

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import inspect
 import json
 import os
+import shutil
+import sys
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..exceptions import MCPError, UserError
@@ -43,7 +47,8 @@ __all__ = [
 
 JsonObject = dict[str, Any]
 _CONNECTION_CLOSED = -32000  # JSON-RPC code the SDK uses for a transport that went away
-_OPEN_TIMEOUT = 30.0
+_OPEN_TIMEOUT = 30.0  # the handshake, and then the whole tool listing, each get this long
+_MAX_LIST_PAGES = 100
 _DEFER_SEARCH = "search_mcp_tools"
 _DEFER_CALL = "call_mcp_tool"
 
@@ -70,6 +75,10 @@ class MCPToolResult:
     is_error: bool = False
     structured: Any = None
 
+    def __str__(self) -> str:
+        """The text the model reads: the rendered content, ``[tool error] ...`` for an error."""
+        return _default_renderer(self)
+
 
 def _field(obj: Any, *names: str) -> Any:
     """Read a field from an SDK model or a plain dict, under its v2 or v1 spelling."""
@@ -83,15 +92,20 @@ def _field(obj: Any, *names: str) -> Any:
 
 
 def _size_stamp(data: Any) -> str:
+    """``N B``: the decoded size of base64 ``data`` (counted, never decoded), or of raw bytes."""
+    if isinstance(data, (bytes, bytearray)):
+        return f"{len(data)} B"
     if not isinstance(data, str):
-        return "?"
-    return f"~{len(data) * 3 // 4} bytes"
+        return "? B"
+    digits = len(data) - data.count("=") - sum(data.count(c) for c in " \t\r\n")
+    return f"{digits * 6 // 8} B"
 
 
 def render_mcp_content(content: list[Any], *, is_error: bool = False) -> str:
     """Render MCP content blocks as model text.
 
-    Text is inlined, images and audio become size-stamped placeholders (never base64),
+    Text is inlined, images and audio become placeholders with their media type and decoded size
+    (``[image: image/png, 3 B]``; never base64),
     embedded resources show their text (or a placeholder for blobs), and resource links become
     ``[resource link: uri]`` lines. An error result is prefixed with ``[tool error]``.
     """
@@ -235,12 +249,28 @@ class MCPConnection:
         return self._owner is not None and not self._owner.done() and self._session is not None
 
     async def open(self) -> MCPConnection:
-        """Connect, handshake and list the tools (idempotent while open)."""
+        """Connect, handshake and list the tools (idempotent while open).
+
+        If the listing fails or the caller is cancelled, the connection is closed (a stdio
+        server and its process group are stopped) before the error goes up.
+        """
         async with self._lock:
             if not self.is_open:
                 await self._start()
-                await self._list_tools()
+                try:
+                    await self._list_tools()
+                except BaseException:
+                    await self._close_quietly()
+                    raise
         return self
+
+    async def _close_quietly(self) -> None:
+        """Shut down after a failed or cancelled open; a second cancel cannot stop the shutdown.
+
+        (``_shutdown`` swallows its own errors; a cancel while waiting here goes up at once and
+        leaves the shutdown running in the background.)
+        """
+        await asyncio.shield(asyncio.ensure_future(self._shutdown()))
 
     async def _start(self) -> None:
         ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -338,8 +368,31 @@ class MCPConnection:
 
     async def _list_tools(self) -> list[Tool[Any]]:
         listed: list[Any] = []
+        try:
+            await asyncio.wait_for(self._list_pages(listed), self.open_timeout)
+        except asyncio.TimeoutError:
+            raise MCPError(
+                f"{self.label}: listing tools did not finish within {self.open_timeout:g}s "
+                f"({len(listed)} tools listed so far)",
+                hint="the server lists its tools too slowly or its pages never end; fix the server "
+                "(or raise open_timeout= on the connection)",
+            ) from None
+        tools: list[Tool[Any]] = []
+        for spec in listed:
+            raw = str(spec.name)
+            if self.include_tools is not None and raw not in self.include_tools:
+                continue
+            if self.exclude_tools is not None and raw in self.exclude_tools:
+                continue
+            tools.append(self._convert(spec))
+        self._tools = tools
+        return list(tools)
+
+    async def _list_pages(self, listed: list[Any]) -> None:
+        """Fetch every tools/list page into ``listed``: at most _MAX_LIST_PAGES, no cursor twice."""
         cursor: Any = None
-        while True:
+        seen: set[str] = set()
+        for _ in range(_MAX_LIST_PAGES):
             try:
                 session = self._session
                 if session is None:
@@ -357,17 +410,17 @@ class MCPConnection:
             listed.extend(page.tools)
             cursor = _field(page, "next_cursor", "nextCursor")
             if not cursor:
-                break
-        tools: list[Tool[Any]] = []
-        for spec in listed:
-            raw = str(spec.name)
-            if self.include_tools is not None and raw not in self.include_tools:
-                continue
-            if self.exclude_tools is not None and raw in self.exclude_tools:
-                continue
-            tools.append(self._convert(spec))
-        self._tools = tools
-        return list(tools)
+                return
+            if str(cursor) in seen:
+                raise MCPError(
+                    f"{self.label}: the tool listing sent the cursor {str(cursor)[:50]!r} twice",
+                    hint="the server's tools/list pagination loops (a next cursor it already sent); fix the server",
+                )
+            seen.add(str(cursor))
+        raise MCPError(
+            f"{self.label}: the tool listing has more than {_MAX_LIST_PAGES} pages",
+            hint="the server keeps sending a next cursor; fix its tools/list pagination",
+        )
 
     def _convert(self, spec: Any) -> Tool[Any]:
         raw = str(spec.name)
@@ -616,7 +669,9 @@ class MCPServer:
 class MCPServerStdio(MCPServer):
     """A server started as a child process speaking MCP on stdin/stdout.
 
-    The child inherits this process's environment unless ``env`` is given.
+    The child inherits this process's environment unless ``env`` is given. On POSIX it runs in a
+    process group of its own under a small launcher: whatever the server starts is ended with it
+    when the connection closes (a process that leaves the group on purpose, a daemon, is not).
     """
 
     command: str
@@ -627,10 +682,22 @@ class MCPServerStdio(MCPServer):
         def make() -> Any:
             mcp = _sdk()
             env = dict(os.environ) if self.env is None else dict(self.env)
-            params = mcp.StdioServerParameters(command=self.command, args=list(self.args or []), env=env)
+            search = env.get("PATH") or os.environ.get("PATH", os.defpath)  # the SDK adds ours when env has none
+            if shutil.which(self.command, path=search) is None:
+                raise FileNotFoundError(errno.ENOENT, "no such command on the PATH (or not executable)", self.command)
+            argv = [*_launcher(), self.command, *(self.args or [])]
+            params = mcp.StdioServerParameters(command=argv[0], args=argv[1:], env=env)
             return mcp.stdio_client(params)
 
         return make
+
+
+def _launcher() -> list[str]:
+    """The command prefix that runs a stdio server under _mcp_launcher.py (POSIX), or nothing."""
+    script = Path(__file__).with_name("_mcp_launcher.py")
+    if os.name != "posix" or not sys.executable or not script.is_file():
+        return []
+    return [sys.executable, "-I", "-S", str(script)]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,7 +3,10 @@
 The default backend, :class:`HttpReader`, refuses loopback, private, link-local and other
 non-public addresses, on the first request and on every redirect hop, unless the operator
 allows them (``allow_private=True`` or ``allowed_hosts=``): a model fed untrusted text cannot
-use it to reach internal services.
+use it to reach internal services. Each connection looks its host up once, refuses it if any
+answer is not public (or the lookup fails), and connects to exactly the address it checked, so a
+DNS server answering differently to a second lookup (rebinding) gets no second lookup. One
+``timeout`` bounds the whole fetch.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ import re
 import socket
 import time
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urljoin, urlsplit
 
+import httpcore
 import httpx
 
 from ..exceptions import ToolError, UserError
@@ -156,11 +161,124 @@ def page_from_response(raw: RawResponse, *, collect_images: bool = False, conver
     return page
 
 
+_NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address stands for (mapped, compatible, NAT64 or 6to4), if any."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _IPV4_COMPATIBLE or any(ip in net for net in _NAT64):
+        return ipaddress.IPv4Address(ip.packed[-4:])
+    return None
+
+
 def _is_public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return bool(ip.is_global) and not ip.is_multicast
+    """True for a globally routable unicast address; an IPv6 form of an IPv4 address is judged by that."""
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        ip = _embedded_ipv4(ip) or ip
+    return (
+        ip.is_global
+        and not (ip.is_multicast or ip.is_private or ip.is_loopback or ip.is_link_local)
+        and not (ip.is_reserved or ip.is_unspecified)
+    )
+
+
+_LOOKUP_HINT = "check the host name; web_fetch only connects to addresses it has looked up and checked"
+
+
+class _Refused(ToolError):
+    """Internal: the guard refused a host; the reader re-raises it as a ToolError naming the URL."""
+
+
+class _AddressGuard:
+    """Resolve a host name once, refuse it if any answer is not public, hand back the addresses."""
+
+    def __init__(self, *, allow_private: bool, allowed_hosts: tuple[str, ...]) -> None:
+        self.allow_private = allow_private
+        self.allowed_hosts = allowed_hosts
+
+    def allowed(self, host: str, port: int) -> bool:
+        return self.allow_private or host in self.allowed_hosts or f"{host}:{port}" in self.allowed_hosts
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        host = host.lower()
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as exc:
+            raise _Refused(f"the address of {host} could not be looked up ({exc})", hint=_LOOKUP_HINT) from None
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        if not addresses:
+            raise _Refused(f"the lookup of {host} gave no address", hint=_LOOKUP_HINT)
+        if not self.allowed(host, port):
+            bad = [a for a in addresses if not _is_public(a)]
+            if bad:
+                what = f"{host} is" if host == bad[0] else f"{host} resolves to {bad[0]},"
+                raise _Refused(
+                    f"{what} a loopback, private or otherwise non-public address",
+                    hint="only public web addresses can be fetched (the operator can allow others on the HttpReader)",
+                )
+        return addresses
+
+
+class _PinnedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's network layer, connecting only to the addresses the guard resolved and checked.
+
+    httpcore asks for ``host``; this backend resolves it once through the guard and opens the TCP
+    connection to one of those IP addresses. TLS still runs against the host name (SNI and
+    certificate checks) and the ``Host`` header comes from the URL, so nothing else changes.
+    """
+
+    def __init__(self, guard: _AddressGuard) -> None:
+        self._guard = guard
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        failure: Exception | None = None
+        for address in await self._guard.resolve(host, port):
+            try:
+                return await self._inner.connect_tcp(
+                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        assert failure is not None  # resolve() never returns an empty list
+        raise failure
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        raise ToolError("web_fetch does not connect to unix sockets", hint="fetch an http(s) URL")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class _PinnedTransport(httpx.AsyncHTTPTransport):
+    """httpx's own transport over :class:`_PinnedBackend`.
+
+    Proxies from the environment are not used (a proxy would look the names up itself); the
+    certificate settings are (``SSL_CERT_FILE``, ``SSL_CERT_DIR``).
+    """
+
+    def __init__(self, guard: _AddressGuard) -> None:
+        super().__init__(trust_env=False)
+        # The stock transport gives no way to pass a network backend to its httpcore pool:
+        # replace the pool with one that connects through the guard.
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=httpx.create_ssl_context(), network_backend=_PinnedBackend(guard)
+        )
 
 
 class HttpReader:
@@ -194,51 +312,57 @@ class HttpReader:
         self._transport = transport
         self._cache: OrderedDict[str, tuple[float, RawResponse]] = OrderedDict()
 
-    async def _check_host(self, url: str) -> None:
+    def _guard(self) -> _AddressGuard:
+        return _AddressGuard(allow_private=self.allow_private, allowed_hosts=self.allowed_hosts)
+
+    async def _check_url(self, url: str) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ToolError(
                 f"only absolute http:// and https:// URLs can be fetched, not {url!r}", hint="pass a full URL"
             )
-        host = parts.hostname.lower()
-        if self.allow_private or host in self.allowed_hosts or f"{host}:{parts.port}" in self.allowed_hosts:
-            return
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, parts.port or 443, type=socket.SOCK_STREAM)
-        except OSError:
-            return  # unresolvable here: not an internal address we could reach; the request reports it
-        if not infos or not all(_is_public(str(info[4][0])) for info in infos):
-            raise ToolError(
-                f"refused to fetch {url!r}: {host} is a loopback, private or otherwise non-public address",
-                hint="only public web addresses can be fetched (the operator can allow others on the HttpReader)",
-            )
+        guard, port = self._guard(), parts.port or (443 if parts.scheme == "https" else 80)
+        if self._transport is not None and not guard.allowed(parts.hostname.lower(), port):
+            # A transport of the operator's own does its own connecting: the name is checked here
+            # by the same rules, but which address it finally connects to is up to that transport.
+            await guard.resolve(parts.hostname, port)
 
     async def _download(self, url: str) -> RawResponse:
         headers = {"User-Agent": self.user_agent, "Accept": "text/html,application/json,text/plain;q=0.9,*/*;q=0.5"}
-        async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False, transport=self._transport) as client:
+        transport = self._transport if self._transport is not None else _PinnedTransport(self._guard())
+        async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False, transport=transport) as client:
             current = url
             for _ in range(MAX_REDIRECTS + 1):
-                await self._check_host(current)
-                async with client.stream("GET", current, headers=headers) as resp:
-                    if resp.status_code in (301, 302, 303, 307, 308) and resp.headers.get("location"):
-                        current = urljoin(current, resp.headers["location"])
-                        continue
-                    body = bytearray()
-                    capped = False
-                    async for chunk in resp.aiter_bytes():
-                        body += chunk
-                        if len(body) > self.max_bytes:
-                            del body[self.max_bytes :]
-                            capped = True
-                            break
-                    return RawResponse(
-                        url=str(resp.url),
-                        status_code=resp.status_code,
-                        content_type=resp.headers.get("content-type", ""),
-                        body=bytes(body),
-                        size_capped=capped,
-                    )
+                try:
+                    await self._check_url(current)  # every hop; its address is checked when it connects
+                    answer = await self._get(client, current, headers)
+                except _Refused as exc:
+                    raise ToolError(f"refused to fetch {current!r}: {exc.message}", hint=exc.hint) from None
+                if isinstance(answer, RawResponse):
+                    return answer
+                current = answer
         raise ToolError(f"too many redirects fetching {url!r}", hint="try the final URL directly")
+
+    async def _get(self, client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> RawResponse | str:
+        """One GET: the downloaded response, or the URL a redirect points to."""
+        async with client.stream("GET", url, headers=headers) as resp:
+            if resp.status_code in (301, 302, 303, 307, 308) and resp.headers.get("location"):
+                return urljoin(url, resp.headers["location"])
+            body = bytearray()
+            capped = False
+            async for chunk in resp.aiter_bytes():
+                body += chunk
+                if len(body) > self.max_bytes:
+                    del body[self.max_bytes :]
+                    capped = True
+                    break
+            return RawResponse(
+                url=str(resp.url),
+                status_code=resp.status_code,
+                content_type=resp.headers.get("content-type", ""),
+                body=bytes(body),
+                size_capped=capped,
+            )
 
     async def read(self, url: str, *, images: bool = False) -> Page:
         """Fetch ``url`` (cached for ``cache_ttl`` seconds) and convert it."""
@@ -246,10 +370,13 @@ class HttpReader:
         if hit is not None and time.monotonic() - hit[0] < self.cache_ttl:
             return page_from_response(hit[1], collect_images=images, converter=self.converter)
         try:
-            raw = await self._download(url)
-        except httpx.TimeoutException:
+            # one limit for the whole fetch: lookups, connects, headers and body of every hop
+            raw = await asyncio.wait_for(self._download(url), self.timeout)
+        except (asyncio.TimeoutError, httpx.TimeoutException):
             raise ToolError(
-                f"fetching {url!r} timed out after {self.timeout:g}s", hint="try again later or another source"
+                f"fetching {url!r} timed out: the whole fetch (connect, headers and body, redirects included) "
+                f"is limited to {self.timeout:g}s",
+                hint="try again later or another source (the operator sets the limit with HttpReader(timeout=...))",
             ) from None
         except httpx.HTTPError as exc:
             raise ToolError(f"fetching {url!r} failed: {type(exc).__name__}: {exc}", hint="check the URL") from None

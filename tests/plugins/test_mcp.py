@@ -8,6 +8,7 @@ Every test checks by PID that no server process outlives it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
@@ -204,13 +205,34 @@ def test_content_rendering_never_inlines_base64() -> None:
     rendered = render_mcp_content(
         [
             {"type": "text", "text": "a chart"},
-            {"type": "image", "data": "aGVsbG8=" * 100, "mimeType": "image/png"},
+            {"type": "image", "data": base64.b64encode(bytes(600)).decode(), "mimeType": "image/png"},
             {"type": "resource_link", "uri": "file:///x"},
             {"type": "resource", "resource": {"uri": "file:///y", "text": "inline"}},
+            {"type": "audio", "data": "YWJjZA==", "mimeType": "audio/wav"},
+            {"type": "resource", "resource": {"uri": "file:///z", "blob": "YWJjZGU=", "mimeType": "image/gif"}},
         ]
     )
-    assert rendered == "a chart\n[image: image/png, ~600 bytes]\n[resource link: file:///x]\ninline"
+    assert rendered == (
+        "a chart\n[image: image/png, 600 B]\n[resource link: file:///x]\ninline\n"
+        "[audio: audio/wav, 4 B]\n[resource: file:///z, image/gif, 5 B]"
+    )
     assert render_mcp_content([{"type": "text", "text": "x"}], is_error=True) == "[tool error] x"
+
+
+def test_str_of_a_result_is_what_the_model_reads() -> None:
+    chart = MCPToolResult(
+        content=[{"type": "text", "text": "a chart"}, {"type": "image", "data": "YWJj", "mimeType": "image/png"}]
+    )
+    assert str(chart) == "a chart\n[image: image/png, 3 B]"
+    failed = MCPToolResult(content=[{"type": "text", "text": "disk full"}], is_error=True)
+    assert str(failed) == "[tool error] disk full"
+    assert str(MCPToolResult(structured={"n": 1})) == '{"n": 1}'
+
+
+async def test_a_real_servers_image_renders_with_its_type_and_byte_count(log: Path) -> None:
+    async with await stdio(log).open() as conn:
+        result = await conn.call_tool("picture", {})
+    assert str(result) == "a chart\n[image: image/png, 5 B]\n[resource link: file:///tmp/chart.png]"
 
 
 def test_a_missing_sdk_is_a_user_error_naming_the_extra() -> None:

@@ -182,15 +182,17 @@ def test_html_to_markdown_keeps_structure():
     assert "## T" in md and "1. a" in md and "2. b" in md and "| 1 | 2 |" in md
 
 
-async def test_unresolvable_hosts_are_left_to_the_transport():
+async def test_a_custom_transport_reaches_only_names_the_operator_allowed_or_that_check_out():
     import httpx
 
     def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, headers={"content-type": "text/plain"}, text=f"hello from {request.url.host}")
 
-    reader = HttpReader(transport=httpx.MockTransport(answer))
+    reader = HttpReader(transport=httpx.MockTransport(answer), allowed_hosts=("docs.invalid",))
     page = await reader.read("https://docs.invalid/page")
     assert page.text == "hello from docs.invalid"
+    with pytest.raises(ToolError, match="non-public"):  # the name is still checked before the transport
+        await HttpReader(transport=httpx.MockTransport(answer)).read("http://localhost/page")
 
 
 async def test_the_markdownify_converter_is_an_opt_in_extra(server):
@@ -217,3 +219,109 @@ def test_a_missing_fetch_extra_is_a_user_error_with_the_hint(monkeypatch):
     with pytest.raises(UserError) as info:
         HttpReader(converter="markdownify")
     assert "lovia[fetch]" in (info.value.hint or "")
+
+
+@pytest.fixture
+def trickler():
+    """A loopback server that answers at once, then sends its 20-byte body one byte per second."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 20\r\n\r\n")
+                for _ in range(20):
+                    if stop.wait(1.0):
+                        break
+                    try:
+                        conn.sendall(b"x")
+                    except OSError:
+                        break
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://localhost:{listener.getsockname()[1]}/drip"
+    stop.set()
+    thread.join(5)
+    listener.close()
+
+
+async def test_a_server_trickling_one_byte_a_second_cannot_stretch_the_fetch_past_its_timeout(trickler):
+    # Every read gets a byte within the per-read timeout; only a limit on the whole fetch ends it.
+    started = time.monotonic()
+    with pytest.raises(ToolError) as info:
+        await local_reader(timeout=2).read(trickler)
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.5, f"the fetch took {elapsed:.1f}s with timeout=2"
+    assert "limited to 2s" in info.value.message and info.value.hint
+
+
+async def test_ipv6_spellings_of_internal_ipv4_addresses_are_refused():
+    # IPv4-mapped, IPv4-compatible, NAT64 (well-known and local prefix) and 6to4 forms of loopback
+    # and of the cloud metadata address; no lookup is needed for a literal, nothing is sent.
+    for host in (
+        "[::ffff:127.0.0.1]",
+        "[::127.0.0.1]",
+        "[64:ff9b::7f00:1]",
+        "[64:ff9b::a9fe:a9fe]",
+        "[64:ff9b:1::a00:1]",
+        "[2002:7f00:1::]",
+        "[2002:a9fe:a9fe::1]",
+        "100.64.0.1",
+        "[fd00::1]",
+        "[ff02::1]",
+    ):
+        with pytest.raises(ToolError, match="non-public") as info:
+            await HttpReader(cache_ttl=0).read(f"http://{host}:9/")
+        assert info.value.hint
+
+
+def _tls_server(tmp_path, name: str):
+    """An HTTPS server on 127.0.0.1 with a self-signed certificate for ``name``; records the SNI."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a test certificate")
+    cert, key = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={name}"]
+        + ["-addext", f"subjectAltName=DNS:{name}", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    seen: list[str | None] = []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.sni_callback = lambda sock, server_name, ctx: seen.append(server_name)
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv.socket = context.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, cert, seen
+
+
+async def test_tls_to_the_pinned_address_still_sends_and_verifies_the_host_name(tmp_path, monkeypatch):
+    # The connection goes to the checked IP; SNI and the certificate check stay on "localhost".
+    good, good_cert, seen = _tls_server(tmp_path, "localhost")
+    other, other_cert, _ = _tls_server(tmp_path, "elsewhere.test")
+    try:
+        monkeypatch.setenv("SSL_CERT_FILE", str(good_cert))  # trust our test certificate only
+        page = await local_reader(cache_ttl=0).read(f"https://localhost:{good.server_address[1]}/text")
+        assert page.text == "plain words" and seen == ["localhost"]
+        monkeypatch.setenv("SSL_CERT_FILE", str(other_cert))  # trusted, but issued for another name
+        with pytest.raises(ToolError, match="[Hh]ostname mismatch"):
+            await local_reader(cache_ttl=0).read(f"https://localhost:{other.server_address[1]}/text")
+    finally:
+        for srv in (good, other):
+            srv.shutdown()
+            srv.server_close()

@@ -13,8 +13,8 @@ import pytest
 from lovia.web import create_app
 
 from .helpers import ThreadServer
-from .test_browser import IMG, idle, page, pytestmark, send, texts  # noqa: F401  (shared fixtures)
 from .test_attachments import PNG as REAL_PNG  # a 1x1 picture a browser can draw
+from .test_browser import IMG, idle, page, pytestmark, send, texts  # noqa: F401  (shared fixtures)
 from .test_uploads import PNG, _agent
 
 

@@ -33,8 +33,8 @@ def expected() -> dict[str, Any]:
 
 
 def copy_fixture(name: str, folder: Path) -> Path:
-    """A writable copy of one fixture file (opening a store migrates it)."""
-    target = folder / name
+    """A writable copy of one fixture file (opening a store migrates it); ``name`` may be ``memory/x.db``."""
+    target = folder / Path(name).name
     shutil.copyfile(FIXTURES / name, target)
     target.chmod(target.stat().st_mode | stat.S_IWUSR)
     return target

@@ -586,3 +586,23 @@ def test_a_scheduled_run_after_a_switch_uses_the_new_model(
     assert fired.status_code == 200, fired.text
     wait_for(lambda: len(b.posts()) == 1, timeout=30)
     assert a.posts() == []
+
+
+def test_settings_learn_a_model_that_comes_from_the_command_line_or_the_environment(
+    home: Path, a: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOVIA_MODEL", "openai:gpt-from-env")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    bare = make_runtime(home)
+    with config_server(home, bare) as srv:
+        view = httpx.get(f"{srv.url}/api/config").json()
+    assert view["models"] == [] and view["model_from_outside"] == {
+        "model": "openai:gpt-from-env",
+        "source": "LOVIA_MODEL",
+    }
+    assert make_runtime(home, None, "--model", "openai:gpt-flag").model_from_outside == {
+        "model": "openai:gpt-flag",
+        "source": "--model",
+    }
+    saved = make_runtime(home, {"models": [profile("a", a, key=KEY)]})
+    assert saved.model_from_outside is None  # a saved profile wins over the variable: nothing to explain

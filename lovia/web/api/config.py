@@ -122,6 +122,7 @@ def config_view(runtime: ConfigRuntime) -> dict[str, Any]:
         "exists": runtime.loaded.exists,
         "configured": runtime.configured,
         "default_model": default.id if default is not None else None,
+        "model_from_outside": runtime.model_from_outside,
         "models": [_profile_view(m, runtime, config) for m in config.models],
         "roles": config.roles.model_dump(mode="json"),
         "search": {"backend": config.search.backend, "tavily_api_key": _key_view(config.search.tavily_api_key)},

@@ -101,6 +101,18 @@ class ConfigRuntime:
         return not isinstance(self.current[0].model, DemoModel)
 
     @property
+    def model_from_outside(self) -> dict[str, str] | None:
+        """``{"model", "source"}`` when the default agent's model comes from ``--model`` or
+        ``LOVIA_MODEL`` rather than a saved profile (Settings shows it); else ``None``."""
+        flag = getattr(self._args, "model", None)
+        if flag:
+            return {"model": str(flag), "source": "--model"}
+        if self._config.default_profile() is not None:
+            return None
+        spec = model_from_env(required=False)
+        return {"model": str(spec), "source": "LOVIA_MODEL"} if spec else None
+
+    @property
     def agent(self) -> Agent[Any]:
         """The default agent as currently built."""
         return self.current[0]

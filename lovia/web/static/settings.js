@@ -137,7 +137,11 @@ function renderModels() {
   renderRoles();
   const list = view.dialog.querySelector("[data-testid=model-list]");
   const models = view.config.models;
-  list.replaceChildren(...(models.length ? models.map(modelRow) : [el("li", { class: "settings-empty" }, t("settings.noModels"))]));
+  const outside = view.config.model_from_outside; // --model or LOVIA_MODEL: in use, though not saved here
+  const empty = outside
+    ? el("li", { class: "settings-empty", testid: "settings-outside-model" }, t("settings.outsideModel", outside))
+    : el("li", { class: "settings-empty" }, t("settings.noModels"));
+  list.replaceChildren(...(models.length ? models.map(modelRow) : [empty]));
   const where = view.dialog.querySelector("[data-testid=settings-where]");
   where.textContent = t("settings.where", { scope: view.config.scope, path: view.config.path });
 }

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import json
 import os
 import sqlite3
@@ -38,6 +37,7 @@ from ..checkpointer import Checkpointer
 from ..exceptions import CorruptRecordError, StoreError
 from ..session import Session
 from ..transcript import InputEntry
+from .ids import check_chat_id, unlink_inside
 from .serialization import parse_ref, segments_runs, user_turn_refs
 from .store_schedules import RunRow, ScheduleRow, ScheduleRunMixin
 
@@ -473,8 +473,12 @@ class ChatStore(ScheduleRunMixin):
                 await self.set_origin(session_id, kind=kind, origin_session_id=origin_id, user_turn=None, title=title)
 
     async def create(self, *, title: str = "", agent: str | None = None, session_id: str | None = None) -> ChatMeta:
-        """Add a chat (a fresh id unless ``session_id`` is given; an existing row is returned as it is)."""
-        sid = session_id or f"chat_{uuid.uuid4().hex[:16]}"
+        """Add a chat (a fresh id unless ``session_id`` is given; an existing row is returned as it is).
+
+        Raises:
+            UserError: ``session_id`` breaks the chat id rule (:func:`lovia.web.ids.check_chat_id`).
+        """
+        sid = check_chat_id(session_id) if session_id is not None else f"chat_{uuid.uuid4().hex[:16]}"
         stamp = time.time()
 
         def insert(conn: sqlite3.Connection) -> None:
@@ -681,8 +685,7 @@ class ChatStore(ScheduleRunMixin):
 
         await self._db.run(drop)
         for upload in uploads:  # after the rows: a crash in between leaves orphan files, never dangling rows
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(upload.path)
+            unlink_inside(self.uploads_dir, upload.path)  # a file outside the uploads folder stays
         if schedules:
             await self._delete_schedules(session_id)
 

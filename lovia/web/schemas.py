@@ -13,8 +13,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from .ids import ChatId
+from .triggers import MAX_FIRES, MAX_TIME
 
 __all__ = [
+    "MAX_FIRES",
     "MAX_MESSAGE_CHARS",
     "MAX_NOTES_CHARS",
     "AgentInfo",
@@ -430,13 +432,13 @@ class ScheduleSpec(BaseModel):
     """
 
     input: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
-    agent: str | None = None
+    agent: str | None = Field(default=None, max_length=_MAX_ID_CHARS)
     session_id: ChatId | None = None
     trigger_kind: TriggerKind
     trigger_expr: str = Field(min_length=1, max_length=200)
     until: str | None = Field(default=None, max_length=2000)
-    max_fires: int | None = Field(default=None, ge=1)
-    expires_at: float | None = None
+    max_fires: int | None = Field(default=None, ge=1, le=MAX_FIRES)
+    expires_at: float | None = Field(default=None, ge=0, le=MAX_TIME, allow_inf_nan=False)
     context: dict[str, Any] | None = None
 
 
@@ -444,14 +446,14 @@ class SchedulePatch(BaseModel):
     """Body of ``PATCH /api/schedules/{id}``: only the fields sent change."""
 
     input: str | None = Field(default=None, min_length=1, max_length=MAX_MESSAGE_CHARS)
-    agent: str | None = None
+    agent: str | None = Field(default=None, max_length=_MAX_ID_CHARS)
     session_id: ChatId | None = None
     trigger_kind: TriggerKind | None = None
     trigger_expr: str | None = Field(default=None, min_length=1, max_length=200)
     active: bool | None = None
     until: str | None = Field(default=None, max_length=2000)
-    max_fires: int | None = Field(default=None, ge=1)
-    expires_at: float | None = None
+    max_fires: int | None = Field(default=None, ge=1, le=MAX_FIRES)
+    expires_at: float | None = Field(default=None, ge=0, le=MAX_TIME, allow_inf_nan=False)
 
 
 class ScheduleInfo(BaseModel):

@@ -28,9 +28,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from ..exceptions import SchemaTooNewError, StoreError
+from ..exceptions import SchemaTooNewError, StoreError, UserError
 from ..stores.sqlite._schema import Migration, ensure_schema
 from ..types import JsonObject
+from .triggers import MAX_FIRES, check_time
 
 __all__ = [
     "PostgresScheduleStore",
@@ -119,8 +120,21 @@ class ScheduleRow:
             until=cells[18],
         )
 
+    def check(self) -> None:
+        """Refuse (:class:`~lovia.exceptions.UserError`) a row no store may keep: a time that is not a
+        finite epoch second between 1970 and 9999, or a count outside what the columns hold."""
+        for what, stamp in (("next_fire", self.next_fire), ("expires_at", self.expires_at)):
+            if stamp is not None:
+                check_time(float(stamp), f"the schedule's {what}")
+        for what, count in (("max_fires", self.max_fires), ("fire_count", self.fire_count)):
+            if count is not None and not 0 <= count <= MAX_FIRES:
+                raise UserError(
+                    f"the schedule's {what} {count!r} is out of range", hint=f"use a whole number up to {MAX_FIRES}"
+                )
+
     def values(self) -> tuple[Any, ...]:
-        """The column values, in the schedule store's column order (see :meth:`from_row`)."""
+        """The column values, in the schedule store's column order (see :meth:`from_row`), once :meth:`check` passed."""
+        self.check()
         return (
             self.id,
             self.session_id,

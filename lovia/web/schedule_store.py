@@ -288,6 +288,14 @@ class ScheduleStore(ABC):
 # --------------------------------------------------------------------------- SQLite
 
 
+def _sqlite_hint(exc: sqlite3.Error) -> str:
+    """What to do about a failed write: a read-only database is a permissions problem, not a full disk."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary code of an extended one
+    if code == sqlite3.SQLITE_READONLY or "readonly" in str(exc).lower():
+        return "the database is read-only: make its file and its folder writable for the server (nothing was saved)"
+    return "check the database file and free disk space"
+
+
 class SQLiteScheduleStore(ScheduleStore):
     """Schedules in a SQLite file (usually the chat database itself), one locked connection.
 
@@ -322,9 +330,7 @@ class SQLiteScheduleStore(ScheduleStore):
                 except sqlite3.Error as exc:
                     if self._conn.in_transaction:
                         self._conn.rollback()
-                    raise StoreError(
-                        f"schedule store {self.path}: {exc}", hint="check the database file and free disk space"
-                    ) from exc
+                    raise StoreError(f"schedule store {self.path}: {exc}", hint=_sqlite_hint(exc)) from exc
 
         return await asyncio.to_thread(locked)
 

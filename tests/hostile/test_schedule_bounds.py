@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lovia.exceptions import UserError
+from lovia.exceptions import StoreError, UserError
 from lovia.web import create_app
 from lovia.web.schedule_store import ScheduleRow, SQLiteScheduleStore
 from tests.pg_support import DSN, UNREACHABLE, drop_schema, new_schema
@@ -140,3 +140,25 @@ def test_the_postgres_schedule_store_keeps_no_time_that_is_not_finite() -> None:
         asyncio.run(main())
     finally:
         drop_schema(schema)
+
+
+def test_a_read_only_schedule_database_says_so_over_http_and_keeps_nothing(tmp_path: Path) -> None:
+    app = create_app(scripted_agent(), db_path=str(tmp_path / "web.db"), scheduler_poll=3600)
+    with ThreadServer(app) as srv:
+        store = app.state.deps.schedules
+        store._conn.execute("PRAGMA query_only = ON")  # SQLite's own read-only switch, as for a read-only file
+        body = {"input": "x", "trigger_kind": "every", "trigger_expr": "60"}
+        refused = httpx.post(f"{srv.url}/api/schedules", json=body)
+        assert refused.status_code == 500, refused.text
+        assert "read-only" in refused.json()["detail"]["hint"]
+        store._conn.execute("PRAGMA query_only = OFF")
+        assert httpx.get(f"{srv.url}/api/schedules").json() == []
+
+    async def direct() -> None:
+        store = SQLiteScheduleStore(tmp_path / "s.db")
+        store._conn.execute("PRAGMA query_only = ON")
+        with pytest.raises(StoreError) as info:
+            await store.add(_row())
+        assert "read-only" in (info.value.hint or "")
+
+    asyncio.run(direct())

@@ -288,10 +288,13 @@ class ScheduleStore(ABC):
 # --------------------------------------------------------------------------- SQLite
 
 
+_SQLITE_READONLY = 8  # SQLite's primary result code for a write to a read-only database
+
+
 def _sqlite_hint(exc: sqlite3.Error) -> str:
     """What to do about a failed write: a read-only database is a permissions problem, not a full disk."""
     code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary code of an extended one
-    if code == sqlite3.SQLITE_READONLY or "readonly" in str(exc).lower():
+    if code == _SQLITE_READONLY or "readonly" in str(exc).lower():
         return "the database is read-only: make its file and its folder writable for the server (nothing was saved)"
     return "check the database file and free disk space"
 

@@ -450,8 +450,9 @@ class ChatStore(ScheduleRunMixin):
 
         ``parent_id`` records the chat as a subagent task of that chat (listed by
         :meth:`list_children`, deleted with it); ``spawned_from`` as started by that chat's agent
-        (``origin_kind == "spawn"``).
+        (``origin_kind == "spawn"``). ``session_id`` must follow the chat id rule (else ``UserError``).
         """
+        check_chat_id(session_id)
         stamp = time.time()
 
         def write(conn: sqlite3.Connection) -> None:

@@ -224,6 +224,8 @@ def test_the_stores_refuse_to_create_a_hostile_chat(tmp_path: Path) -> None:
             for sid in HOSTILE_IDS:
                 with pytest.raises(ValueError, match="chat id"):
                     await store.create(session_id=sid)
+                with pytest.raises(ValueError, match="chat id"):
+                    await store.upsert(sid, title="x")
             assert await store.ids() == []
         finally:
             await store.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import math
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from lovia.exceptions import StoreError, UserError
 from lovia.web import create_app
 from lovia.web.schedule_store import ScheduleRow, SQLiteScheduleStore
 from tests.pg_support import DSN, UNREACHABLE, drop_schema, new_schema
-from tests.web.helpers import ThreadServer, scripted_agent
+from tests.web.helpers import ThreadServer, scripted_agent, wait_for
 
 
 @pytest.fixture
@@ -162,3 +163,26 @@ def test_a_read_only_schedule_database_says_so_over_http_and_keeps_nothing(tmp_p
         assert "read-only" in (info.value.hint or "")
 
     asyncio.run(direct())
+
+
+def test_a_stored_schedule_that_cannot_fire_is_paused_and_the_others_still_fire(tmp_path: Path) -> None:
+    db = tmp_path / "web.db"
+    app = create_app(scripted_agent(), db_path=str(db), scheduler_poll=0.05)
+    with ThreadServer(app) as srv:
+        past = time.time() - 5
+        with sqlite3.connect(db) as conn:  # rows an older version (or another writer) stored
+            conn.execute(
+                "INSERT INTO web_schedules (id, input, trigger_kind, trigger_expr, next_fire, created_at, updated_at)"
+                " VALUES ('broken', 'x', 'cron', 'not a cron line', ?, 1, 1)",
+                (past - 1,),
+            )
+        healthy = httpx.post(
+            f"{srv.url}/api/schedules", json={"input": "ping", "trigger_kind": "every", "trigger_expr": "3600"}
+        ).json()
+        httpx.post(f"{srv.url}/api/schedules/{healthy['id']}/run").raise_for_status()  # a chat to fire into
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE web_schedules SET next_fire = ? WHERE id = ?", (past, healthy["id"]))
+        wait_for(lambda: httpx.get(f"{srv.url}/api/schedules/{healthy['id']}").json()["fire_count"] >= 2, timeout=20)
+        broken = httpx.get(f"{srv.url}/api/schedules/broken").json()
+        assert broken["active"] is False and broken["finished_reason"] == "invalid"
+        assert "cron" in broken["last_error"]

@@ -2,7 +2,7 @@
 
 A chat id names a folder on disk (the chat's uploads), so the web app accepts only ids that are
 a single, harmless path component: 1 to :data:`CHAT_ID_MAX_CHARS` characters out of ASCII
-letters, digits, ``_``, ``-`` and ``.``, starting with a letter or a digit (so never ``.``,
+letters, digits, ``_``, ``-``, ``.`` and ``@``, starting with a letter or a digit (so never ``.``,
 ``..`` or a hidden name). Every id the app makes itself fits: ``chat_<hex>``, a bare uuid hex,
 ``spawned-1``, ``task-1``.
 
@@ -39,11 +39,11 @@ __all__ = [
 CHAT_ID_MAX_CHARS = 128
 """The longest chat id (characters)."""
 
-CHAT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+CHAT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$"
 """What a chat id may look like (also at most :data:`CHAT_ID_MAX_CHARS` long)."""
 
 _CHAT_ID = re.compile(CHAT_ID_PATTERN)
-CHAT_ID_RULE = f"1 to {CHAT_ID_MAX_CHARS} of A-Z a-z 0-9 _ - . starting with a letter or digit"
+CHAT_ID_RULE = f"1 to {CHAT_ID_MAX_CHARS} of A-Z a-z 0-9 _ - . @ starting with a letter or digit"
 
 
 class InvalidChatId(UserError, ValueError):

@@ -80,7 +80,9 @@ def test_the_rule_refuses_each_hostile_id(sid: str) -> None:
     assert getattr(caught.value, "hint", None)
 
 
-@pytest.mark.parametrize("sid", ["chat_0123456789abcdef", "0123456789abcdef0123456789abcdef", "spawned-1", "task-1"])
+@pytest.mark.parametrize(
+    "sid", ["chat_0123456789abcdef", "0123456789abcdef0123456789abcdef", "spawned-1", "task-1", "ana@example.com"]
+)
 def test_the_ids_the_app_makes_stay_valid(sid: str) -> None:
     assert check_chat_id(sid) == sid
     assert check_chat_id("a" * CHAT_ID_MAX_CHARS)

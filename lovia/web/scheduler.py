@@ -107,6 +107,9 @@ def next_state(row: ScheduleRow, *, now: float) -> ScheduleRow:
     )
 
 
+_RETIME = "retime it with PATCH /api/schedules/{id} (a valid trigger), or delete it"
+
+
 class Scheduler:
     """Polls the schedules of a server and fires what is due, each slot once.
 
@@ -241,6 +244,9 @@ class Scheduler:
                 following.check()
             except UserError as exc:  # a row stored before its fields were checked: it must not stall the others
                 await self._retire(row, exc, now=now)
+                continue
+            except (ArithmeticError, ValueError) as exc:
+                await self._retire(row, UserError(f"its timing cannot be computed: {exc}", hint=_RETIME), now=now)
                 continue
             if await self.store.claim(following, slot=slot, owner=self.owner, now=now, advance=True):
                 fired += await self._fire(row, slot)

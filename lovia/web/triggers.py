@@ -174,9 +174,11 @@ def advance_next_fire(kind: str, expr: str, *, now: float, slot: float | None = 
     if kind == "every":
         interval = _interval(expr)
         base = now if slot is None else slot
-        steps = math.floor((now - base) / interval) + 1 if now >= base else 1
-        nxt = base + steps * interval
-        return nxt if nxt > now else now + interval  # a tiny interval lost to float rounding still moves on
+        ratio = (now - base) / interval if now >= base else 0.0
+        if not math.isfinite(ratio) or ratio >= 2.0**52:  # an interval below the clock's resolution
+            return math.nextafter(now, math.inf)
+        nxt = base + (math.floor(ratio) + 1) * interval
+        return nxt if nxt > now else math.nextafter(now, math.inf)  # lost to float rounding: still move on
     if kind == "cron":
         return CronSpec.parse(expr).next_after(max(now, slot or now))
     validate_trigger(kind, expr)

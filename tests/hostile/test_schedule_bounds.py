@@ -20,6 +20,7 @@ import pytest
 from lovia.exceptions import StoreError, UserError
 from lovia.web import create_app
 from lovia.web.schedule_store import ScheduleRow, SQLiteScheduleStore
+from lovia.web.triggers import advance_next_fire
 from tests.pg_support import DSN, UNREACHABLE, drop_schema, new_schema
 from tests.web.helpers import ThreadServer, scripted_agent, wait_for
 
@@ -186,3 +187,18 @@ def test_a_stored_schedule_that_cannot_fire_is_paused_and_the_others_still_fire(
         broken = httpx.get(f"{srv.url}/api/schedules/broken").json()
         assert broken["active"] is False and broken["finished_reason"] == "invalid"
         assert "cron" in broken["last_error"]
+
+
+def test_an_interval_below_the_clocks_resolution_still_moves_on(tmp_path: Path) -> None:
+    now = time.time()
+    for expr in ("1e-320", "5e-324", "1e-9"):
+        nxt = advance_next_fire("every", expr, now=now, slot=now - 5)
+        assert nxt is not None and now < nxt < now + 1
+    app = create_app(scripted_agent(), db_path=str(tmp_path / "web.db"), scheduler_poll=0.05)
+    with ThreadServer(app) as srv:
+        body = {"input": "tick", "trigger_kind": "every", "trigger_expr": "1e-320", "max_fires": 2}
+        made = httpx.post(f"{srv.url}/api/schedules", json=body)
+        assert made.status_code == 200, made.text
+        url = f"{srv.url}/api/schedules/{made.json()['id']}"
+        wait_for(lambda: httpx.get(url).json()["finished_reason"] == "max_fires", timeout=30)
+        assert httpx.get(url).json()["fire_count"] == 2

@@ -243,3 +243,37 @@ def test_path_inside_refuses_escapes_and_symlinks_out(tmp_path: Path) -> None:
         with pytest.raises(PathOutside):
             path_inside(base, *parts)
     assert path_inside(base, "chat_1", "up_1.txt") == (base / "chat_1" / "up_1.txt").resolve()
+
+
+def test_build_user_input_keeps_client_paths_inside_its_root(tmp_path: Path) -> None:
+    from dataclasses import dataclass, field
+
+    from lovia import Agent
+    from lovia.testing import ScriptedProvider
+    from lovia.web.attachments import build_user_input
+    from lovia.web.errors import WebError
+
+    @dataclass
+    class Att:
+        path: str
+        mime: str = "text/plain"
+        kind: str = "file"
+        name: str | None = None
+
+    @dataclass
+    class Req:
+        message: str
+        attachments: list[Any] = field(default_factory=list)
+
+    root = tmp_path / "uploads"
+    root.mkdir()
+    (root / "ok.txt").write_text("fine")
+    secret = _victim(tmp_path) / "precious.txt"
+    (root / "link.txt").symlink_to(secret)
+    agent = Agent(name="a", model=ScriptedProvider([]))
+    for path in (str(secret), "../victim/precious.txt", "link.txt", "a\x00b"):
+        with pytest.raises(WebError) as info:
+            build_user_input(Req("x", [Att(path)]), agent, root=root)
+        assert info.value.status_code == 403 and info.value.hint, path
+    [message] = build_user_input(Req("x", [Att("ok.txt")]), agent, root=str(root))
+    assert message.content[1].filename == "ok.txt"

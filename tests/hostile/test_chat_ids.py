@@ -180,8 +180,9 @@ def test_sqlite_delete_of_an_old_chat_leaves_files_outside_the_uploads_folder(tm
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("how", ["one", "all"])
 @pytest.mark.parametrize("sid", ["..", "../../victim", "TMPVICTIM"])
-def test_postgres_delete_all_with_an_old_hostile_chat_spares_every_folder_outside(tmp_path: Path, sid: str) -> None:
+def test_postgres_delete_of_an_old_hostile_chat_spares_every_folder_outside(tmp_path: Path, sid: str, how: str) -> None:
     if UNREACHABLE is not None:
         pytest.skip(UNREACHABLE)
     import psycopg
@@ -206,7 +207,7 @@ def test_postgres_delete_all_with_an_old_hostile_chat_spares_every_folder_outsid
             )
             with psycopg.connect(DSN, autocommit=True) as conn:
                 conn.execute(query, (sid,))
-            await store.delete_all()
+            await (store.delete(sid) if how == "one" else store.delete_all())
             assert await store.get(sid) is None
         finally:
             await store.close()

@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -189,3 +190,29 @@ def test_a_body_nested_5000_deep_is_422(server: str) -> None:
             answer = client.post(path, content=start + deep + "}", headers={"Content-Type": "application/json"})
             assert answer.status_code == 422, (path, answer.text)
             assert "nested too deeply" in answer.text
+
+
+@FUZZ
+@given(sid=st.one_of(NASTY_TEXT, st.text(min_size=1, max_size=20)).filter(bool), body=JSON)
+@example(sid="..", body={})
+def test_no_chat_id_in_a_path_makes_a_5xx(server: str, sid: str, body: Any) -> None:
+    """Every ``/api/sessions/{id}/...`` route: no 5xx, and an id outside the rule is 422 when it reaches the route."""
+    with httpx.Client(base_url=server, timeout=60) as client:
+        base = f"/api/sessions/{quote(sid, safe='')}"
+        for method, route in (
+            ("GET", ""),
+            ("PATCH", ""),
+            ("GET", "/uploads"),
+            ("POST", "/uploads"),
+            ("POST", "/fork"),
+            ("GET", "/export"),
+            ("GET", "/children"),
+            ("POST", "/rewind"),
+            ("GET", "/processes"),
+        ):
+            content = b"x" if route == "/uploads" else json.dumps(body, allow_nan=True).encode()
+            headers = {"Content-Type": "application/json", "X-Filename": "a.txt"}
+            answer = client.request(method, base + route, content=content, headers=headers)
+            assert answer.status_code < 500 or answer.status_code == 501, (method, route, sid, answer.text)
+            if "/" not in sid and sid not in (".", "..") and chat_id_error(sid) is not None:
+                assert answer.status_code in (405, 422), (method, route, sid, answer.text)

@@ -23,6 +23,7 @@ from fastapi import HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from ..exceptions import LoviaError, UserError
@@ -128,6 +129,12 @@ def validation_detail(exc: RequestValidationError) -> list[dict[str, Any]]:
     ]
 
 
+def _too_deep_response() -> JSONResponse:
+    """The 422 answer to a JSON body nested deeper than the parser goes (a request validation error)."""
+    msg = "the JSON body is nested too deeply to read"
+    return JSONResponse({"detail": [{"loc": ["body"], "msg": msg, "type": "json_invalid"}]}, status_code=422)
+
+
 def validation_response(exc: RequestValidationError) -> JSONResponse:
     """The 422 answer to a request that failed validation."""
     return JSONResponse({"detail": validation_detail(exc)}, status_code=422)
@@ -172,8 +179,12 @@ class ApiRoute(APIRoute):
         async def handle(request: Request) -> Response:
             try:
                 return await handler(request)
-            except (HTTPException, ClientDisconnect):
-                raise  # already an API error (or an auth dependency's own); a client that left
+            except StarletteHTTPException as exc:
+                if isinstance(exc.__cause__, RecursionError):  # FastAPI's "error parsing the body"
+                    return _too_deep_response()
+                raise  # already an API error (or an auth dependency's own)
+            except ClientDisconnect:
+                raise  # a client that left
             except RequestValidationError as exc:
                 return validation_response(exc)
             except LoviaError as exc:

@@ -28,10 +28,12 @@ from urllib.parse import unquote
 from fastapi import APIRouter, Request
 from starlette.requests import ClientDisconnect
 
+from ..exceptions import UserError
 from ..parts import ContentPart, FilePart, ImagePart, TextPart
 from ..providers.base import supports_vision
 from ..transcript import InputEntry, TranscriptEntry
 from .errors import ApiRoute, ErrorCode, WebError
+from .ids import check_chat_id, path_inside
 from .media import MODEL_IMAGE_MIME_BY_EXT, model_image_mime
 from .schemas import ForkRequest, ForkResponse
 from .serialization import parse_ref, segments_runs
@@ -185,6 +187,15 @@ def _part_for(upload: UploadRecord) -> ContentPart | None:
     return FilePart.from_path(upload.path, mime_type=upload.mime_type, filename=upload.name)
 
 
+def _chat_folder(uploads_dir: Path, session_id: str) -> Path:
+    """The chat's uploads folder, proven to lie inside ``uploads_dir`` (a chat stored before the id rule may not)."""
+    try:
+        check_chat_id(session_id)
+        return path_inside(uploads_dir, session_id)
+    except UserError as exc:
+        raise _error(422, "invalid_request", exc.message, exc.hint) from exc
+
+
 async def _require(state: WebState, session_id: str) -> ChatMeta:
     meta = await state.store.get(session_id)
     if meta is None:
@@ -240,14 +251,14 @@ def _upload_routes(router: APIRouter, state: WebState) -> None:
         content_type = (request.headers.get("content-type") or "").split(";")[0].strip()
         mime = model_image_mime(name) or content_type or mimetypes.guess_type(name)[0]
         upload_id = f"up_{uuid.uuid4().hex[:16]}"
-        folder = store.uploads_dir / session_id
+        folder = _chat_folder(store.uploads_dir, session_id)
         folder.mkdir(parents=True, exist_ok=True)
-        partial = folder / f".{upload_id}.partial"
+        partial = path_inside(folder, f".{upload_id}.partial")
         try:
             size = await _receive(state, request, partial)
         except ClientDisconnect:
             raise _error(400, "invalid_request", "the upload was interrupted", "send the file again") from None
-        final = folder / f"{upload_id}{Path(name).suffix.lower()}"
+        final = path_inside(folder, f"{upload_id}{Path(name).suffix.lower()}")
         os.replace(partial, final)
         record = UploadRecord(
             upload_id, session_id, name, mime or "application/octet-stream", size, str(final), time.time()

@@ -28,9 +28,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from ..exceptions import StoreError
+from ..exceptions import StoreError, UserError
 from ..stores.sqlite._schema import Migration, ensure_schema
 from ..types import JsonObject
+from .triggers import MAX_FIRES, check_time
 
 __all__ = [
     "PostgresScheduleStore",
@@ -119,8 +120,21 @@ class ScheduleRow:
             until=cells[18],
         )
 
+    def check(self) -> None:
+        """Refuse (:class:`~lovia.exceptions.UserError`) a row no store may keep: a time that is not a
+        finite epoch second between 1970 and 9999, or a count outside what the columns hold."""
+        for what, stamp in (("next_fire", self.next_fire), ("expires_at", self.expires_at)):
+            if stamp is not None:
+                check_time(float(stamp), f"the schedule's {what}")
+        for what, count in (("max_fires", self.max_fires), ("fire_count", self.fire_count)):
+            if count is not None and not 0 <= count <= MAX_FIRES:
+                raise UserError(
+                    f"the schedule's {what} {count!r} is out of range", hint=f"use a whole number up to {MAX_FIRES}"
+                )
+
     def values(self) -> tuple[Any, ...]:
-        """The column values, in the schedule store's column order (see :meth:`from_row`)."""
+        """The column values, in the schedule store's column order (see :meth:`from_row`), once :meth:`check` passed."""
+        self.check()
         return (
             self.id,
             self.session_id,
@@ -274,6 +288,17 @@ class ScheduleStore(ABC):
 # --------------------------------------------------------------------------- SQLite
 
 
+_SQLITE_READONLY = 8  # SQLite's primary result code for a write to a read-only database
+
+
+def _sqlite_hint(exc: sqlite3.Error) -> str:
+    """What to do about a failed write: a read-only database is a permissions problem, not a full disk."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary code of an extended one
+    if code == _SQLITE_READONLY or "readonly" in str(exc).lower():
+        return "the database is read-only: make its file and its folder writable for the server (nothing was saved)"
+    return "check the database file and free disk space"
+
+
 class SQLiteScheduleStore(ScheduleStore):
     """Schedules in a SQLite file (usually the chat database itself), one locked connection.
 
@@ -308,9 +333,7 @@ class SQLiteScheduleStore(ScheduleStore):
                 except sqlite3.Error as exc:
                     if self._conn.in_transaction:
                         self._conn.rollback()
-                    raise StoreError(
-                        f"schedule store {self.path}: {exc}", hint="check the database file and free disk space"
-                    ) from exc
+                    raise StoreError(f"schedule store {self.path}: {exc}", hint=_sqlite_hint(exc)) from exc
 
         return await asyncio.to_thread(locked)
 

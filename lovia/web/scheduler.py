@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -32,7 +33,7 @@ from .._owners import OWNER
 from ..exceptions import UserError
 from .schedule_fire import FireState, fire_in_chat, fire_input
 from .schedule_store import ScheduleRow, ScheduleStore
-from .triggers import TRIGGER_KINDS, advance_next_fire, initial_next_fire, validate_trigger
+from .triggers import MAX_FIRES, MAX_TIME, TRIGGER_KINDS, advance_next_fire, initial_next_fire, validate_trigger
 
 __all__ = [
     "TRIGGER_KINDS",
@@ -104,6 +105,9 @@ def next_state(row: ScheduleRow, *, now: float) -> ScheduleRow:
         finished_reason=reason,
         fire_count=row.fire_count + 1,
     )
+
+
+_RETIME = "retime it with PATCH /api/schedules/{id} (a valid trigger), or delete it"
 
 
 class Scheduler:
@@ -231,13 +235,43 @@ class Scheduler:
             logger.warning("firing slot %s of schedule %s, abandoned by its claimer", claim.slot, row.id)
             fired += await self._fire(row, claim.slot)
         for row in await self.store.due(now):
-            if row.expires_at is not None and now >= row.expires_at:
-                await self.store.update(dataclasses.replace(row, active=False, finished_reason="expired"))
+            try:
+                if row.expires_at is not None and now >= row.expires_at:
+                    await self.store.update(dataclasses.replace(row, active=False, finished_reason="expired"))
+                    continue
+                slot = row.next_fire
+                following = next_state(row, now=now)
+                following.check()
+            except UserError as exc:  # a row stored before its fields were checked: it must not stall the others
+                await self._retire(row, exc, now=now)
                 continue
-            slot = row.next_fire
-            if await self.store.claim(next_state(row, now=now), slot=slot, owner=self.owner, now=now, advance=True):
+            except (ArithmeticError, ValueError) as exc:
+                await self._retire(row, UserError(f"its timing cannot be computed: {exc}", hint=_RETIME), now=now)
+                continue
+            if await self.store.claim(following, slot=slot, owner=self.owner, now=now, advance=True):
                 fired += await self._fire(row, slot)
         return fired
+
+    async def _retire(self, row: ScheduleRow, exc: UserError, *, now: float) -> None:
+        """Deactivate a schedule whose stored trigger or limits cannot be used (``finished_reason="invalid"``)."""
+        logger.warning("schedule %s cannot fire and is paused: %s", row.id, exc.message)
+
+        def finite(value: float | None) -> float | None:
+            return value if value is not None and math.isfinite(value) and 0 <= value <= MAX_TIME else None
+
+        await self.store.update(
+            dataclasses.replace(
+                row,
+                active=False,
+                finished_reason="invalid",
+                last_error=f"{exc.message} ({exc.hint})" if exc.hint else exc.message,
+                next_fire=finite(row.next_fire) or now,
+                expires_at=finite(row.expires_at),
+                max_fires=row.max_fires if row.max_fires is not None and 1 <= row.max_fires <= MAX_FIRES else None,
+                fire_count=min(max(row.fire_count, 0), MAX_FIRES),
+                updated_at=now,
+            )
+        )
 
     async def fire_now(self, sched: ScheduleRow) -> str | None:
         """Fire ``sched`` once, at once (its timing is unchanged); returns the chat the fire ran in.

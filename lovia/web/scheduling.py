@@ -36,7 +36,7 @@ from ..run_context import RunContext  # at run time: the tools' type hints are r
 from ..tools import Tool, tool
 from .schedule_store import ScheduleStore, open_schedule_store
 from .store_schedules import ScheduleRow, ScheduleRunMixin
-from .triggers import initial_next_fire, validate_trigger
+from .triggers import MAX_FIRES, check_time, initial_next_fire, validate_trigger
 
 __all__ = ["Scheduling"]
 
@@ -63,17 +63,19 @@ def _parse_expiry(value: str | None) -> float | None:
         return None
     text = value.strip()
     try:
-        return float(text)
+        stamp = float(text)
     except ValueError:
-        pass
+        try:
+            stamp = dt.datetime.fromisoformat(text).timestamp()
+        except (ValueError, OverflowError, OSError):
+            raise ToolError(
+                f"expires_at {value!r} is neither an ISO-8601 time nor epoch seconds",
+                hint="e.g. '2026-12-24T18:00:00+01:00'",
+            ) from None
     try:
-        parsed = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise ToolError(
-            f"expires_at {value!r} is neither an ISO-8601 time nor epoch seconds",
-            hint="e.g. '2026-12-24T18:00:00+01:00'",
-        ) from None
-    return parsed.timestamp()
+        return check_time(stamp, "expires_at")
+    except UserError as exc:
+        raise ToolError(exc.message, hint=exc.hint) from None
 
 
 def _describe(row: ScheduleRow, here: str | None) -> dict[str, Any]:
@@ -128,7 +130,7 @@ class Scheduling:
         async def schedule_run(
             run: RunContext[Any],
             instruction: Annotated[str, "What the future run should do, written as a request to yourself."],
-            trigger: Annotated[TriggerKind, "'at' (once), 'every' (interval in seconds) or 'cron' (five fields)."],
+            trigger: Annotated[TriggerKind, "'at' (once), 'every' (interval in seconds) or 'cron' (a cron line)."],
             value: Annotated[str, "The trigger value: an ISO-8601 time, a number of seconds, or a cron line."],
             continue_session: Annotated[
                 bool, "True: each fire runs in this chat. False: each fire opens a new chat."
@@ -144,8 +146,8 @@ class Scheduling:
                 validate_trigger(trigger, value)
             except UserError as exc:
                 raise ToolError(str(exc), hint=exc.hint) from None
-            if max_fires is not None and max_fires < 1:
-                raise ToolError("max_fires must be at least 1", hint="omit it for no limit")
+            if max_fires is not None and not 1 <= max_fires <= MAX_FIRES:
+                raise ToolError(f"max_fires must be between 1 and {MAX_FIRES}", hint="omit it for no limit")
             expiry = _parse_expiry(expires_at)
             if until and max_fires is None and expiry is None and trigger != "at":
                 raise ToolError(

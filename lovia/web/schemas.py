@@ -12,7 +12,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from .ids import ChatId
+from .triggers import MAX_FIRES, MAX_TIME
+
 __all__ = [
+    "MAX_FIRES",
     "MAX_MESSAGE_CHARS",
     "MAX_NOTES_CHARS",
     "AgentInfo",
@@ -195,7 +199,7 @@ class ChatRequest(BaseModel):
     """
 
     message: str = Field(max_length=MAX_MESSAGE_CHARS)
-    session_id: str | None = Field(default=None, max_length=_MAX_ID_CHARS)
+    session_id: ChatId | None = None
     agent: str | None = None
     attachments: list[Attachment | str] | None = Field(default=None, max_length=20)
     context: dict[str, Any] | None = None
@@ -204,21 +208,21 @@ class ChatRequest(BaseModel):
 class InjectRequest(BaseModel):
     """Body of ``POST /api/chat/inject``: a steering message for the live run's next turn."""
 
-    session_id: str
+    session_id: ChatId
     message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
 
 
 class InjectCancelRequest(BaseModel):
     """Body of ``POST /api/chat/uninject``: take back a queued message the run has not seen yet."""
 
-    session_id: str
+    session_id: ChatId
     id: int = Field(ge=0)
 
 
 class ApprovalRequest(BaseModel):
     """Body of ``POST /api/chat/approve``: the decision on one pending tool call."""
 
-    session_id: str
+    session_id: ChatId
     call_id: str
     decision: Literal["approve", "deny"]
 
@@ -226,7 +230,7 @@ class ApprovalRequest(BaseModel):
 class AnswerRequest(BaseModel):
     """Body of ``POST /api/chat/answer``: the answer to the chat's pending ``ask_human`` question."""
 
-    session_id: str = Field(min_length=1, max_length=_MAX_ID_CHARS)
+    session_id: ChatId
     answer: str = Field(max_length=100_000)
 
 
@@ -428,13 +432,13 @@ class ScheduleSpec(BaseModel):
     """
 
     input: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
-    agent: str | None = None
-    session_id: str | None = Field(default=None, max_length=_MAX_ID_CHARS)
+    agent: str | None = Field(default=None, max_length=_MAX_ID_CHARS)
+    session_id: ChatId | None = None
     trigger_kind: TriggerKind
     trigger_expr: str = Field(min_length=1, max_length=200)
     until: str | None = Field(default=None, max_length=2000)
-    max_fires: int | None = Field(default=None, ge=1)
-    expires_at: float | None = None
+    max_fires: int | None = Field(default=None, ge=1, le=MAX_FIRES)
+    expires_at: float | None = Field(default=None, ge=0, le=MAX_TIME, allow_inf_nan=False)
     context: dict[str, Any] | None = None
 
 
@@ -442,14 +446,14 @@ class SchedulePatch(BaseModel):
     """Body of ``PATCH /api/schedules/{id}``: only the fields sent change."""
 
     input: str | None = Field(default=None, min_length=1, max_length=MAX_MESSAGE_CHARS)
-    agent: str | None = None
-    session_id: str | None = Field(default=None, max_length=_MAX_ID_CHARS)
+    agent: str | None = Field(default=None, max_length=_MAX_ID_CHARS)
+    session_id: ChatId | None = None
     trigger_kind: TriggerKind | None = None
     trigger_expr: str | None = Field(default=None, min_length=1, max_length=200)
     active: bool | None = None
     until: str | None = Field(default=None, max_length=2000)
-    max_fires: int | None = Field(default=None, ge=1)
-    expires_at: float | None = None
+    max_fires: int | None = Field(default=None, ge=1, le=MAX_FIRES)
+    expires_at: float | None = Field(default=None, ge=0, le=MAX_TIME, allow_inf_nan=False)
 
 
 class ScheduleInfo(BaseModel):

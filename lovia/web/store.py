@@ -44,6 +44,7 @@ from ..exceptions import CorruptRecordError, StoreError
 from ..session import Session
 from ..transcript import InputEntry
 from .chat_schema import migrate_chat_index
+from .ids import check_chat_id, unlink_inside
 from .serialization import parse_ref, segments_runs, user_turn_refs
 from .store_schedules import RunRow, ScheduleRow, ScheduleRunMixin
 
@@ -366,8 +367,9 @@ class ChatStore(ScheduleRunMixin):
 
         ``parent_id`` records the chat as a subagent task of that chat (listed by
         :meth:`list_children`, deleted with it); ``spawned_from`` as started by that chat's agent
-        (``origin_kind == "spawn"``).
+        (``origin_kind == "spawn"``). ``session_id`` must follow the chat id rule (else ``UserError``).
         """
+        check_chat_id(session_id)
         stamp = time.time()
 
         def write(conn: sqlite3.Connection) -> None:
@@ -389,8 +391,12 @@ class ChatStore(ScheduleRunMixin):
                 await self.set_origin(session_id, kind=kind, origin_session_id=origin_id, user_turn=None, title=title)
 
     async def create(self, *, title: str = "", agent: str | None = None, session_id: str | None = None) -> ChatMeta:
-        """Add a chat (a fresh id unless ``session_id`` is given; an existing row is returned as it is)."""
-        sid = session_id or f"chat_{uuid.uuid4().hex[:16]}"
+        """Add a chat (a fresh id unless ``session_id`` is given; an existing row is returned as it is).
+
+        Raises:
+            UserError: ``session_id`` breaks the chat id rule (:func:`lovia.web.ids.check_chat_id`).
+        """
+        sid = check_chat_id(session_id) if session_id is not None else f"chat_{uuid.uuid4().hex[:16]}"
         stamp = time.time()
 
         def insert(conn: sqlite3.Connection) -> None:
@@ -597,8 +603,7 @@ class ChatStore(ScheduleRunMixin):
 
         await self._db.run(drop)
         for upload in uploads:  # after the rows: a crash in between leaves orphan files, never dangling rows
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(upload.path)
+            unlink_inside(self.uploads_dir, upload.path)  # a file outside the uploads folder stays
         if schedules:
             await self._delete_schedules(session_id)
 

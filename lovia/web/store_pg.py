@@ -33,6 +33,7 @@ from typing import Any
 from .._owners import OWNER
 from ..stores._dsn import is_postgres_url
 from ..stores.postgres._db import Database
+from .ids import PathOutside, check_chat_id, path_inside
 from .store import (
     SUBAGENT,
     ChatMeta,
@@ -129,6 +130,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         spawned_from: str | None = None,
     ) -> None:
         """Add the chat if it is new, else set the ``agent`` and ``title`` given and bump ``updated_at``."""
+        check_chat_id(session_id)
         stamp = time.time()
         await self.execute(
             "INSERT INTO {web_chats} (id, title, agent, created_at, updated_at) VALUES (%s, %s, %s, %s, %s) "
@@ -140,7 +142,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
 
     async def create(self, *, title: str = "", agent: str | None = None, session_id: str | None = None) -> ChatMeta:
         """Add a chat (a fresh id unless ``session_id`` is given; an existing row is returned)."""
-        sid = session_id or f"chat_{uuid.uuid4().hex[:16]}"
+        sid = check_chat_id(session_id) if session_id is not None else f"chat_{uuid.uuid4().hex[:16]}"
         stamp = time.time()
         await self.execute(
             "INSERT INTO {web_chats} (id, title, agent, created_at, updated_at) VALUES (%s, %s, %s, %s, %s) "
@@ -275,8 +277,8 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         return out
 
     def _local_upload_path(self, session_id: str, upload_id: str, name: str) -> Path:
-        # Ids and session ids are ours (``up_<hex>``, uuid); the name only lends its suffix.
-        return self.uploads_dir / session_id / f"{upload_id}{Path(name).suffix.lower()}"
+        # The name only lends its suffix; a row from before the chat id rule cannot point outside.
+        return path_inside(self.uploads_dir, session_id, f"{upload_id}{Path(name).suffix.lower()}")
 
     async def _materialize(self, upload_id: str, local: Path) -> None:
         rows = await self.fetch("SELECT content FROM {web_uploads} WHERE id = %s", (upload_id,))
@@ -293,8 +295,13 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         await asyncio.to_thread(write)
 
     def _drop_local_uploads(self, session_id: str) -> None:
-        if self._pg_uploads_dir is not None:
-            shutil.rmtree(self._pg_uploads_dir / session_id, ignore_errors=True)
+        if self._pg_uploads_dir is None:
+            return
+        try:
+            folder = path_inside(self._pg_uploads_dir, session_id)
+        except PathOutside:
+            return  # an id from before the chat id rule: its files never left this folder's tree
+        shutil.rmtree(folder, ignore_errors=True)
 
     # ------------------------------------------------------------------ origins (forks, spawned and subagent chats)
 

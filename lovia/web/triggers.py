@@ -3,13 +3,18 @@
 Three kinds, each with a text expression:
 
 * ``at``: one time, ISO-8601 (``2026-12-24T18:00:00+01:00``; no offset means server local time)
-  or epoch seconds. Fires once, then the schedule finishes.
-* ``every``: an interval in seconds (``>= 1``). Slots keep their phase: after a slot at ``t`` the
-  next is ``t + n * interval``, the first one still in the future.
-* ``cron``: five fields ``minute hour day-of-month month day-of-week`` matched against the
-  server's local time; each field takes ``*``, numbers, ``a-b`` ranges, ``/step`` and comma lists
-  (day-of-week ``0``-``7``, both ``0`` and ``7`` are Sunday). As in classic cron, when both day
-  fields are restricted a day matching either one is due.
+  or epoch seconds, between 1970 and the end of year 9999. Fires once, then the schedule finishes.
+* ``every``: an interval in seconds, any finite number above 0 up to :data:`MAX_INTERVAL`. Slots
+  keep their phase: after a slot at ``t`` the next is ``t + n * interval``, the first one still in
+  the future.
+* ``cron``: any expression the ``croniter`` package accepts (it ships with ``lovia[web]``),
+  matched against the server's local time: five fields ``minute hour day-of-month month
+  day-of-week`` with names (``0 9 * * MON-FRI``, ``0 0 1 JAN *``), ``L`` for the last day of
+  the month, nicknames such as ``@daily``, or an optional sixth field of seconds. As in classic
+  cron, when both day fields are restricted a day matching either one is due.
+
+Every function here raises :class:`~lovia.exceptions.UserError` with a hint for an expression it
+cannot use; a number that is not finite (``nan``, ``inf``) is refused like any other bad value.
 """
 
 from __future__ import annotations
@@ -18,116 +23,120 @@ import datetime as dt
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from ..exceptions import UserError
 
-__all__ = ["MIN_INTERVAL", "TRIGGER_KINDS", "CronSpec", "advance_next_fire", "initial_next_fire", "validate_trigger"]
+__all__ = [
+    "MAX_FIRES",
+    "MAX_INTERVAL",
+    "MAX_TIME",
+    "MIN_INTERVAL",
+    "TRIGGER_KINDS",
+    "CronSpec",
+    "advance_next_fire",
+    "check_time",
+    "initial_next_fire",
+    "validate_trigger",
+]
 
 TRIGGER_KINDS = ("cron", "every", "at")
-MIN_INTERVAL = 1.0
-"""The shortest ``every`` interval accepted, in seconds."""
+MIN_INTERVAL = 0.0
+"""``every`` intervals must be above this many seconds (any positive interval is accepted)."""
+MAX_INTERVAL = 100 * 366 * 86_400.0
+"""The longest ``every`` interval accepted, in seconds (about a hundred years)."""
+MAX_FIRES = 1_000_000_000
+"""The largest ``max_fires`` a schedule takes."""
+MAX_TIME = 253_402_300_799.0
+"""The latest epoch time a schedule takes (``at``, ``expires_at``): the last second of year 9999 UTC."""
 
-_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12), ("day of week", 0, 7))
-_CRON_HINT = "use five fields 'minute hour day month weekday', e.g. '*/15 * * * *' or '0 9 * * 1-5'"
-_SEARCH_LIMIT = 20_000  # loop steps (days/hours/minutes) before a cron with no future match is refused
+_CRON_HINT = "use a cron line such as '*/15 * * * *', '0 9 * * MON-FRI', '0 0 L * *' or '@daily'"
+
+
+def _croniter() -> Any:
+    try:
+        from croniter import croniter
+    except ImportError:  # pragma: no cover - croniter ships with lovia[web]
+        raise UserError(
+            "cron schedules need the croniter package", hint="pip install 'lovia[web]' (or pip install croniter)"
+        ) from None
+    return croniter
+
+
+def check_time(value: float, what: str) -> float:
+    """``value`` when it is a finite epoch time between 1970 and :data:`MAX_TIME`, else :class:`UserError`."""
+    if not math.isfinite(value) or not 0 <= value <= MAX_TIME:
+        raise UserError(
+            f"{what} {value!r} is not a time between 1970 and 9999",
+            hint="send epoch seconds (a finite number) or an ISO-8601 time such as '2026-12-24T18:00:00+00:00'",
+        )
+    return value
 
 
 @dataclass(frozen=True, slots=True)
 class CronSpec:
-    """A parsed five-field cron expression."""
+    """A cron expression croniter accepts, checked once."""
 
-    minutes: frozenset[int]
-    hours: frozenset[int]
-    days: frozenset[int]
-    months: frozenset[int]
-    weekdays: frozenset[int]
-    days_restricted: bool
-    weekdays_restricted: bool
+    expr: str
 
     @classmethod
     def parse(cls, expr: str) -> CronSpec:
-        """Parse ``expr`` or raise :class:`UserError`."""
-        parts = expr.split()
-        if len(parts) != 5:
-            raise UserError(f"cron expression {expr!r} has {len(parts)} fields, not 5", hint=_CRON_HINT)
-        sets = [_parse_field(part, *spec) for part, spec in zip(parts, _FIELDS, strict=True)]
-        weekdays = frozenset(0 if d == 7 else d for d in sets[4])
-        return cls(sets[0], sets[1], sets[2], sets[3], weekdays, parts[2] != "*", parts[4] != "*")
-
-    def day_matches(self, day: dt.datetime) -> bool:
-        """Whether ``day`` (local) is a day the expression runs on."""
-        in_month = day.day in self.days
-        in_week = (day.isoweekday() % 7) in self.weekdays
-        if self.days_restricted and self.weekdays_restricted:
-            return in_month or in_week
-        return in_month and in_week
+        """Check ``expr`` or raise :class:`UserError`."""
+        text = " ".join(expr.split())
+        fields = len(text.split())
+        if not text.startswith("@") and fields not in (5, 6, 7):
+            raise UserError(f"cron expression {expr!r} has {fields} fields, not 5", hint=_CRON_HINT)
+        try:
+            _croniter()(text)
+        except Exception as exc:  # noqa: BLE001  (any failure of the parser is a bad expression)
+            why = "has a field out of range" if "range" in str(exc) else "is not valid"
+            raise UserError(f"cron expression {expr!r} {why}", hint=_CRON_HINT) from None
+        return cls(text)
 
     def next_after(self, when: float) -> float:
-        """The first matching minute strictly after epoch ``when`` (local time)."""
-        # Naive local wall-clock time on purpose: cron fields name local hours, across DST changes too.
-        cur = dt.datetime.fromtimestamp(when).replace(  # noqa: DTZ006
-            second=0, microsecond=0
-        ) + dt.timedelta(minutes=1)
-        for _ in range(_SEARCH_LIMIT):
-            if cur.month not in self.months:
-                cur = (cur.replace(day=1) + dt.timedelta(days=32)).replace(day=1, hour=0, minute=0)
-            elif not self.day_matches(cur):
-                cur = (cur + dt.timedelta(days=1)).replace(hour=0, minute=0)
-            elif cur.hour not in self.hours:
-                cur = (cur + dt.timedelta(hours=1)).replace(minute=0)
-            elif cur.minute not in self.minutes:
-                cur += dt.timedelta(minutes=1)
-            else:
-                return cur.timestamp()
-        raise UserError("the cron expression never matches a real date", hint="check the day and month fields")
-
-
-def _parse_field(text: str, name: str, low: int, high: int) -> frozenset[int]:
-    values: set[int] = set()
-    for item in text.split(","):
-        base, _, step_text = item.partition("/")
+        """The first matching time strictly after epoch ``when`` (local wall-clock time)."""
+        # Naive local time on purpose: cron fields name local hours, across DST changes too.
+        start = dt.datetime.fromtimestamp(check_time(when, "the cron start time"))  # noqa: DTZ006
         try:
-            step = int(step_text) if step_text else 1
-            if base == "*":
-                start, end = low, high
-            elif "-" in base:
-                a, b = base.split("-", 1)
-                start, end = int(a), int(b)
-            else:
-                start = int(base)
-                end = high if step_text else start
-        except ValueError:
-            raise UserError(f"cron {name} field {text!r} is not valid", hint=_CRON_HINT) from None
-        if step < 1 or not (low <= start <= end <= high):
-            raise UserError(f"cron {name} field {text!r} is out of range {low}-{high}", hint=_CRON_HINT)
-        values.update(range(start, end + 1, step))
-    return frozenset(values)
+            nxt = _croniter()(self.expr, start).get_next(dt.datetime)
+        except Exception:  # noqa: BLE001  (croniter's own errors: no such date, out of range)
+            raise UserError(
+                f"the cron expression {self.expr!r} never matches a real date", hint="check the day and month fields"
+            ) from None
+        return check_time(float(nxt.timestamp()), "the next cron time")
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _parse_at(expr: str) -> float:
     text = expr.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
+    number = _number(text)
+    if number is not None:
+        return check_time(number, "'at' time")
     try:
         parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        stamp = parsed.timestamp()
+    except (ValueError, OverflowError, OSError):
         raise UserError(
             f"'at' time {expr!r} is neither ISO-8601 nor epoch seconds", hint="e.g. '2026-12-24T18:00:00+00:00'"
         ) from None
-    return parsed.timestamp()
+    return check_time(stamp, "'at' time")
 
 
 def _interval(expr: str) -> float:
-    try:
-        seconds = float(expr)
-    except ValueError:
+    seconds = _number(expr.strip())
+    if seconds is None:
+        raise UserError(f"'every' interval {expr!r} is not a number of seconds", hint="e.g. '3600' for hourly")
+    if not math.isfinite(seconds) or not MIN_INTERVAL < seconds <= MAX_INTERVAL:
         raise UserError(
-            f"'every' interval {expr!r} is not a number of seconds", hint="e.g. '3600' for hourly"
-        ) from None
-    if not math.isfinite(seconds) or seconds < MIN_INTERVAL:
-        raise UserError(f"'every' interval {expr!r} is too short", hint=f"use at least {MIN_INTERVAL:g} seconds")
+            f"'every' interval {expr!r} is out of range",
+            hint=f"use a finite number of seconds above 0 and at most {MAX_INTERVAL:g}",
+        )
     return seconds
 
 
@@ -148,7 +157,7 @@ def initial_next_fire(kind: str, expr: str, *, now: float) -> float:
     if kind == "at":
         return _parse_at(expr)
     if kind == "every":
-        return now + _interval(expr)
+        return check_time(now + _interval(expr), "the first fire")
     if kind == "cron":
         return CronSpec.parse(expr).next_after(now)
     validate_trigger(kind, expr)
@@ -165,8 +174,11 @@ def advance_next_fire(kind: str, expr: str, *, now: float, slot: float | None = 
     if kind == "every":
         interval = _interval(expr)
         base = now if slot is None else slot
-        steps = math.floor((now - base) / interval) + 1 if now >= base else 1
-        return base + steps * interval
+        ratio = (now - base) / interval if now >= base else 0.0
+        if not math.isfinite(ratio) or ratio >= 2.0**52:  # an interval below the clock's resolution
+            return math.nextafter(now, math.inf)
+        nxt = base + (math.floor(ratio) + 1) * interval
+        return nxt if nxt > now else math.nextafter(now, math.inf)  # lost to float rounding: still move on
     if kind == "cron":
         return CronSpec.parse(expr).next_after(max(now, slot or now))
     validate_trigger(kind, expr)

@@ -68,7 +68,10 @@ def test_cron_next_match_in_local_time() -> None:  # naive datetimes: cron is lo
 @pytest.mark.parametrize(
     ("kind", "expr"),
     [
-        ("every", "0.5"),
+        ("every", "0"),
+        ("every", "-1"),
+        ("every", "nan"),
+        ("at", "inf"),
         ("every", "soon"),
         ("cron", "* * *"),
         ("cron", "61 * * * *"),

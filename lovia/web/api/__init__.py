@@ -22,9 +22,10 @@ from .._deps import require_web
 
 require_web()
 
-from fastapi import APIRouter  # noqa: E402
+from fastapi import APIRouter, Depends, Request  # noqa: E402
 
-from ..errors import ApiRoute  # noqa: E402
+from ..errors import ApiRoute, WebError  # noqa: E402
+from ..ids import CHAT_ID_RULE, chat_id_error  # noqa: E402
 from .agents import build_agents_router  # noqa: E402
 from .chat import build_chat_router  # noqa: E402
 from .deps import RouterDeps  # noqa: E402
@@ -34,7 +35,24 @@ from .schedules import build_schedules_router  # noqa: E402
 from .sessions import build_sessions_router  # noqa: E402
 from .workspace import build_workspace_router  # noqa: E402
 
-__all__ = ["RouterDeps", "build_api_router"]
+__all__ = ["RouterDeps", "build_api_router", "chat_id_params"]
+
+
+async def chat_id_params(request: Request) -> None:
+    """Route dependency: a ``session_id`` in the path or the query must follow the chat id rule (else 422).
+
+    Bodies carry theirs as :data:`lovia.web.ids.ChatId` fields, checked by the same rule.
+    """
+    for where, params in (("path", request.path_params), ("query", request.query_params)):
+        value = params.get("session_id")
+        problem = chat_id_error(value) if value else None
+        if problem is not None:
+            raise WebError(
+                422,
+                "invalid_request",
+                f"{problem} ({where} parameter session_id)",
+                hint=f"use an id of {CHAT_ID_RULE}",
+            )
 
 
 def build_api_router(deps: RouterDeps) -> APIRouter:
@@ -56,7 +74,7 @@ def build_api_router(deps: RouterDeps) -> APIRouter:
         build_workspace_router(deps),
         build_memory_router(deps),
     ):
-        router.include_router(part)
+        router.include_router(part, dependencies=[Depends(chat_id_params)])
     if deps.config_runtime is not None:  # the CLI's default agent: its model settings (UI-internal)
         from .config import build_config_router
 

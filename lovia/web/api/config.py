@@ -2,7 +2,9 @@
 
 Mounted only when the app has a :class:`~lovia.web.config.ConfigRuntime` (``lovia web`` without
 ``--app``). Keys are write-only: reads carry ``{set, hint}``; on a write ``null`` keeps the stored
-key and ``""`` clears it. Every write builds the whole new document, validates it, saves it
+key and ``""`` clears it. A stored key only ever goes to the URL it was saved with: a write or a
+connection test that changes the URL while keeping the key is refused (422) until the key is sent again.
+Every write builds the whole new document, validates it, saves it
 atomically and swaps the served agent (``config_changed`` on ``/api/events``).
 """
 
@@ -230,7 +232,10 @@ def _model_routes(router: APIRouter, ed: _Editor, writes: list[Any]) -> None:
             raise WebError(
                 422, "invalid_request", "a profile's id cannot be changed", hint="duplicate it under the new id instead"
             )
-        return await ed.change(_replace_profile(_profile_from(body, profile_id, stored.api_key)))
+        updated = _profile_from(body, profile_id, stored.api_key)
+        if body.api_key is None:
+            _key_stays_home(stored, Connection.from_profile(updated).root, "save")
+        return await ed.change(_replace_profile(updated))
 
     @router.post("/models/{profile_id}/duplicate", status_code=201, dependencies=writes)
     async def duplicate_model(profile_id: str) -> dict[str, Any]:
@@ -290,9 +295,29 @@ def _settings_routes(router: APIRouter, ed: _Editor, writes: list[Any]) -> None:
         return await skills_view()
 
 
+def _key_stays_home(stored: ModelProfile, destination: str, action: str) -> None:
+    """Refuse (422) to send ``stored``'s key anywhere but the URL it was saved with.
+
+    A stored key is write-only: whoever can edit the settings must not be able to read it by
+    pointing its profile (or a connection test) at a server of theirs.
+    """
+    if stored.api_key and destination != Connection.from_profile(stored).root:
+        raise WebError(
+            422,
+            "invalid_request",
+            f"the stored API key of {stored.id!r} is only sent to {Connection.from_profile(stored).root}, "
+            f"not to {destination}",
+            hint=f"type the API key again to {action} with the new URL (or clear it with an empty key)",
+        )
+
+
 def _test_connection(body: TestIn, ed: _Editor) -> Connection:
-    """The connection a test probes: the stored profile, with what the form overrides."""
-    conn = Connection.from_profile(ed.stored(body.profile_id)) if body.profile_id else Connection()
+    """The connection a test probes: the stored profile, with what the form overrides.
+
+    The stored key goes only to the stored profile's own URL: a test toward another URL needs the key sent along.
+    """
+    stored = ed.stored(body.profile_id) if body.profile_id else None
+    conn = Connection.from_profile(stored) if stored is not None else Connection()
     if body.model is not None:
         conn.model = f"{body.flavor}:{body.model.strip()}"
     if body.base_url is not None:
@@ -303,6 +328,8 @@ def _test_connection(body: TestIn, ed: _Editor) -> Connection:
         conn.context_window = body.context_window
     if not conn.model_id:
         raise WebError(422, "invalid_request", "nothing to test: no model", hint="send profile_id or model")
+    if stored is not None and body.api_key is None:
+        _key_stays_home(stored, conn.root, "test")
     return conn
 
 

@@ -17,7 +17,7 @@ from ...exceptions import UserError
 from ..errors import ApiRoute, ErrorCode, WebError
 from ..run_deps import checked_context
 from ..schemas import SchedulePatch, ScheduleSpec
-from ..store import ScheduleRow
+from ..store import ChatMeta, ScheduleRow
 from ..triggers import initial_next_fire, validate_trigger
 from .deps import RouterDeps
 
@@ -84,7 +84,21 @@ def _check_trigger(kind: str, expr: str) -> None:
     try:
         validate_trigger(kind, expr)
     except UserError as exc:
-        raise _error(400, "invalid_request", exc.message, exc.hint) from exc
+        raise _error(422, "invalid_request", exc.message, exc.hint) from exc
+
+
+def _agent_of(deps: RouterDeps, agent: str | None, chat: ChatMeta | None) -> str | None:
+    """The agent a new schedule runs: the one named, else its chat's; on a multi-agent server one is required (400)."""
+    if agent is not None or len(deps.agents) <= 1:
+        return agent
+    if chat is not None and chat.agent is not None:
+        return chat.agent
+    raise _error(
+        400,
+        "invalid_request",
+        "this server serves several agents: say which one the schedule runs",
+        f"send agent, one of {', '.join(sorted(deps.agents))}",
+    )
 
 
 def _collection_routes(router: APIRouter, deps: RouterDeps) -> None:
@@ -93,16 +107,18 @@ def _collection_routes(router: APIRouter, deps: RouterDeps) -> None:
         assert deps.schedules is not None
         return [await _info(deps, row) for row in await deps.schedules.list(session_id=session_id)]
 
-    @router.post("", status_code=201)
+    @router.post("")
     async def create(body: ScheduleSpec) -> dict[str, Any]:
         assert deps.schedules is not None and deps.scheduler is not None
         context = checked_context(body.context)
         _check_refs(deps, body.agent)
         _check_trigger(body.trigger_kind, body.trigger_expr)
-        if body.session_id is not None and await deps.store.get(body.session_id) is None:
+        chat = await deps.store.get(body.session_id) if body.session_id is not None else None
+        if body.session_id is not None and chat is None:
             raise _error(
                 404, "session_not_found", f"no chat {body.session_id!r}", "create the chat first, or omit session_id"
             )
+        agent = _agent_of(deps, body.agent, chat)
         until = _check_until(body.until, body.trigger_kind, body.max_fires, body.expires_at)
         now = deps.scheduler.clock()
         schedule_id = f"sched_{uuid.uuid4().hex[:16]}"
@@ -114,7 +130,7 @@ def _collection_routes(router: APIRouter, deps: RouterDeps) -> None:
             trigger_expr=body.trigger_expr.strip(),
             next_fire=initial_next_fire(body.trigger_kind, body.trigger_expr, now=now),
             session_id=body.session_id,
-            agent=body.agent,
+            agent=agent,
             active=True,
             last_session_id=None,
             max_fires=body.max_fires,

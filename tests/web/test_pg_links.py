@@ -168,4 +168,4 @@ def test_a_subagent_becomes_a_linked_child_chat(schema: str, release: threading.
         assert httpx.delete(f"{srv.url}/api/sessions/{parent}", timeout=30).status_code == 200
         assert httpx.get(f"{srv.url}/api/sessions/{child['id']}", timeout=30).status_code == 404
         assert _rows(schema, "web_origins", "session_id", child["id"]) == 0
-        assert httpx.get(f"{srv.url}/api/sessions", timeout=30).json()["sessions"] == []
+        assert httpx.get(f"{srv.url}/api/sessions", timeout=30).json() == []

@@ -126,14 +126,12 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
     store, sup = deps.store, deps.supervisor
 
     @router.get("/sessions")
-    async def list_sessions(q: str | None = None, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+    async def list_sessions(q: str | None = None, limit: Limit = 100, offset: Offset = 0) -> list[dict[str, Any]]:
         metas = await store.list(query=q or None, limit=limit, offset=offset)
         statuses = await store.latest_run_statuses([m.id for m in metas])
-        return {
-            "sessions": [
-                {**m.to_dict(), "last_run_status": statuses.get(m.id), "live": sup.get(m.id) is not None} for m in metas
-            ]
-        }
+        return [
+            {**m.to_dict(), "last_run_status": statuses.get(m.id), "live": sup.get(m.id) is not None} for m in metas
+        ]
 
     @router.post("/sessions")
     async def create_session(body: CreateSessionRequest) -> dict[str, Any]:
@@ -190,8 +188,8 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
         return _export_response(meta, entries, format)
 
     @router.get("/runs")
-    async def runs() -> dict[str, Any]:
-        return {"runs": [r.info() for r in sup.live_runs]}
+    async def runs() -> list[dict[str, Any]]:
+        return [r.info() for r in sup.live_runs]
 
     @router.get("/runs/history")
     async def run_history(

@@ -1,8 +1,9 @@
 """The Files panel's API: a read-only view of the served agent's workspace, and uploads into it.
 
 * ``GET /api/workspace``: whether the agent has a workspace, its folder name, mode and limits.
-* ``GET /api/workspace/files?path=``: one directory, paged (``offset`` / ``limit``).
-* ``GET /api/workspace/recent``: the most recently changed files (a bounded walk of the tree).
+* ``GET /api/workspace/files?path=``: one directory's entries as a JSON array, paged (``offset`` /
+  ``limit``); ``X-Total-Count`` says how many the folder shows in all.
+* ``GET /api/workspace/recent``: the most recently changed files, an array (a bounded walk of the tree).
 * ``GET /api/workspace/file?path=``: a text file's content (413 over the preview cap, 415 for binary).
 * ``GET /api/workspace/raw?path=``: a file's bytes, typed so that nothing runs in the page.
 * ``POST /api/workspace/upload?agent=``: one file saved as ``uploads/<name>``: a ``multipart/form-data``
@@ -33,7 +34,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from ...agent import Agent
@@ -162,7 +163,7 @@ def _check_shape(raw: str) -> str:
         raise _error(400, "invalid_request", "the path is too long", f"paths are at most {MAX_PATH_CHARS} characters")
     if os.path.isabs(path) or path.startswith("~") or re.match(r"^[A-Za-z]:[\\/]", path):
         raise _error(
-            400, "invalid_request", "absolute paths are not served", "name the file relative to the workspace root"
+            403, "path_denied", "absolute paths are not served", "name the file relative to the workspace root"
         )
     for part in path.split("/"):
         if len(part.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
@@ -220,7 +221,7 @@ def _open_file(panel: _Panel, raw: str) -> tuple[int, os.stat_result, str]:
     if not stat.S_ISREG(st.st_mode) or _fd_path(fd, landed) != str(landed):
         os.close(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise _error(400, "invalid_request", f"{rel!r} is a directory", "list it with GET /api/workspace/files")
+            raise _error(404, "file_not_found", f"{rel!r} is a directory", "list it with GET /api/workspace/files")
         raise _error(403, "path_denied", f"{rel!r} is not a regular file", "only regular files are served")
     return fd, st, rel
 
@@ -352,9 +353,9 @@ def _walk(panel: _Panel) -> Iterator[tuple[str, os.stat_result]]:
                 continue
 
 
-def _recent(panel: _Panel, limit: int) -> dict[str, Any]:
+def _recent(panel: _Panel, limit: int) -> list[dict[str, Any]]:
     newest = heapq.nlargest(limit, _walk(panel), key=lambda item: item[1].st_mtime)
-    return {"files": [_entry(rel, st, link=False) for rel, st in newest]}
+    return [_entry(rel, st, link=False) for rel, st in newest]
 
 
 # --------------------------------------------------------------------------- reading
@@ -690,14 +691,17 @@ def build_workspace_router(deps: RouterDeps) -> APIRouter:
         session_id: str | None = None,
         offset: int = Query(default=0, ge=0),
         limit: int = Query(default=500, ge=1, le=MAX_LIST_LIMIT),
-    ) -> dict[str, Any]:
+    ) -> JSONResponse:
         panel = await _panel(deps, agent, session_id)
-        return await asyncio.to_thread(_list_dir, panel, path, offset, limit)
+        page = await asyncio.to_thread(_list_dir, panel, path, offset, limit)
+        # The body is the page's entries; how many the folder shows in all rides in a header.
+        headers = {"X-Total-Count": str(page["total"]), "X-Truncated": "1" if page["truncated"] else "0"}
+        return JSONResponse(page["entries"], headers=headers)
 
     @router.get("/recent")
     async def recent(
         agent: str | None = None, session_id: str | None = None, limit: int = Query(default=20, ge=1, le=200)
-    ) -> dict[str, Any]:
+    ) -> list[dict[str, Any]]:
         panel = await _panel(deps, agent, session_id)
         return await asyncio.to_thread(_recent, panel, limit)
 

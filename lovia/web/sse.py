@@ -430,6 +430,9 @@ def _tool_result(event: events.ToolCallCompleted) -> dict[str, str]:
         # the Todo plugin's write: a structured update in place of the tool_result (the page's todo panel)
         todo: TodoData = {"call_id": event.call.id, "name": event.call.name, "todos": result}
         return frame("todo", todo)
+    if event.is_error:
+        # A failed call has no value: its result is the error text (what the model was told).
+        result = event.output or (str(event.result) if event.result is not None else "tool call failed")
     data: ToolResultData = {
         "id": event.call.id,
         "name": event.call.name,

@@ -99,3 +99,20 @@ def test_several_agents_name_no_default_and_memory_needs_an_agent(tmp_path: Path
         assert client.get("/api/memory", params={"agent": "keeper"}).status_code == 200
     with ThreadServer(create_app(_agent(name="solo"), db_path=str(tmp_path / "s.db"))) as srv:
         assert httpx.get(f"{srv.url}/api/info").json()["default_agent"] == "solo"
+
+
+def test_a_failed_tool_calls_result_frame_carries_the_error_text(tmp_path: Path) -> None:
+    from lovia import tool
+    from lovia.testing import call
+
+    from .helpers import sse
+
+    @tool
+    def boom(q: str) -> str:
+        """Always fails."""
+        raise ValueError("disk on fire")
+
+    agent = Agent(name="a", model=ScriptedProvider([call("boom", {"q": "x"}), text("done")]), tools=[boom])
+    with ThreadServer(create_app(agent, db_path=str(tmp_path / "t.db"))) as srv:
+        (frame,) = sse(srv.url, "/api/chat/stream", {"message": "go"}).of("tool_result")
+    assert frame["is_error"] is True and isinstance(frame["result"], str) and "disk on fire" in frame["result"]

@@ -116,3 +116,96 @@ def test_a_failed_tool_calls_result_frame_carries_the_error_text(tmp_path: Path)
     with ThreadServer(create_app(agent, db_path=str(tmp_path / "t.db"))) as srv:
         (frame,) = sse(srv.url, "/api/chat/stream", {"message": "go"}).of("tool_result")
     assert frame["is_error"] is True and isinstance(frame["result"], str) and "disk on fire" in frame["result"]
+
+
+# --------------------------------------------------------------------------- workspace file routes
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[httpx.Client, Path]]:
+    from lovia.workspace.types import WorkspaceLimits
+
+    root = tmp_path / "files"
+    root.mkdir()
+    (root / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16)
+    (root / "pic.avif").write_bytes(b"\x00\x00\x00\x1cftypavif" + b"\x00" * 8)
+    (root / "draw.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')
+    (root / "page.html").write_text("<p>hi</p>")
+    (root / "blob.bin").write_bytes(b"\x00\x01binary")
+    (root / "huge.bin").write_bytes(b"x" * 5000)
+    monkeypatch.setenv("LOVIA_UPLOAD_ALLOWED_EXT", "png, txt")
+    monkeypatch.setenv("LOVIA_MAX_UPLOAD_MB", "0.001")  # 1048 bytes
+    workspace = Workspace.local(str(root), limits=WorkspaceLimits(max_file_read_bytes=4000))
+    agent = Agent(name="w", model=ScriptedProvider(lambda _e, _t: text("ok")), workspace=workspace)
+    with ThreadServer(create_app(agent, db_path=str(tmp_path / "f.db"))) as srv:
+        with httpx.Client(base_url=srv.url + "/api/workspace", timeout=60) as client:
+            yield client, root
+
+
+def test_file_reports_its_lines_and_binary_files_come_back_empty(files: tuple[httpx.Client, Path]) -> None:
+    http, root = files
+    (root / "three.txt").write_text("a\nb\nc")
+    doc = http.get("/file", params={"path": "three.txt"}).json()
+    assert (doc["content"], doc["start"], doc["end"], doc["total_lines"]) == ("a\nb\nc", 1, 3, 3)
+    assert doc["truncated"] is False and doc["binary"] is False
+    blob = http.get("/file", params={"path": "blob.bin"})
+    assert blob.status_code == 200 and blob.json()["binary"] is True and blob.json()["content"] == ""
+    assert http.get("/file", params={"path": "huge.bin"}).status_code == 413  # over max_file_read_bytes
+
+
+def test_a_file_over_the_preview_size_comes_back_truncated(tmp_path: Path) -> None:
+    from lovia.web.api.workspace import MAX_PREVIEW_BYTES
+
+    root = tmp_path / "w"
+    root.mkdir()
+    lines = MAX_PREVIEW_BYTES // 100 + 50
+    (root / "long.txt").write_text(("y" * 99 + "\n") * lines)
+    with ThreadServer(create_app(_agent(root), db_path=str(tmp_path / "t.db"))) as srv:
+        doc = httpx.get(f"{srv.url}/api/workspace/file", params={"path": "long.txt"}, timeout=60).json()
+    assert doc["truncated"] is True and doc["binary"] is False and doc["total_lines"] == lines
+    assert doc["start"] == 1 and doc["end"] == len(doc["content"].splitlines()) < lines
+    assert doc["content"].endswith("y\n") and len(doc["content"]) <= MAX_PREVIEW_BYTES
+
+
+def test_raw_serves_only_raster_images_inline(files: tuple[httpx.Client, Path]) -> None:
+    http, _root = files
+    png = http.get("/raw", params={"path": "pic.png"})
+    assert png.status_code == 200 and png.headers["content-type"] == "image/png"
+    assert png.headers["x-content-type-options"] == "nosniff" and png.headers["cache-control"] == "no-cache"
+    assert png.headers["content-disposition"].startswith("inline")
+    assert http.get("/raw", params={"path": "pic.avif"}).headers["content-type"] == "image/avif"
+    for name in ("draw.svg", "page.html", "blob.bin"):
+        refused = http.get("/raw", params={"path": name})
+        assert refused.status_code == 415 and _code(refused) == "unsupported_file_type", name
+        saved = http.get("/raw", params={"path": name, "download": 1})
+        assert saved.status_code == 200 and saved.headers["content-disposition"].startswith("attachment"), name
+    assert http.get("/raw", params={"path": "huge.bin", "download": 1}).status_code == 413
+
+
+def test_raw_answers_304_for_the_version_the_client_holds(files: tuple[httpx.Client, Path]) -> None:
+    http, root = files
+    etag = http.get("/raw", params={"path": "pic.png"}).headers["etag"]
+    for held in (etag, f"W/{etag}", f'"other", {etag}', "*"):
+        again = http.get("/raw", params={"path": "pic.png"}, headers={"If-None-Match": held})
+        assert again.status_code == 304 and again.content == b"", held
+    assert http.get("/raw", params={"path": "pic.png"}, headers={"If-None-Match": '"other"'}).status_code == 200
+    (root / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x01" * 40)
+    changed = http.get("/raw", params={"path": "pic.png"}, headers={"If-None-Match": etag})
+    assert changed.status_code == 200 and changed.headers["etag"] != etag
+
+
+def test_upload_refuses_empty_files_and_honours_the_environment(files: tuple[httpx.Client, Path]) -> None:
+    http, root = files
+    empty = http.post("/upload", files={"file": ("empty.txt", b"", "text/plain")})
+    assert empty.status_code == 422 and _code(empty) == "invalid_request"
+    assert not (root / "uploads" / "empty.txt").exists()
+    raw_empty = http.post("/upload", content=b"", headers={"X-Filename": "empty.txt"})
+    assert raw_empty.status_code == 422
+    plain = http.post("/upload", files={"file": ("Makefile", b"all:\n", "text/plain")})
+    assert plain.status_code == 200 and plain.json()["kind"] == "file"
+    assert http.post("/upload", files={"file": ("a.png", b"\x89PNG", "image/png")}).json()["kind"] == "image"
+    refused = http.post("/upload", files={"file": ("a.pdf", b"%PDF", "application/pdf")})
+    assert refused.status_code == 415 and _code(refused) == "unsupported_file_type"
+    big = http.post("/upload", files={"file": ("big.txt", b"z" * 2000, "text/plain")})
+    assert big.status_code == 413 and _code(big) == "file_too_large"
+

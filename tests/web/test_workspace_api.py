@@ -174,9 +174,11 @@ def test_file_returns_text_and_refuses_big_or_binary(srv: ThreadServer) -> None:
     assert doc["mime_type"] in ("text/x-python", "text/x-script.python")
     assert _get(srv, "/file", path="readme_link.md").json()["content"] == "# hello\n"
     assert _get(srv, "/file", path="src/../README.md").json()["path"] == "README.md"
-    _refused(_get(srv, "/file", path="big.txt"), 413, "file_too_large")
-    _refused(_get(srv, "/file", path="blob.bin"), 415, "unsupported_file_type")
-    _refused(_get(srv, "/file", path="latin1.txt"), 415, "unsupported_file_type")
+    big = _get(srv, "/file", path="big.txt").json()  # past the preview size: its head
+    assert big["truncated"] is True and len(big["content"]) <= 1024 * 1024 and big["size"] == 1024 * 1024 + 10
+    for binary in ("blob.bin", "latin1.txt"):  # not UTF-8 text: no content
+        doc = _get(srv, "/file", path=binary).json()
+        assert doc["binary"] is True and doc["content"] == "", binary
     _refused(_get(srv, "/file", path="src"), 404, "file_not_found")
 
 
@@ -187,13 +189,14 @@ def test_raw_serves_bytes_that_never_run_in_the_page(srv: ThreadServer) -> None:
     assert image.headers["content-disposition"].startswith("inline;")
     assert "sandbox" in image.headers["content-security-policy"]
     for name, mime in (("page.html", "text/html"), ("pic.svg", "image/svg+xml"), ("blob.bin", "application/")):
-        got = _get(srv, "/raw", path=name)
+        _refused(_get(srv, "/raw", path=name), 415, "unsupported_file_type")  # only raster images inline
+        got = _get(srv, "/raw", path=name, download=True)
         assert got.status_code == 200 and got.headers["content-type"].startswith(mime), got.headers
         assert got.headers["content-disposition"].startswith("attachment;"), name
         assert got.headers["x-content-type-options"] == "nosniff"
         assert "sandbox" in got.headers["content-security-policy"]
-    assert _get(srv, "/raw", path="page.html").content == b"<script>alert(1)</script>"
-    big = _get(srv, "/raw", path="big.txt")
+    assert _get(srv, "/raw", path="page.html", download=True).content == b"<script>alert(1)</script>"
+    big = _get(srv, "/raw", path="big.txt", download=True)
     assert len(big.content) == 1024 * 1024 + 10 and big.headers["content-type"] == "text/plain; charset=utf-8"
     forced = _get(srv, "/raw", path="img.png", download=True)
     assert forced.headers["content-disposition"] == "attachment; filename=\"img.png\"; filename*=UTF-8''img.png"
@@ -260,10 +263,10 @@ def test_refused_uploads_leave_nothing_behind(srv: ThreadServer, root: Path) -> 
 
     _refused(_upload(srv, "streamed.txt", chunks()), 413, "file_too_large")
     _refused(_upload(srv, "tool.exe", b"MZ"), 415, "unsupported_file_type")
-    _refused(_upload(srv, "noext", b"x"), 415, "unsupported_file_type")
     _refused(_upload(srv, ".bashrc.txt", b"x"), 400, "invalid_request")
     _refused(_upload(srv, "", b"x"), 400, "invalid_request")
     assert _uploads(root) == []  # no file, no partial
+    assert _upload(srv, "noext", b"x").status_code == 200  # a name without an extension is a plain file
 
 
 def test_an_uploads_folder_that_leads_out_is_refused(srv: ThreadServer, root: Path, tmp_path: Path) -> None:

@@ -216,7 +216,8 @@ export function createFilesPanel(page) {
     preview.hidden = false;
     try {
       if (IMAGE_EXT.has(ext(name))) {
-        const src = await dataUrl(await fetchRaw(path, sid(), false));
+        // The server shows only raster images inline; an SVG comes as a download, drawn here as a picture.
+        const src = await dataUrl(await fetchRaw(path, sid(), ext(name) === "svg"));
         if (mine !== generation) return;
         const img = el("img", "files-image");
         img.alt = name;
@@ -227,8 +228,19 @@ export function createFilesPanel(page) {
       }
       const data = await api("GET", `/api/workspace/file?${query({ path, session_id: sid() })}`);
       if (mine !== generation) return;
+      if (data.binary) {
+        const p = el("p", "files-preview-error", t("files.binary", { name }));
+        p.dataset.testid = "file-preview-error";
+        previewBody.replaceChildren(p);
+        return;
+      }
       if (MARKDOWN_EXT.has(ext(name))) showMarkdown(data.content, name, true);
       else previewBody.replaceChildren(sourceView(data.content, ext(name)));
+      if (data.truncated) {
+        const note = el("p", "files-truncated", t("files.truncated", { shown: data.end, total: data.total_lines }));
+        note.dataset.testid = "file-preview-truncated";
+        previewBody.append(note);
+      }
     } catch (error) {
       if (mine !== generation) return;
       const p = el("p", "files-preview-error", String(error.message || error));

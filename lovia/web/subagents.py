@@ -93,7 +93,7 @@ def subagent_runner(deps: SubagentDeps) -> RunChildFn:
             parents[spec.id] = parent.id
             contexts[spec.id] = context
             await store.set_origin(
-                meta.id, kind=SUBAGENT, origin_session_id=parent.id, user_turn=None, title=parent.title
+                meta.id, kind=SUBAGENT, origin_session_id=parent.id, user_turn=None, title=parent.title or ""
             )
         try:
             async with sup.lock(meta.id):

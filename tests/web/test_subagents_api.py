@@ -71,8 +71,9 @@ def test_child_runs_in_its_own_chat_and_reports_back(server: ThreadServer, relea
         if e["type"] == "input"
     ]
     assert inputs[-1].startswith('<subagent-report id="sa-') and "Child finished: job the sums." in inputs[-1]
-    # The child is listed in the sidebar too, and is a plain chat with no children.
-    assert child["id"] in [s["id"] for s in httpx.get(f"{server.url}/api/sessions").json()]
+    # A task chat is listed under its parent, not in the chat list; it has no children of its own.
+    assert child["id"] not in [s["id"] for s in httpx.get(f"{server.url}/api/sessions").json()]
+    assert httpx.get(f"{server.url}/api/sessions/{child['id']}").status_code == 200
     assert _children(server.url, child["id"]) == []
 
 

@@ -112,14 +112,14 @@ def _export_response(meta: ChatMeta, entries: list[TranscriptEntry], format: str
     if format == "txt":
         return PlainTextResponse(f"{meta.title or 'Chat'}\n\n{export_txt(msgs)}", media_type="text/plain")
     if format == "html":
-        page = export_html(msgs, title=meta.title, session_id=meta.id)
+        page = export_html(msgs, title=meta.title or "", session_id=meta.id)
         headers = {"Content-Security-Policy": EXPORT_HTML_CSP, "X-Content-Type-Options": "nosniff"}
         return Response(page, media_type="text/html", headers=headers)
     if format != "md":
         raise WebError(
             422, "invalid_request", f"unknown export format {format!r}", hint="use format=md, json, txt or html"
         )
-    return PlainTextResponse(export_md(msgs, title=meta.title, session_id=meta.id), media_type="text/markdown")
+    return PlainTextResponse(export_md(msgs, title=meta.title or "", session_id=meta.id), media_type="text/markdown")
 
 
 def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
@@ -300,7 +300,7 @@ def _write_routes(router: APIRouter, deps: RouterDeps) -> None:
             async with sup.lock(session_id):
                 await store.delete(session_id)  # with its schedules
         deps.emit("sessions_cleared", {})
-        return {"deleted": len(ids)}
+        return {"ok": True}
 
     _rewind_route(router, deps)
 

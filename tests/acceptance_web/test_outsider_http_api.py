@@ -289,8 +289,9 @@ def test_api_docs_follow_the_token(tmp_path: Path) -> None:
 
 def test_every_route_error_has_code_message_and_hint(tmp_path: Path) -> None:
     with app_client(scripted("x"), tmp_path) as client:
+        unknown = client.get("/api/sessions/nope")  # an unknown chat reads as an empty one
+        assert unknown.status_code == 200 and unknown.json()["entries"] == []
         for response in (
-            client.get("/api/sessions/nope"),
             client.patch("/api/sessions/nope", json={"title": "x"}),
             client.delete("/api/sessions/nope"),
             client.get("/api/sessions/nope/export"),

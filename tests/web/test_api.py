@@ -150,7 +150,9 @@ def test_rewind_edit_and_regenerate(server: ThreadServer) -> None:
     ]
     # regenerate = rewind to before the last user message, resend it
     r = httpx.post(f"{server.url}/api/sessions/{sid}/rewind", json={"user_turn": 1})
-    assert r.json() == {"removed": 2, "keep_entries": 2, "kept_answer": False}
+    body = r.json()
+    assert body == {**body, "removed": 2, "keep_entries": 2, "kept_answer": False}
+    assert [m["role"] for m in body["entries"]] == ["user", "assistant"]  # what the rewind left
     sse(server.url, "/api/chat/stream", {"message": "count two", "session_id": sid})
     assert session(server, sid)["transcript"][-1]["content"] == "Answer number 3."
     # edit the first message: everything from it on is replaced
@@ -189,7 +191,8 @@ def test_blocking_chat_and_sessions_crud(server: ThreadServer) -> None:
     md = httpx.get(f"{server.url}/api/sessions/{a}/export").text
     assert md.startswith("# Renamed") and "You said: alpha chat" in md
     assert httpx.delete(f"{server.url}/api/sessions/{a}").status_code == 200
-    assert httpx.get(f"{server.url}/api/sessions/{a}").status_code == 404
+    gone = httpx.get(f"{server.url}/api/sessions/{a}")
+    assert gone.status_code == 200 and gone.json()["entries"] == [] and gone.json()["title"] is None
     assert httpx.post(f"{server.url}/api/chat/reconnect", params={"session_id": a}).status_code == 404
     assert [s["id"] for s in httpx.get(f"{server.url}/api/sessions").json()] == [b]
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -209,3 +211,94 @@ def test_upload_refuses_empty_files_and_honours_the_environment(files: tuple[htt
     big = http.post("/upload", files={"file": ("big.txt", b"z" * 2000, "text/plain")})
     assert big.status_code == 413 and _code(big) == "file_too_large"
 
+
+# --------------------------------------------------------------------------- chats
+
+
+def test_an_unknown_chat_reads_as_empty_and_a_rewind_returns_the_entries_left(http: httpx.Client) -> None:
+    unknown = http.get("/api/sessions/chat_never_was")
+    assert unknown.status_code == 200 and unknown.json()["entries"] == [] and unknown.json()["title"] is None
+    sid = http.post("/api/chat", json={"message": "one"}).json()["session_id"]
+    http.post("/api/chat", json={"message": "two", "session_id": sid})
+    before = http.get(f"/api/sessions/{sid}").json()["entries"]
+    assert [m["role"] for m in before] == ["user", "assistant", "user", "assistant"]
+    stamps = [m["timestamp"] for m in before]
+    assert all(isinstance(t, float) for t in stamps) and stamps == sorted(stamps)
+    rewound = http.post(f"/api/sessions/{sid}/rewind", json={"user_turn": 1})
+    assert rewound.status_code == 200
+    body = rewound.json()
+    assert body["removed"] == 2 and [m["content"] for m in body["entries"]] == ["one", "ok"]
+
+
+def test_rewind_waits_for_a_stopped_run_to_wind_down(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from lovia import tool
+    from lovia.testing import call
+
+    from .helpers import sse, wait_for
+
+    @tool
+    async def slow_sync(q: str) -> str:
+        """Takes a while, and winds down slowly when stopped."""
+        try:
+            await asyncio.sleep(1.5)
+        except asyncio.CancelledError:
+            await asyncio.sleep(1.5)  # cleaning up
+            raise
+        return q
+
+    def script(entries: list[Any], _tools: list[Any]) -> Any:
+        from lovia.transcript import ToolResultEntry
+
+        return text("done") if isinstance(entries[-1], ToolResultEntry) else call("slow_sync", {"q": "x"})
+
+    agent = Agent(name="a", model=ScriptedProvider(script), tools=[slow_sync])
+    with ThreadServer(create_app(agent, db_path=str(tmp_path / "w.db"))) as srv:
+        first = httpx.post(f"{srv.url}/api/chat", json={"message": "setup"}, timeout=30)
+        sid = first.json()["session_id"]
+        streaming = threading.Thread(
+            target=sse, args=(srv.url, "/api/chat/stream", {"message": "again", "session_id": sid})
+        )
+        streaming.start()
+        wait_for(lambda: httpx.get(f"{srv.url}/api/runs").json())
+        stopping = threading.Thread(
+            target=httpx.post, args=(f"{srv.url}/api/chat/cancel",), kwargs={"params": {"session_id": sid}}
+        )
+        stopping.start()
+        time.sleep(0.2)  # the stop is in, the run still sleeps in its tool
+        rewound = httpx.post(f"{srv.url}/api/sessions/{sid}/rewind", json={"user_turn": 0}, timeout=30)
+        stopping.join(30)
+        streaming.join(30)
+    assert rewound.status_code == 200, rewound.text
+
+
+def test_an_existing_chat_keeps_its_agent_and_exports_as_json(tmp_path: Path) -> None:
+    agents = {"first": _agent(name="first"), "second": _agent(name="second")}
+    with ThreadServer(create_app(agents, db_path=str(tmp_path / "a.db"))) as srv:
+        sid = httpx.post(f"{srv.url}/api/chat", json={"message": "hi", "agent": "first"}, timeout=30).json()
+        sid = sid["session_id"]
+        again = httpx.post(f"{srv.url}/api/chat", json={"message": "more", "session_id": sid, "agent": "second"})
+        assert again.status_code == 200
+        runs = httpx.get(f"{srv.url}/api/runs/history", params={"session_id": sid}).json()["runs"]
+        assert [r["agent"] for r in runs] == ["first", "first"]
+        exported = httpx.get(f"{srv.url}/api/sessions/{sid}/export", params={"format": "json"}).json()
+    assert (exported["session_id"], exported["agent"]) == (sid, "first") and "title" in exported
+    assert [m["role"] for m in exported["messages"]] == ["user", "assistant", "user", "assistant"]
+    for key in ("role", "content", "reasoning", "tool_calls", "is_error"):
+        assert key in exported["messages"][0], key
+
+
+def test_create_app_token_rules(tmp_path: Path) -> None:
+    async def allow() -> None:
+        return None
+
+    with pytest.raises(ValueError, match="not both"):
+        create_app(_agent(), db_path=str(tmp_path / "t.db"), token="abc", auth=allow)
+    with pytest.raises(ValueError, match="non-empty"):
+        create_app(_agent(), db_path=str(tmp_path / "t.db"), token="   ")
+    app = create_app(_agent(), db_path=str(tmp_path / "t.db"), token="  s3cret \n")
+    with ThreadServer(app) as srv:
+        ok = httpx.get(f"{srv.url}/api/sessions", headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200

@@ -49,7 +49,6 @@ def test_validation_errors_are_fastapi_lists_without_the_input(server: ThreadSer
 def test_unknown_chats_agents_and_routes(server: ThreadServer) -> None:
     with httpx.Client(base_url=server.url, timeout=10) as http:
         for method, path, body in [
-            ("GET", "/api/sessions/nope", None),
             ("PATCH", "/api/sessions/nope", {"title": "x"}),
             ("DELETE", "/api/sessions/nope", None),
             ("POST", "/api/sessions/nope/rewind", {"user_turn": 0}),

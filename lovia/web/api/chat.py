@@ -170,7 +170,8 @@ async def _start(
     store, sup = deps.store, deps.supervisor
     message = body.message.strip()
     context = checked_context(body.context)
-    agent_name = body.agent or (meta.agent if meta is not None else None)
+    # An existing chat keeps the agent it was created with, whatever the request names.
+    agent_name = (meta.agent if meta is not None else None) or body.agent
     try:
         sup.check_capacity()
         agent = sup.agent_for(agent_name)
@@ -185,7 +186,7 @@ async def _start(
     if meta is None:
         meta = await store.create(title=provisional_title(message), agent=body.agent, session_id=sid)
         deps.announce_session(meta)
-    content = await attachment_content(deps, sid, message, _upload_ids(body), agent=body.agent)
+    content = await attachment_content(deps, sid, message, _upload_ids(body), agent=agent_name)
     if files:
         if isinstance(content, str):
             content = [TextPart(content)] if content else []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import time
 from typing import Any
 
 from fastapi import APIRouter
@@ -141,7 +142,9 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
 
     @router.get("/sessions/{session_id}")
     async def get_session(session_id: str) -> dict[str, Any]:
-        meta = await _require(deps, session_id)
+        meta = await store.get(session_id)
+        if meta is None:  # unknown or deleted: a chat with nothing in it (a message starts it)
+            return _empty_detail(session_id)
         segments = await store.session.segments(session_id)
         entries = [e for s in segments for e in s.entries]
         origin = _origin(await store.origin(session_id), meta)
@@ -181,10 +184,17 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
         meta = await _require(deps, session_id)
         entries = await store.session.load(session_id)
         if format == "json":
-            body = json.dumps(
-                {"session": meta.to_dict(), "entries": [entry_to_dict(e) for e in entries]}, indent=2, default=str
-            )
-            return PlainTextResponse(body, media_type="application/json")
+            segments = await store.session.segments(session_id)
+            document = {
+                "session_id": meta.id,
+                "title": meta.title,
+                "agent": meta.agent,
+                # the chat's messages as GET /api/sessions/{id} shows them (tool image stubs included)
+                "messages": segments_to_out(segments, created_at=meta.created_at, updated_at=meta.updated_at),
+                "session": meta.to_dict(),
+                "entries": [entry_to_dict(e) for e in entries],  # the stored transcript, for a faithful copy
+            }
+            return PlainTextResponse(json.dumps(document, indent=2, default=str), media_type="application/json")
         return _export_response(meta, entries, format)
 
     @router.get("/runs")
@@ -201,6 +211,23 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
     ) -> dict[str, Any]:
         records = await store.run_history(session_id=session_id, source=source, since=since, limit=limit, offset=offset)
         return {"runs": [r.to_dict() for r in records]}
+
+
+def _empty_detail(session_id: str) -> dict[str, Any]:
+    """``GET /api/sessions/{id}`` of a chat the store does not have: no title, no entries, no runs."""
+    return {
+        "id": session_id,
+        "title": None,
+        "agent": None,
+        "entries": [],
+        "transcript": [],
+        "runs": [],
+        "live": False,
+        "active_run_id": None,
+        "origin": None,
+        "task_of": None,
+        "variants": [],
+    }
 
 
 def _origin(origin: dict[str, Any] | None, meta: ChatMeta) -> dict[str, Any] | None:
@@ -305,6 +332,10 @@ def _write_routes(router: APIRouter, deps: RouterDeps) -> None:
     _rewind_route(router, deps)
 
 
+REWIND_WAIT = 5.0
+"""Seconds a rewind waits for a stopped run of the chat to wind down before it answers 409."""
+
+
 def _rewind_route(router: APIRouter, deps: RouterDeps) -> None:
     store, sup = deps.store, deps.supervisor
 
@@ -318,8 +349,19 @@ def _rewind_route(router: APIRouter, deps: RouterDeps) -> None:
                 "this session store has no rewind: edit and regenerate are unavailable",
                 hint="serve the app on a session store with rewind (SQLite and PostgreSQL have it)",
             )
+        live = sup.get(session_id)
+        if live is not None and live.stop_requested:  # a stopped run still winding down: wait for it, bounded
+            await sup.drain(session_id, timeout=REWIND_WAIT)
         async with sup.lock(session_id):
-            if sup.get(session_id) is not None:
+            live = sup.get(session_id)
+            if live is not None and live.stop_requested:
+                raise WebError(
+                    409,
+                    "run_stopping",
+                    f"the stopped run is still winding down after {REWIND_WAIT:g} s",
+                    hint="retry the rewind shortly",
+                )
+            if live is not None:
                 raise WebError(409, "run_active", "a run is live in this chat", hint="stop it first, then rewind")
             segments = await store.session.segments(session_id)
             flat = [e for s in segments for e in s.entries]
@@ -346,7 +388,13 @@ def _rewind_route(router: APIRouter, deps: RouterDeps) -> None:
                 await store.checkpointer.delete(meta.active_run_id)
                 await store.set_active_run(session_id, None)
             await store.update(session_id)
-        return {"removed": removed, "keep_entries": keep, "kept_answer": bool(kept and answer)}
+            after = await store.session.segments(session_id)
+        return {
+            "removed": removed,
+            "entries": segments_to_out(after, created_at=meta.created_at, updated_at=time.time()),
+            "keep_entries": keep,
+            "kept_answer": bool(kept and answer),
+        }
 
 
 async def _delete_chat(deps: RouterDeps, session_id: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -302,3 +303,27 @@ def test_create_app_token_rules(tmp_path: Path) -> None:
     with ThreadServer(app) as srv:
         ok = httpx.get(f"{srv.url}/api/sessions", headers={"Authorization": "Bearer s3cret"})
         assert ok.status_code == 200
+
+
+# --------------------------------------------------------------------------- the page
+
+
+def test_chat_ui_takes_one_script_and_protocol_relative_urls(tmp_path: Path) -> None:
+    from lovia.web import ChatUI
+
+    ui = ChatUI(scripts="//cdn.example.com/x.js")
+    assert list(ui.scripts) == ["//cdn.example.com/x.js"]
+    with ThreadServer(create_app(_agent(), db_path=str(tmp_path / "u.db"), ui=ui)) as srv:
+        page = httpx.get(srv.url + "/", timeout=30)
+    assert "//cdn.example.com/x.js" in page.text
+    assert re.search(r"script-src [^\"]*cdn\.example\.com", page.text)  # the page's CSP lets it in
+
+
+def test_chat_ui_default_lang_needs_strings() -> None:
+    from lovia.exceptions import UserError
+    from lovia.web import ChatUI
+
+    with pytest.raises(UserError, match="no strings"):
+        ChatUI(default_lang="fr")
+    assert ChatUI(default_lang="fr", messages={"fr": {"composer.placeholder": "Demandez…"}}).default_lang == "fr"
+    assert ChatUI(default_lang="zh").default_lang == "zh"

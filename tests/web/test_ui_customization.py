@@ -171,10 +171,11 @@ def test_no_assets_folder_serves_no_assets(tmp_path: Path) -> None:
     [
         ({"scripts": ["javascript:alert(1)"]}, "neither a file"),
         ({"styles": ["data:text/css,x"]}, "neither a file"),
-        ({"scripts": ["//evil.example/x.js"]}, "neither a file"),
+        ({"scripts": ['//evil.example/x.js"><script>']}, "malformed URL"),
         ({"scripts": ["../x.js"]}, "not a plain file"),
         ({"logo": "logo.svg"}, "no assets directory"),
-        ({"scripts": "acme.js"}, "must be a list"),
+        ({"styles": "acme.css"}, "must be a list"),
+        ({"default_lang": "fr"}, "no strings for"),
         ({"default_lang": "<zh>"}, "not a language tag"),
         ({"messages": {"en": {"bad key!": "x"}}}, "bad entry"),
         ({"messages": {"e n": {"a.b": "x"}}}, "bad language tag"),

@@ -327,3 +327,33 @@ def test_chat_ui_default_lang_needs_strings() -> None:
         ChatUI(default_lang="fr")
     assert ChatUI(default_lang="fr", messages={"fr": {"composer.placeholder": "Demandez…"}}).default_lang == "fr"
     assert ChatUI(default_lang="zh").default_lang == "zh"
+
+
+# --------------------------------------------------------------------------- run_deps hooks
+
+
+def test_a_stop_while_the_hook_runs_drops_the_run(tmp_path: Path) -> None:
+    import threading
+
+    from .helpers import wait_for
+
+    entered, release = threading.Event(), threading.Event()
+
+    async def hook(_trigger: Any) -> None:
+        entered.set()
+        await asyncio.to_thread(release.wait, 20)
+
+    app = create_app(_agent(), db_path=str(tmp_path / "h.db"), run_deps=hook)
+    with ThreadServer(app) as srv:
+        box: dict[str, httpx.Response] = {}
+        body = {"message": "hi", "session_id": "chat_hooked"}
+        sender = threading.Thread(target=lambda: box.update(r=httpx.post(f"{srv.url}/api/chat", json=body, timeout=30)))
+        sender.start()
+        wait_for(entered.is_set)
+        stopped = httpx.post(f"{srv.url}/api/chat/cancel", params={"session_id": "chat_hooked"}, timeout=30)
+        assert stopped.status_code == 200 and stopped.json() == {"stopped": True}
+        release.set()
+        sender.join(30)
+        assert box["r"].status_code == 409 and _code(box["r"]) == "run_cancelled"
+        assert httpx.get(f"{srv.url}/api/runs/history").json()["runs"] == []
+        assert httpx.get(f"{srv.url}/api/sessions").json() == []  # nothing was written

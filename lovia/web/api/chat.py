@@ -181,7 +181,15 @@ async def _start(
         raise WebError.from_exc(400, "invalid_request", exc) from exc
     files = await _file_parts(deps, agent_name, agent, body)  # a missing or denied file refuses the message
     trigger = RunTrigger(session_id=sid, agent=agent, source="user", request=request, client_context=context)
-    run_deps = await build_run_deps(deps.run_deps, trigger)  # before anything is written: it may refuse
+    with sup.in_hook(sid):
+        run_deps = await build_run_deps(deps.run_deps, trigger)  # before anything is written: it may refuse
+    if sup.stopped_in_hook(sid):
+        raise WebError(
+            409,
+            "run_cancelled",
+            "the run was stopped before it started",
+            hint="send the message again to start it",
+        )
     is_new = meta is None
     if meta is None:
         meta = await store.create(title=provisional_title(message), agent=body.agent, session_id=sid)
@@ -255,10 +263,16 @@ def _stream_routes(router: APIRouter, deps: RouterDeps) -> None:
                     client_context=context,
                     resumed=True,
                 )
-                run_deps = await build_run_deps(deps.run_deps, trigger)
-                await sup.resume(
-                    session_id, meta.active_run_id, agent=meta.agent, deps=run_deps, client_context=context
-                )
+                with sup.in_hook(session_id):
+                    run_deps = await build_run_deps(deps.run_deps, trigger)
+                fresh = await store.get(session_id)
+                stopped = sup.stopped_in_hook(session_id)
+                if stopped and fresh is not None and fresh.active_run_id == meta.active_run_id:
+                    await sup.finalize_partial(session_id, meta.active_run_id)  # stopped: its turns are kept
+                elif not stopped and fresh is not None and fresh.active_run_id == meta.active_run_id:
+                    await sup.resume(
+                        session_id, meta.active_run_id, agent=meta.agent, deps=run_deps, client_context=context
+                    )  # (a run that finished or was stopped while the hook ran is not resumed)
             attachment = await sup.subscribe(session_id)
         return _stream(session_id, attachment)
 
@@ -269,7 +283,7 @@ def _control_routes(router: APIRouter, deps: RouterDeps) -> None:  # noqa: C901 
 
     @router.post("/cancel")
     async def cancel(session_id: str) -> dict[str, Any]:
-        if await sup.stop(session_id):
+        if await sup.stop(session_id) or sup.stop_in_hook(session_id):  # a run still in its hook never starts
             return {"stopped": True}
         meta = await deps.store.get(session_id)
         if meta is None:

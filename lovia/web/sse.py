@@ -367,9 +367,9 @@ async def next_or_keepalive(queue: asyncio.Queue[Any]) -> Any:
 
 
 def usage_dict(usage: Usage, *, last_input_tokens: int | None = None) -> dict[str, int]:
-    """Token usage as the ``done`` frame carries it; ``last_input_tokens`` (the last model call's
-    prompt size) is added when known."""
-    out = usage.to_dict()
+    """Token usage as the ``done`` frame carries it: input, output, cache read and write tokens and
+    their ``total_tokens``; ``last_input_tokens`` (the last model call's prompt size) when known."""
+    out = {**usage.to_dict(), "total_tokens": usage.total_tokens}
     if last_input_tokens is not None:
         out["last_input_tokens"] = last_input_tokens
     return out

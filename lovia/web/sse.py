@@ -455,7 +455,8 @@ def _image_stubs(result: Any) -> list[JsonObject]:
         parts = result
     else:
         return []
-    return [{"index": i, "mime_type": p.mime_type} for i, p in enumerate(parts) if isinstance(p, ImagePart)]
+    images = [p for p in parts if isinstance(p, ImagePart)]
+    return [{"index": i, "mime_type": p.mime_type} for i, p in enumerate(images)]  # counted among images, from 0
 
 
 _REASONS = ("connection failed", "timed out", "connection cut")

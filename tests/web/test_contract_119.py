@@ -357,3 +357,37 @@ def test_a_stop_while_the_hook_runs_drops_the_run(tmp_path: Path) -> None:
         assert box["r"].status_code == 409 and _code(box["r"]) == "run_cancelled"
         assert httpx.get(f"{srv.url}/api/runs/history").json()["runs"] == []
         assert httpx.get(f"{srv.url}/api/sessions").json() == []  # nothing was written
+
+
+def test_tool_image_stubs_count_image_parts_only(tmp_path: Path) -> None:
+    import base64
+
+    from lovia import tool
+    from lovia.parts import ImagePart, TextPart
+    from lovia.testing import call
+    from lovia.transcript import ToolResultEntry
+
+    from .helpers import sse
+
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    )
+
+    @tool(returns_images=True)
+    def captioned() -> Any:
+        """A caption, then a picture."""
+        return [TextPart("a red dot"), ImagePart(data=base64.b64encode(png).decode(), mime_type="image/png")]
+
+    def script(entries: list[Any], _tools: list[Any]) -> Any:
+        return text("seen") if isinstance(entries[-1], ToolResultEntry) else call("captioned", {}, call_id="c_pic")
+
+    agent = Agent(name="pics", model=ScriptedProvider(script), tools=[captioned])
+    with ThreadServer(create_app(agent, db_path=str(tmp_path / "p.db"))) as srv:
+        stream = sse(srv.url, "/api/chat/stream", {"message": "show"})
+        (frame,) = stream.of("tool_result")
+        assert frame["images"] == [{"index": 0, "mime_type": "image/png"}]
+        sid = stream.of("session")[0]["session_id"]
+        (stored,) = [m for m in httpx.get(f"{srv.url}/api/sessions/{sid}").json()["entries"] if m["role"] == "tool"]
+        assert stored["images"] == [{"index": 0, "mime_type": "image/png"}]
+        served = httpx.get(f"{srv.url}/api/sessions/{sid}/tool-images/c_pic/0")
+        assert served.status_code == 200 and served.content == png

@@ -65,16 +65,17 @@ _SERVABLE_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/web
 
 
 def _tool_image(segments: list[Segment], call_id: str, index: int) -> tuple[str, bytes] | None:
-    """The bytes of image ``index`` (a position in the result's parts) of ``call_id``'s result.
+    """The bytes of image ``index`` (counted among the result's image parts, from 0) of ``call_id``'s result.
 
     Only inline raster images are served: a URL-only image is not fetched on the client's
     behalf, and an SVG (script-capable) or undecodable payload is not servable.
     """
     for seg in reversed(segments):
         for e in seg.entries:
-            if isinstance(e, ToolResultEntry) and e.call_id == call_id and e.parts and 0 <= index < len(e.parts):
-                part = e.parts[index]
-                if not isinstance(part, ImagePart) or part.data is None or part.mime_type not in _SERVABLE_IMAGES:
+            images = [p for p in e.parts or () if isinstance(p, ImagePart)] if isinstance(e, ToolResultEntry) else []
+            if isinstance(e, ToolResultEntry) and e.call_id == call_id and 0 <= index < len(images):
+                part = images[index]
+                if part.data is None or part.mime_type not in _SERVABLE_IMAGES:
                     return None
                 try:
                     return part.mime_type, base64.b64decode(part.data, validate=True)

@@ -391,3 +391,36 @@ def test_tool_image_stubs_count_image_parts_only(tmp_path: Path) -> None:
         assert stored["images"] == [{"index": 0, "mime_type": "image/png"}]
         served = httpx.get(f"{srv.url}/api/sessions/{sid}/tool-images/c_pic/0")
         assert served.status_code == 200 and served.content == png
+
+
+def test_a_report_for_a_chat_with_a_live_run_goes_into_its_mailbox(tmp_path: Path) -> None:
+    import threading
+
+    from fastapi.testclient import TestClient
+
+    from lovia.plugins.subagents import SubagentReport
+    from lovia.web.subagents import subagent_deliver
+
+    from .helpers import Gate, iter_frames, scripted_agent, wait_for
+
+    gate = Gate()
+    app = create_app(scripted_agent(gate), db_path=str(tmp_path / "r.db"))
+    with TestClient(app) as client:
+        frames: list[Any] = []
+
+        def stream() -> None:
+            with client.stream("POST", "/api/chat/stream", json={"message": "slow run"}) as response:
+                frames.extend(iter_frames(response))
+
+        reader = threading.Thread(target=stream)
+        reader.start()
+        wait_for(lambda: gate.runs.get("slow"), timeout=30)
+        sid = client.get("/api/runs").json()[0]["session_id"]
+        report = SubagentReport(
+            id="task_x", agent="helper", prompt="p", session_id=sid, result=None, error=None, text="the answer is 4"
+        )
+        client.portal.call(subagent_deliver(app.state.deps), report)  # type: ignore[union-attr]
+        gate.release.set()
+        reader.join(30)
+    injected = [f.data["content"] for f in frames if f.event == "user_injected"]
+    assert len(injected) == 1 and "the answer is 4" in injected[0]

@@ -1097,7 +1097,7 @@ def test_workspace_routes_read_and_hide(tmp_path: Path) -> None:
         assert src == {"main.py"}
         file = client.get("/api/workspace/file", params={"path": "notes.md"})
         assert file.status_code == 200 and "line two" in file.json()["content"]
-        raw = client.get("/api/workspace/raw", params={"path": "src/main.py"})
+        raw = client.get("/api/workspace/raw", params={"path": "src/main.py", "download": 1})  # not an image
         assert raw.status_code == 200 and raw.content == b"print('hi')\n"
         assert client.get("/api/workspace/recent").status_code == 200
         assert_error(client.get("/api/workspace/file", params={"path": "secret.key"}), 403, "path_denied")
@@ -1203,14 +1203,14 @@ def test_tool_images_are_stubbed_and_served(tmp_path: Path) -> None:
     with app_client(agent, tmp_path) as client:
         frames = collect(client, "/api/chat/stream", {"message": "look"})
         result = first(frames, "tool_result")
-        assert result["images"] == [{"index": 1, "mime_type": "image/png"}]
+        assert result["images"] == [{"index": 0, "mime_type": "image/png"}]  # counted among the images
         sid = first(frames, "session")["session_id"]
-        served = client.get(f"/api/sessions/{sid}/tool-images/{result['id']}/1")
+        served = client.get(f"/api/sessions/{sid}/tool-images/{result['id']}/0")
         assert served.status_code == 200 and served.content == png
         assert served.headers["content-type"] == "image/png"
         stored = [m for m in client.get(f"/api/sessions/{sid}").json()["entries"] if m["role"] == "tool"]
-        assert stored[0]["images"] == [{"index": 1, "mime_type": "image/png"}]
-        assert_error(client.get(f"/api/sessions/{sid}/tool-images/{result['id']}/0"), 404, "image_not_found")
+        assert stored[0]["images"] == [{"index": 0, "mime_type": "image/png"}]
+        assert_error(client.get(f"/api/sessions/{sid}/tool-images/{result['id']}/1"), 404, "image_not_found")
 
 
 def test_reasoning_streams_as_reasoning_deltas(tmp_path: Path) -> None:

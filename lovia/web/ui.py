@@ -170,9 +170,15 @@ class ChatUI:
                 f"ChatUI(login_url={self.login_url!r}) must be an app path or an http(s) URL",
                 hint="e.g. '/login?next={next}'",
             )
+        if not isinstance(self.messages, Mapping):
+            raise UserError("ChatUI(messages=...) must be a mapping", hint="{'en': {'composer.placeholder': '...'}}")
         for lang, table in self.messages.items():
             if not isinstance(lang, str) or not _LANG.match(lang):
                 raise UserError(f"ChatUI(messages=...) has a bad language tag {lang!r}", hint="e.g. 'en', 'zh', 'ja'")
+            if not isinstance(table, Mapping):
+                raise UserError(
+                    f"ChatUI(messages[{lang!r}]) must map keys to strings", hint="{'composer.placeholder': '...'}"
+                )
             for key, text in table.items():
                 if not isinstance(key, str) or not _KEY.match(key) or not isinstance(text, str):
                     raise UserError(

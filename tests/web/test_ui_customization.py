@@ -179,6 +179,8 @@ def test_no_assets_folder_serves_no_assets(tmp_path: Path) -> None:
         ({"default_lang": "<zh>"}, "not a language tag"),
         ({"messages": {"en": {"bad key!": "x"}}}, "bad entry"),
         ({"messages": {"e n": {"a.b": "x"}}}, "bad language tag"),
+        ({"messages": {"en": "not a table"}}, "must map keys"),
+        ({"messages": [("en", {})]}, "must be a mapping"),
         ({"login_url": "javascript:alert(1)"}, "app path or an http(s) URL"),
         ({"scripts": ['https://cdn.example.com/x.js"><script>']}, "malformed URL"),
     ],

@@ -424,3 +424,32 @@ def test_a_report_for_a_chat_with_a_live_run_goes_into_its_mailbox(tmp_path: Pat
         reader.join(30)
     injected = [f.data["content"] for f in frames if f.event == "user_injected"]
     assert len(injected) == 1 and "the answer is 4" in injected[0]
+
+
+def test_an_interrupted_runs_turns_show_and_rewind_from_its_checkpoint(tmp_path: Path) -> None:
+    import threading
+
+    from .helpers import Gate, scripted_agent, sse, wait_for
+
+    db, gate = str(tmp_path / "i.db"), Gate()
+    with ThreadServer(create_app(scripted_agent(gate), db_path=db)) as srv:
+        sid = httpx.post(f"{srv.url}/api/chat", json={"message": "hello"}, timeout=30).json()["session_id"]
+        body = {"message": "slow run", "session_id": sid}
+        streaming = threading.Thread(target=lambda: sse(srv.url, "/api/chat/stream", body))
+        streaming.start()
+        wait_for(lambda: gate.runs.get("slow"), timeout=30)
+    gate.release.set()  # the server shut down mid-run: the run is interrupted, its checkpoint kept
+    streaming.join(30)
+    with ThreadServer(create_app(scripted_agent(Gate()), db_path=db)) as srv:
+        detail = httpx.get(f"{srv.url}/api/sessions/{sid}").json()
+        assert detail["active_run_id"]
+        users = [m["content"] for m in detail["entries"] if m["role"] == "user"]
+        assert users == ["hello", "slow run"]  # the stored turn, then the checkpoint's, the user message once
+        missing = httpx.post(f"{srv.url}/api/sessions/{sid}/rewind", json={"user_turn": 5})
+        assert missing.status_code == 404 and _code(missing) == "turn_not_found"
+        assert httpx.get(f"{srv.url}/api/sessions/{sid}").json()["active_run_id"]  # left intact
+        rewound = httpx.post(f"{srv.url}/api/sessions/{sid}/rewind", json={"user_turn": 1})
+        assert rewound.status_code == 200 and rewound.json()["removed"] == 0
+        after = httpx.get(f"{srv.url}/api/sessions/{sid}").json()
+    assert after["active_run_id"] is None
+    assert [m["content"] for m in after["entries"] if m["role"] == "user"] == ["hello"]

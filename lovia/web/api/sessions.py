@@ -14,7 +14,14 @@ from fastapi.responses import PlainTextResponse, Response
 
 from ...parts import ImagePart
 from ...session import Segment
-from ...transcript import InputEntry, ToolResultEntry, TranscriptEntry, entries_to_messages, entry_to_dict
+from ...transcript import (
+    InputEntry,
+    ToolResultEntry,
+    TranscriptEntry,
+    drop_dangling_tool_calls,
+    entries_to_messages,
+    entry_to_dict,
+)
 from ..errors import ApiRoute, WebError
 from ..params import Limit, Offset, Since
 from ..routes_processes import processes_router
@@ -22,6 +29,7 @@ from ..routes_uploads import uploads_router
 from ..schemas import CreateSessionRequest, RewindRequest, SessionPatch, TodoItemOut, TodosResponse
 from ..serialization import (
     EXPORT_HTML_CSP,
+    Run,
     drop_system_entries,
     export_html,
     export_md,
@@ -29,6 +37,7 @@ from ..serialization import (
     parse_ref,
     segments_runs,
     segments_to_out,
+    view_messages,
 )
 from ..store import ChatMeta
 from .deps import RouterDeps
@@ -147,14 +156,16 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
         if meta is None:  # unknown or deleted: a chat with nothing in it (a message starts it)
             return _empty_detail(session_id)
         segments = await store.session.segments(session_id)
-        entries = [e for s in segments for e in s.entries]
+        pending = await _checkpoint_entries(deps, meta)  # an interrupted run's turns follow the stored ones
+        entries = [e for s in segments for e in s.entries] + pending
+        runs = segments_runs(segments) + ([Run(None, pending)] if pending else [])
         origin = _origin(await store.origin(session_id), meta)
         task_of = None
         if origin is not None and origin["kind"] not in ("fork", "spawn"):
             task_of, origin = origin, None  # a subagent's chat: parent_id names its parent
         return {
             **meta.to_dict(),
-            "entries": segments_to_out(segments, created_at=meta.created_at, updated_at=meta.updated_at),
+            "entries": view_messages(runs, created_at=meta.created_at, updated_at=meta.updated_at),
             "transcript": [entry_to_dict(e) for e in entries],
             "runs": _runs(segments, await store.runs(session_id)),
             "live": sup.get(session_id) is not None,
@@ -212,6 +223,14 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
     ) -> dict[str, Any]:
         records = await store.run_history(session_id=session_id, source=source, since=since, limit=limit, offset=offset)
         return {"runs": [r.to_dict() for r in records]}
+
+
+async def _checkpoint_entries(deps: RouterDeps, meta: ChatMeta) -> list[TranscriptEntry]:
+    """The completed turns of the chat's interrupted run (its checkpoint), while no run is live."""
+    if not meta.active_run_id or deps.supervisor.get(meta.id) is not None:
+        return []
+    snapshot = await deps.store.checkpointer.load(meta.active_run_id)
+    return drop_dangling_tool_calls(list(snapshot.entries)) if snapshot is not None else []
 
 
 def _empty_detail(session_id: str) -> dict[str, Any]:
@@ -368,12 +387,24 @@ def _rewind_route(router: APIRouter, deps: RouterDeps) -> None:
             flat = [e for s in segments for e in s.entries]
             users = _user_positions(flat)
             turn = body.user_turn if body.ref is None else parse_ref(body.ref, segments_runs(segments))
+            pending = await _checkpoint_entries(deps, meta)
+            in_checkpoint = len(_user_positions(pending))
+            if turn is not None and meta.active_run_id and len(users) <= turn < len(users) + in_checkpoint:
+                # The turn exists only in the interrupted run's checkpoint: dropping that run rewinds it.
+                await store.checkpointer.delete(meta.active_run_id)
+                await store.set_active_run(session_id, None)
+                return {
+                    "removed": 0,
+                    "entries": segments_to_out(segments, created_at=meta.created_at, updated_at=meta.updated_at),
+                    "keep_entries": len(flat),
+                    "kept_answer": False,
+                }
             if turn is None or turn >= len(users):
                 named = f"user message {body.ref!r}" if body.ref is not None else f"user_turn {body.user_turn}"
                 raise WebError(
                     404,
                     "turn_not_found",
-                    f"the chat has {len(users)} user messages; there is no {named}",
+                    f"the chat has {len(users) + in_checkpoint} user messages; there is no {named}",
                     hint="reload the chat and pick a message it still has",
                 )
             keep = users[turn]

@@ -46,9 +46,9 @@ async def main() -> None:
         )
         print("stream events:", ", ".join(dict.fromkeys(events)))  # each kind once, in order
         print("answer:", answer)
-        sessions = (await client.get("/assistant/api/sessions", headers=auth)).json()["sessions"]
+        sessions = (await client.get("/assistant/api/sessions", headers=auth)).json()
         print("chats:", [s["title"] for s in sessions])
-        missing = await client.get("/assistant/api/sessions/nope", headers=auth)
+        missing = await client.patch("/assistant/api/sessions/nope", headers=auth, json={"title": "x"})
         print("unknown chat:", missing.status_code, missing.json()["detail"]["code"])
         anonymous = await client.get("/assistant/api/sessions")
         print("no token:", anonymous.status_code, anonymous.json()["detail"]["code"])

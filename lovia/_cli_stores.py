@@ -155,7 +155,7 @@ class PostgresStores(Stores):
         """Titles from the chat index's ``web_chats`` table."""
         if not self.versions.get("web"):
             return {}
-        return {meta.id: meta.title for meta in await self.store.list(limit=1_000_000)}
+        return {meta.id: meta.title or "" for meta in await self.store.list(limit=1_000_000)}
 
     async def close(self) -> None:
         """Close the chat store's pools (sessions, checkpoints, index)."""

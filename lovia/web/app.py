@@ -58,6 +58,27 @@ from .ui import ChatUI, build_ui_router  # noqa: E402
 
 __all__ = ["DEFAULT_DB", "WebState", "create_app", "default_db_path", "serve"]
 
+
+class AppArgumentError(UserError, ValueError):
+    """An invalid ``create_app()`` argument; a ``ValueError`` as well, which callers may catch."""
+
+
+def _checked_token(token: str | None, auth: Any) -> str | None:
+    """``token`` stripped of surrounding whitespace; refused with ``auth`` or when blank."""
+    if token is not None and auth is not None:
+        raise AppArgumentError(
+            "create_app() takes token= or auth=, not both", hint="let your auth dependency check the token"
+        )
+    if token is None:
+        return None
+    token = token.strip()  # a pasted token carries stray whitespace; the header never does
+    if not token:
+        raise AppArgumentError(
+            "create_app(token=...) needs a non-empty token", hint="pass a secret string, e.g. generate_token()"
+        )
+    return token
+
+
 STATIC_DIR = Path(__file__).parent / "static"
 
 
@@ -159,10 +180,10 @@ def create_app(
         A FastAPI application; run it with a single uvicorn worker (runs are process-local).
 
     Raises:
-        UserError: ``store`` with ``session``, or ``token`` with ``auth``.
+        UserError: ``store`` with ``session``; :class:`AppArgumentError` (a ``ValueError`` too):
+            ``token`` with ``auth``, or a blank ``token``.
     """
-    if token is not None and auth is not None:
-        raise UserError("create_app() takes token= or auth=, not both", hint="let your auth dependency check the token")
+    token = _checked_token(token, auth)
     agent_set = resolve_agents(agent_or_agents) if agent_or_agents is not None else default_agents()
     db_file = _db_file(db_path, store, agent_set.default if agent_or_agents is not None else None)
     if store is not None and session is not None:

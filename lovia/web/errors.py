@@ -69,6 +69,7 @@ ErrorCode = Literal[
     "method_not_allowed",
     "feature_unavailable",
     "run_active",
+    "run_stopping",
     "run_unfinished",
     "nothing_to_fork",
     "schedule_not_fired",

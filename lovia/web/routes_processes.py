@@ -1,6 +1,7 @@
 """A chat's background processes, for the page: what runs, its recent output, and a Kill button.
 
-* ``GET /api/sessions/{id}/processes``: ``{processes: [{process_id, command, status, exit_code}]}``.
+* ``GET /api/sessions/{id}/processes``: ``[{process_id, command, status, exit_code}]`` (``[]`` for an
+  unknown chat or one without a live workspace).
 * ``GET /api/sessions/{id}/processes/{pid}/output``: the last 64 KiB of output and the status.
 * ``POST /api/sessions/{id}/processes/{pid}/kill``: kill the process's whole group.
 
@@ -64,9 +65,11 @@ def processes_router(state: WebState) -> APIRouter:
         )
 
     @router.get("/{session_id}/processes")
-    async def processes(session_id: str) -> dict[str, Any]:
-        session = await live(session_id)
-        return {"processes": [_status(p) for p in (session.background_processes() if session else [])]}
+    async def processes(session_id: str) -> list[dict[str, Any]]:
+        session = state.workspaces.get(session_id)
+        if session is None or getattr(session, "closed", False):
+            return []  # an unknown chat, or one whose workspace is not live, runs nothing
+        return [_status(p) for p in session.background_processes()]
 
     @router.get("/{session_id}/processes/{process_id}/output")
     async def output(session_id: str, process_id: str) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def client_context_size(value: Mapping[str, JsonValue]) -> int:
 
 
 def checked_context(value: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A request's client context as a dict; over the limit, 413 ``payload_too_large`` (a ``WebError``)."""
+    """A request's client context as a dict; over the limit, 422 ``invalid_request`` (a ``WebError``)."""
     if not value:
         return {}
     size = client_context_size(value)
@@ -83,8 +83,8 @@ def checked_context(value: Mapping[str, Any] | None) -> dict[str, Any]:
         from .errors import WebError  # FastAPI's side: loaded only when a request is refused
 
         raise WebError(
-            413,
-            "payload_too_large",
+            422,
+            "invalid_request",
             f"the client context is {size} bytes of JSON, over the {MAX_CLIENT_CONTEXT_BYTES}-byte limit",
             hint="send identifiers in the context, not documents (the server can look them up)",
         )

@@ -114,7 +114,8 @@ def parse_ref(ref: str, runs: Runs) -> int | None:
 
 def tool_image_stubs(parts: Sequence[Any] | None) -> list[dict[str, Any]]:
     """``{index, mime_type}`` for each image a tool returned (the bytes stay on the server)."""
-    return [{"index": i, "mime_type": p.mime_type} for i, p in enumerate(parts or ()) if isinstance(p, ImagePart)]
+    images = [p for p in parts or () if isinstance(p, ImagePart)]
+    return [{"index": i, "mime_type": p.mime_type} for i, p in enumerate(images)]  # counted among images, from 0
 
 
 def tool_result_flags(

@@ -367,9 +367,9 @@ async def next_or_keepalive(queue: asyncio.Queue[Any]) -> Any:
 
 
 def usage_dict(usage: Usage, *, last_input_tokens: int | None = None) -> dict[str, int]:
-    """Token usage as the ``done`` frame carries it; ``last_input_tokens`` (the last model call's
-    prompt size) is added when known."""
-    out = usage.to_dict()
+    """Token usage as the ``done`` frame carries it: input, output, cache read and write tokens and
+    their ``total_tokens``; ``last_input_tokens`` (the last model call's prompt size) when known."""
+    out = {**usage.to_dict(), "total_tokens": usage.total_tokens}
     if last_input_tokens is not None:
         out["last_input_tokens"] = last_input_tokens
     return out
@@ -430,6 +430,9 @@ def _tool_result(event: events.ToolCallCompleted) -> dict[str, str]:
         # the Todo plugin's write: a structured update in place of the tool_result (the page's todo panel)
         todo: TodoData = {"call_id": event.call.id, "name": event.call.name, "todos": result}
         return frame("todo", todo)
+    if event.is_error:
+        # A failed call has no value: its result is the error text (what the model was told).
+        result = event.output or (str(event.result) if event.result is not None else "tool call failed")
     data: ToolResultData = {
         "id": event.call.id,
         "name": event.call.name,
@@ -452,7 +455,8 @@ def _image_stubs(result: Any) -> list[JsonObject]:
         parts = result
     else:
         return []
-    return [{"index": i, "mime_type": p.mime_type} for i, p in enumerate(parts) if isinstance(p, ImagePart)]
+    images = [p for p in parts if isinstance(p, ImagePart)]
+    return [{"index": i, "mime_type": p.mime_type} for i, p in enumerate(images)]  # counted among images, from 0
 
 
 _REASONS = ("connection failed", "timed out", "connection cut")

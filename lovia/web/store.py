@@ -67,6 +67,16 @@ _META_COLUMNS = (
 )
 """What :meth:`ChatMeta.from_row` reads, from ``chat_sessions s LEFT JOIN chat_origins o``."""
 _META_FROM = "chat_sessions s LEFT JOIN chat_origins o ON o.session_id = s.id"
+MAX_TITLE_CHARS = 120
+"""The longest title :meth:`ChatStore.set_title` keeps."""
+
+
+def like_pattern(query: str) -> str:
+    """A ``LIKE ... ESCAPE '\\'`` pattern matching ``query`` anywhere, lower-cased, its ``%`` and ``_`` literal."""
+    escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
 _ORIGIN_KINDS = ("fork", "spawn")
 
 
@@ -81,7 +91,7 @@ class ChatMeta:
     """
 
     id: str
-    title: str
+    title: str | None
     agent: str | None
     created_at: float
     updated_at: float
@@ -107,7 +117,7 @@ class ChatMeta:
         try:
             return cls(
                 str(values[0]),
-                values[1] or "",
+                values[1] or None,  # an untitled chat has no title
                 values[2],
                 float(values[3]),
                 float(values[4]),
@@ -387,7 +397,7 @@ class ChatStore(ScheduleRunMixin):
         for kind, origin_id in ((SUBAGENT, parent_id), ("spawn", spawned_from)):
             if origin_id is not None:
                 origin = await self.get(origin_id)
-                title = origin.title if origin is not None else ""
+                title = (origin.title if origin is not None else None) or ""
                 await self.set_origin(session_id, kind=kind, origin_session_id=origin_id, user_turn=None, title=title)
 
     async def create(self, *, title: str = "", agent: str | None = None, session_id: str | None = None) -> ChatMeta:
@@ -416,23 +426,30 @@ class ChatStore(ScheduleRunMixin):
         return _meta(await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchone()))
 
     async def list(self, *, limit: int = 200, offset: int = 0, query: str | None = None) -> builtins.list[ChatMeta]:
-        """Chats, pinned first, then most recently updated; ``query`` as in :meth:`search`."""
-        pattern = f"%{query.lower()}%" if query else None
+        """Chats, pinned first, then most recently updated; ``query`` as in :meth:`search`.
+
+        Subagent task chats are left out: :meth:`list_children` lists a chat's tasks.
+        """
+        pattern = like_pattern(query) if query else None
         sql = (
             f"SELECT {_META_COLUMNS} FROM {_META_FROM} "
-            "WHERE ? IS NULL OR lower(s.title) LIKE ? OR lower(s.id) LIKE ? "
+            "WHERE (o.kind IS NULL OR o.kind != ?) "
+            "AND (? IS NULL OR lower(s.title) LIKE ? ESCAPE '\\' OR lower(s.id) LIKE ? ESCAPE '\\') "
             "ORDER BY s.pinned DESC, s.updated_at DESC, s.id DESC LIMIT ? OFFSET ?"
         )
-        rows = await self._db.run(lambda c: c.execute(sql, (pattern, pattern, pattern, limit, offset)).fetchall())
+        params = (SUBAGENT, pattern, pattern, pattern, limit, offset)
+        rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
         return [m for m in (_meta(r) for r in rows) if m is not None]
 
     async def search(self, query: str, *, limit: int = 200, offset: int = 0) -> builtins.list[ChatMeta]:
-        """The chats whose title or id contains ``query`` (case-insensitive), in :meth:`list` order."""
+        """The chats whose title or id contains ``query`` (case-insensitive; ``%`` and ``_`` are
+        plain characters), in :meth:`list` order."""
         return await self.list(query=query or None, limit=limit, offset=offset)
 
     async def set_title(self, session_id: str, title: str) -> None:
-        """Rename a chat (``updated_at`` stays: a rename does not move it in the list)."""
-        await self.update(session_id, title=title, touch=False)
+        """Rename a chat, the title stripped and cut to :data:`MAX_TITLE_CHARS` (``updated_at``
+        stays: a rename does not move it in the list)."""
+        await self.update(session_id, title=title.strip()[:MAX_TITLE_CHARS], touch=False)
 
     async def set_pinned(self, session_id: str, pinned: bool) -> None:
         """Pin or unpin a chat (pinned chats list first)."""
@@ -534,7 +551,7 @@ class ChatStore(ScheduleRunMixin):
         new = await self.create(title=f"{meta.title or 'Chat'} (branch)", agent=meta.agent)
         try:
             await self.set_origin(
-                new.id, kind="fork", origin_session_id=source_id, user_turn=user_turn, title=meta.title
+                new.id, kind="fork", origin_session_id=source_id, user_turn=user_turn, title=meta.title or ""
             )
             await self._set_origin_ref(new.id, ref)
             start = 0
@@ -579,11 +596,17 @@ class ChatStore(ScheduleRunMixin):
     # ------------------------------------------------------------------ delete
 
     async def delete(self, session_id: str, *, schedules: bool = True) -> None:
-        """Forget a chat: its transcript, its runs' checkpoints and its index rows.
+        """Forget a chat and its subagent tasks at any depth (:meth:`task_tree`, deepest first):
+        their transcripts, their runs' checkpoints and records, UI data and index rows.
 
-        With ``schedules`` (the default) the schedules bound to the chat go too (see
-        :meth:`bind_schedules`). Its subagent tasks stay: delete :meth:`task_tree` for those.
+        With ``schedules`` (the default) the schedules bound to them go too (see
+        :meth:`bind_schedules`). A chat it spawned with ``start_session`` stays.
         """
+        for chat_id in reversed(await self.task_tree(session_id)):
+            await self._delete_one(chat_id, schedules=schedules)
+
+    async def _delete_one(self, session_id: str, *, schedules: bool) -> None:
+        """Forget one chat (not its tasks): transcript, checkpoints, run records, uploads, index rows."""
         meta = await self.get(session_id)
         if meta is not None and meta.active_run_id:
             await self.checkpointer.delete(meta.active_run_id)

@@ -43,6 +43,7 @@ from .store import (
     _context,
     _meta,
     _record,
+    like_pattern,
     new_ui_data_ref,
 )
 from .store_schedules import PostgresScheduleRunMixin
@@ -160,11 +161,12 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
 
     async def list(self, *, limit: int = 200, offset: int = 0, query: str | None = None) -> builtins.list[ChatMeta]:
         """Chats, pinned first, then most recently updated; ``query`` matches title or id."""
-        pattern = f"%{query.lower()}%" if query else None
+        pattern = like_pattern(query) if query else None
         rows = await self.fetch(
-            f"{self._SELECT_META} WHERE %s::text IS NULL OR lower(c.title) LIKE %s OR lower(c.id) LIKE %s "
+            f"{self._SELECT_META} WHERE (o.kind IS NULL OR o.kind != %s) AND (%s::text IS NULL "
+            "OR lower(c.title) LIKE %s ESCAPE '\\' OR lower(c.id) LIKE %s ESCAPE '\\') "
             "ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC LIMIT %s OFFSET %s",
-            (pattern, pattern, pattern, limit, offset),
+            (SUBAGENT, pattern, pattern, pattern, limit, offset),
         )
         return [m for m in (_meta(r) for r in rows) if m is not None]
 
@@ -221,9 +223,9 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         )
         return [m for m in (_meta(r) for r in rows) if m is not None]
 
-    async def delete(self, session_id: str, *, schedules: bool = True) -> None:
-        """Forget a chat: its transcript, its runs' checkpoints, frames and index rows (and its
-        schedules, with ``schedules``)."""
+    async def _delete_one(self, session_id: str, *, schedules: bool) -> None:
+        """Forget one chat (not its tasks): its transcript, its runs' checkpoints, frames and index
+        rows (and its schedules, with ``schedules``)."""
         meta = await self.get(session_id)
         if meta is not None and meta.active_run_id:
             await self.checkpointer.delete(meta.active_run_id)

@@ -219,13 +219,14 @@ class ScheduleRunMixin:
         return int(await cast(Any, self)._db.run(lambda c: c.execute(text, params).rowcount))
 
     async def start_run(self, row: RunRow) -> None:
-        """Record a run that starts now (again, for a resumed run: its start time is kept)."""
+        """Record a run that starts now; a resumed run (an id already recorded) is ``running`` again,
+        keeping its start time and source."""
         usage = json.dumps(row.usage) if row.usage is not None else None
         await self._runs_execute(
             "INSERT INTO {runs} (run_id, session_id, agent, source, status, error, started_at, finished_at, "
             "usage_json, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
             "status = excluded.status, agent = COALESCE(excluded.agent, {runs}.agent), "
-            "source = excluded.source, error = NULL, finished_at = NULL, owner = excluded.owner",
+            "error = NULL, finished_at = NULL, owner = excluded.owner",
             (
                 row.id,
                 row.session_id or "",
@@ -301,7 +302,8 @@ class ScheduleRunMixin:
         return RunRow.from_row(rows[0]) if rows else None
 
     async def sweep_stale_runs(self) -> None:
-        """Settle runs a dead server left ``running``: they become ``interrupted`` (resumable).
+        """Settle runs a dead server left ``running``: they become ``interrupted`` (resumable), with
+        ``finished_at`` set to now.
 
         A run is stale when its owner (``host:pid``) is a process on this host that no longer
         runs. Runs owned by this process, by a live one, or by another host are left alone.
@@ -313,8 +315,9 @@ class ScheduleRunMixin:
         for run_id, owner in rows:
             if owner != me and owner_alive(str(owner)) is False:
                 await self._runs_execute(
-                    "UPDATE {runs} SET status = 'interrupted' WHERE run_id = ? AND status = 'running' AND owner = ?",
-                    (run_id, owner),
+                    "UPDATE {runs} SET status = 'interrupted', finished_at = ? "
+                    "WHERE run_id = ? AND status = 'running' AND owner = ?",
+                    (time.time(), run_id, owner),
                 )
 
 

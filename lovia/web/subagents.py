@@ -93,7 +93,7 @@ def subagent_runner(deps: SubagentDeps) -> RunChildFn:
             parents[spec.id] = parent.id
             contexts[spec.id] = context
             await store.set_origin(
-                meta.id, kind=SUBAGENT, origin_session_id=parent.id, user_turn=None, title=parent.title
+                meta.id, kind=SUBAGENT, origin_session_id=parent.id, user_turn=None, title=parent.title or ""
             )
         try:
             async with sup.lock(meta.id):
@@ -183,6 +183,9 @@ def subagent_deliver(deps: SubagentDeps) -> DeliverFn:
     async def deliver(report: SubagentReport) -> None:
         parent_id = parents.pop(report.id, None)
         context = contexts.pop(report.id, {})
+        if parent_id is None and report.session_id:  # a report this app did not start: its chat says where
+            chat = await store.get(report.session_id)
+            parent_id = (chat.parent_id or chat.id) if chat is not None else None
         if parent_id is None:
             return
         # Not awaited: the parent may be the one waiting for this report (wait_subagents).

@@ -23,7 +23,7 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -480,6 +480,8 @@ class RunSupervisor:
         self._locks: dict[str, asyncio.Lock] = {}
         self._closing = False
         self._resuming: asyncio.Task[int] | None = None
+        self._in_hook: dict[str, int] = {}  # chats whose run start waits on create_app(run_deps=...)
+        self._stopped_in_hook: set[str] = set()
 
     # ------------------------------------------------------------------ what it reads
 
@@ -537,6 +539,33 @@ class RunSupervisor:
     def lock(self, session_id: str) -> asyncio.Lock:
         """The per-chat lock that serialises start / resume / rewind decisions."""
         return self._locks.setdefault(session_id, asyncio.Lock())
+
+    @contextlib.contextmanager
+    def in_hook(self, session_id: str) -> Iterator[None]:
+        """Mark the chat's run start as waiting on its ``run_deps`` hook (see :meth:`stop_in_hook`)."""
+        self._in_hook[session_id] = self._in_hook.get(session_id, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._in_hook[session_id] - 1
+            if left:
+                self._in_hook[session_id] = left
+            else:
+                del self._in_hook[session_id]
+
+    def stop_in_hook(self, session_id: str) -> bool:
+        """Stop a run that has not started yet because its hook still runs; ``False`` when none waits."""
+        if session_id not in self._in_hook:
+            return False
+        self._stopped_in_hook.add(session_id)
+        return True
+
+    def stopped_in_hook(self, session_id: str) -> bool:
+        """Whether a stop came for the chat while its run's hook ran (asking clears it)."""
+        if session_id in self._stopped_in_hook:
+            self._stopped_in_hook.discard(session_id)
+            return True
+        return False
 
     def agent_for(self, name: str | None) -> Agent[Any]:
         """Resolve an agent name (``None``: the default)."""

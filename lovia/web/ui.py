@@ -65,7 +65,7 @@ def _ref(name: str, *, option: str, has_assets: bool) -> tuple[RefKind, str]:
     if not isinstance(name, str) or not name.strip():
         raise UserError(f"ChatUI({option}=...) got an empty or non-string entry", hint="give a file name, /path or URL")
     lowered = name.lower()
-    if lowered.startswith(("https://", "http://")):
+    if lowered.startswith(("https://", "http://", "//")):  # "//host/x.js": the page's own scheme
         parts = urlsplit(name)
         if not parts.netloc or any(c in name for c in "\"'<> \n\r\t"):
             raise UserError(
@@ -134,7 +134,9 @@ class ChatUI:
                 f"ChatUI(assets={str(self.assets)!r}) is not a directory",
                 hint="create it first, e.g. `lovia web init-ui ui`",
             )
-        for option in ("scripts", "styles", "empty_examples"):
+        if isinstance(self.scripts, str):  # one script named alone
+            object.__setattr__(self, "scripts", (self.scripts,))
+        for option in ("styles", "empty_examples"):
             value = getattr(self, option)
             if isinstance(value, str):
                 raise UserError(f"ChatUI({option}=...) must be a list, not one string", hint=f"{option}=[{value!r}]")
@@ -154,6 +156,11 @@ class ChatUI:
     def _check_text(self) -> None:
         if self.default_lang is not None and not _LANG.match(self.default_lang):
             raise UserError(f"ChatUI(default_lang={self.default_lang!r}) is not a language tag", hint="e.g. 'en', 'zh'")
+        if self.default_lang is not None and self.default_lang not in (*BUILTIN_LANGS, *self.messages):
+            raise UserError(
+                f"ChatUI(default_lang={self.default_lang!r}) names a language the page has no strings for",
+                hint=f"pick one of {', '.join(BUILTIN_LANGS)}, or give its strings in messages=",
+            )
         if self.login_url is not None and not (
             self.login_url.startswith("/")
             and not self.login_url.startswith("//")
@@ -163,9 +170,15 @@ class ChatUI:
                 f"ChatUI(login_url={self.login_url!r}) must be an app path or an http(s) URL",
                 hint="e.g. '/login?next={next}'",
             )
+        if not isinstance(self.messages, Mapping):
+            raise UserError("ChatUI(messages=...) must be a mapping", hint="{'en': {'composer.placeholder': '...'}}")
         for lang, table in self.messages.items():
             if not isinstance(lang, str) or not _LANG.match(lang):
                 raise UserError(f"ChatUI(messages=...) has a bad language tag {lang!r}", hint="e.g. 'en', 'zh', 'ja'")
+            if not isinstance(table, Mapping):
+                raise UserError(
+                    f"ChatUI(messages[{lang!r}]) must map keys to strings", hint="{'composer.placeholder': '...'}"
+                )
             for key, text in table.items():
                 if not isinstance(key, str) or not _KEY.match(key) or not isinstance(text, str):
                     raise UserError(
@@ -202,6 +215,8 @@ _JSON_ESCAPES = {"&": "\\u0026", "<": "\\u003c", ">": "\\u003e", "\u2028": "\\u2
 
 def _origin(url: str) -> str | None:
     parts = urlsplit(url)
+    if url.startswith("//") and parts.netloc:
+        return parts.netloc  # a host source: the CSP lets it in over the page's own scheme
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else None
 
 

@@ -119,7 +119,7 @@ def test_router_in_your_own_app(tmp_path: Path) -> None:
         answer = client.post("/api/chat", json={"message": "hello"})
         assert answer.status_code == 200
         assert answer.json()["output"] == "routed answer"
-        assert [s["id"] for s in client.get("/api/sessions").json()["sessions"]] == [answer.json()["session_id"]]
+        assert [s["id"] for s in client.get("/api/sessions").json()] == [answer.json()["session_id"]]
         assert client.get("/mine").json() == {"ok": "yes"}
         assert client.get("/healthz").status_code == 404  # /healthz belongs to create_app, not the router
 
@@ -184,7 +184,7 @@ def test_mounted_create_app_under_a_prefix(tmp_path: Path) -> None:
         assert page.status_code == 200 and "<html" in page.text.lower()
         answer = client.post("/lovia/api/chat", json={"message": "hi"})
         assert answer.status_code == 200 and answer.json()["output"] == "mounted answer"
-        assert client.get("/lovia/api/sessions").json()["sessions"][0]["id"] == answer.json()["session_id"]
+        assert client.get("/lovia/api/sessions").json()[0]["id"] == answer.json()["session_id"]
         assert client.get("/lovia/healthz").json() == {"status": "ok"}
 
 
@@ -289,8 +289,9 @@ def test_api_docs_follow_the_token(tmp_path: Path) -> None:
 
 def test_every_route_error_has_code_message_and_hint(tmp_path: Path) -> None:
     with app_client(scripted("x"), tmp_path) as client:
+        unknown = client.get("/api/sessions/nope")  # an unknown chat reads as an empty one
+        assert unknown.status_code == 200 and unknown.json()["entries"] == []
         for response in (
-            client.get("/api/sessions/nope"),
             client.patch("/api/sessions/nope", json={"title": "x"}),
             client.delete("/api/sessions/nope"),
             client.get("/api/sessions/nope/export"),
@@ -325,7 +326,7 @@ def test_unknown_agent_is_agent_not_found(tmp_path: Path) -> None:
     with app_client(scripted("x"), tmp_path) as client:
         assert_error(client.get("/api/agents/nobody"), 404, "agent_not_found")
         assert_error(client.post("/api/chat", json={"message": "hi", "agent": "nobody"}), 404, "agent_not_found")
-        assert client.get("/api/sessions").json()["sessions"] == []
+        assert client.get("/api/sessions").json() == []
 
 
 def test_unknown_schedule_is_schedule_not_found(tmp_path: Path) -> None:
@@ -342,7 +343,7 @@ def test_nothing_live_is_run_not_found(tmp_path: Path) -> None:
         sid = client.post("/api/chat", json={"message": "hi"}).json()["session_id"]
         assert_error(client.post("/api/chat/cancel", params={"session_id": sid}), 404, "run_not_found")
         assert_error(client.post("/api/chat/reconnect", params={"session_id": sid}), 404, "run_not_found")
-        assert_error(client.post("/api/chat/inject", json={"session_id": sid, "message": "x"}), 404, "run_not_found")
+        assert client.post("/api/chat/inject", json={"session_id": sid, "message": "x"}).json() == {"accepted": False}
 
 
 def test_run_failed_and_too_many_runs_and_run_active(tmp_path: Path) -> None:
@@ -411,7 +412,7 @@ def test_info(tmp_path: Path) -> None:
         info = client.get("/api/info").json()
         assert info["title"] == "Acme"
         assert info["agents"] == ["alpha", "beta"]
-        assert info["default_agent"] == "alpha"
+        assert info["default_agent"] is None  # several agents: no default
         assert isinstance(info["version"], str) and info["version"]
         assert isinstance(info["features"], dict)
         assert all(isinstance(v, bool) for v in info["features"].values())
@@ -428,7 +429,7 @@ def test_agents_introspection(tmp_path: Path) -> None:
     agent = Agent(name="helper", instructions="Be brief.", model=ScriptedProvider([text("x")]), tools=[lookup])
     with app_client(agent, tmp_path) as client:
         listed = client.get("/api/agents").json()
-        helper = next(a for a in listed["agents"] if a["name"] == "helper")
+        helper = next(a for a in listed if a["name"] == "helper")
         detail = client.get("/api/agents/helper").json()
         for item in (helper, detail):
             assert item["instructions"] == "Be brief."
@@ -595,7 +596,7 @@ def test_approval_required_then_approve(tmp_path: Path) -> None:
             asked = frames[-1][1]
             assert asked["name"] == "refund" and json.loads(asked["arguments"]) == {"amount": 60}
             sid = first(frames, "session")["session_id"]
-            runs = client.get("/api/runs").json()["runs"]
+            runs = client.get("/api/runs").json()
             assert runs[0]["status"] == "blocked_on_approval"
             decided = client.post(
                 "/api/chat/approve", json={"session_id": sid, "call_id": asked["id"], "decision": "approve"}
@@ -640,7 +641,7 @@ def test_a_second_stream_attaches_to_the_live_run_and_injects(tmp_path: Path) ->
             sid = first(frames, "session")["session_id"]
             with client.stream("POST", "/api/chat/stream", json={"message": "also this", "session_id": sid}) as second:
                 assert second.status_code == 200
-                assert len(client.get("/api/runs").json()["runs"]) == 1  # no second run
+                assert len(client.get("/api/runs").json()) == 1  # no second run
                 hold.release.set()
                 joined = rest_of(second)
             rest = rest_of(response)
@@ -658,7 +659,7 @@ def test_reconnect_gets_a_snapshot_then_the_live_tail(tmp_path: Path) -> None:
         ctx, _response, frames = start_held_stream(client, hold, {"message": "long job"})
         ctx.__exit__(None, None, None)  # the tab goes away; the run does not
         sid = first(frames, "session")["session_id"]
-        assert [r["session_id"] for r in client.get("/api/runs").json()["runs"]] == [sid]
+        assert [r["session_id"] for r in client.get("/api/runs").json()] == [sid]
         with client.stream("POST", "/api/chat/reconnect", params={"session_id": sid}) as response:
             head = read_until(response, lambda ev, _: ev == "snapshot")
             snapshot = head[-1][1]
@@ -702,7 +703,7 @@ def test_cancel_stops_the_live_run_and_keeps_completed_turns(tmp_path: Path) -> 
             hold.release.set()
             ctx.__exit__(None, None, None)
         assert "never" not in json.dumps(rest)
-        assert client.get("/api/runs").json()["runs"] == []
+        assert client.get("/api/runs").json() == []
         chat = client.get(f"/api/sessions/{sid}").json()
         assert [m["content"] for m in chat["entries"] if m["role"] == "user"] == ["first", "second"]
         assert "earlier" in [m["content"] for m in chat["entries"] if m["role"] == "assistant"]
@@ -752,26 +753,26 @@ def test_todo_frames_and_the_todo_route(tmp_path: Path) -> None:
 def test_sessions_list_search_paging_and_pins(tmp_path: Path) -> None:
     with app_client(scripted("a", "b", "c"), tmp_path) as client:
         ids = [client.post("/api/chat", json={"message": m}).json()["session_id"] for m in ("apples", "pears", "plums")]
-        listed = client.get("/api/sessions").json()["sessions"]
+        listed = client.get("/api/sessions").json()
         assert {s["id"] for s in listed} == set(ids)
         item = listed[0]
         for key in ("id", "title", "agent", "created_at", "updated_at", "pinned", "parent_id", "origin_kind"):
             assert key in item, key
         assert item["last_run_status"] == "completed"
-        page_one = client.get("/api/sessions", params={"limit": 2}).json()["sessions"]
-        page_two = client.get("/api/sessions", params={"limit": 2, "offset": 2}).json()["sessions"]
+        page_one = client.get("/api/sessions", params={"limit": 2}).json()
+        page_two = client.get("/api/sessions", params={"limit": 2, "offset": 2}).json()
         assert len(page_one) == 2 and len(page_two) == 1
         assert {s["id"] for s in page_one + page_two} == set(ids)
-        found = client.get("/api/sessions", params={"q": "pears"}).json()["sessions"]
+        found = client.get("/api/sessions", params={"q": "pears"}).json()
         assert [s["id"] for s in found] == [ids[1]]
         pinned = client.patch(f"/api/sessions/{ids[0]}", json={"pinned": True})
         assert pinned.status_code == 200 and pinned.json()["pinned"] is True
-        assert client.get("/api/sessions").json()["sessions"][0]["id"] == ids[0]
+        assert client.get("/api/sessions").json()[0]["id"] == ids[0]
         renamed = client.patch(f"/api/sessions/{ids[2]}", json={"title": "Plum talk"}).json()
         assert renamed["title"] == "Plum talk"
         assert client.get(f"/api/sessions/{ids[2]}").json()["title"] == "Plum talk"
         assert client.delete("/api/sessions").status_code == 200
-        assert client.get("/api/sessions").json()["sessions"] == []
+        assert client.get("/api/sessions").json() == []
 
 
 def test_session_detail_messages_refs_and_duration(tmp_path: Path) -> None:
@@ -853,7 +854,7 @@ def test_fork_whole_and_before_a_message(tmp_path: Path) -> None:
         origin = copy["origin"]
         assert origin["kind"] == "fork" and origin["session_id"] == sid
         assert origin["title"] == "Source chat" and origin["exists"] is True and origin["ref"] is None
-        listed = {s["id"]: s for s in client.get("/api/sessions").json()["sessions"]}
+        listed = {s["id"]: s for s in client.get("/api/sessions").json()}
         assert listed[copy_id]["origin_kind"] == "fork" and listed[sid]["origin_kind"] is None
         ref2 = [m["ref"] for m in client.get(f"/api/sessions/{sid}").json()["entries"] if m["role"] == "user"][1]
         part_id = client.post(f"/api/sessions/{sid}/fork", json={"ref": ref2}).json()["session_id"]
@@ -925,7 +926,7 @@ def test_live_runs_list(tmp_path: Path) -> None:
         ctx, _response, frames = start_held_stream(client, hold, {"message": "busy"})
         try:
             sid = first(frames, "session")["session_id"]
-            runs = client.get("/api/runs").json()["runs"]
+            runs = client.get("/api/runs").json()
             assert len(runs) == 1
             run = runs[0]
             assert run["session_id"] == sid and run["agent"] == "bot"
@@ -938,7 +939,7 @@ def test_live_runs_list(tmp_path: Path) -> None:
         finally:
             hold.release.set()
             ctx.__exit__(None, None, None)
-        wait_until(lambda: client.get("/api/runs").json()["runs"] == [])
+        wait_until(lambda: client.get("/api/runs").json() == [])
 
 
 def test_run_history_records_and_filters(tmp_path: Path) -> None:
@@ -1089,14 +1090,14 @@ def test_workspace_routes_read_and_hide(tmp_path: Path) -> None:
     agent = scripted("x", workspace=Workspace.local(str(root), mode="coding", denied_paths=("*.key",)))
     with app_client(agent, tmp_path) as client:
         assert client.get("/api/workspace").status_code == 200
-        names = {e["name"] for e in client.get("/api/workspace/files").json()["entries"]}
+        names = {e["name"] for e in client.get("/api/workspace/files").json()}
         assert {"src", "notes.md"} <= names
         assert not names & {"__pycache__", "node_modules", "venv", ".env"}
-        src = {e["name"] for e in client.get("/api/workspace/files", params={"path": "src"}).json()["entries"]}
+        src = {e["name"] for e in client.get("/api/workspace/files", params={"path": "src"}).json()}
         assert src == {"main.py"}
         file = client.get("/api/workspace/file", params={"path": "notes.md"})
         assert file.status_code == 200 and "line two" in file.json()["content"]
-        raw = client.get("/api/workspace/raw", params={"path": "src/main.py"})
+        raw = client.get("/api/workspace/raw", params={"path": "src/main.py", "download": 1})  # not an image
         assert raw.status_code == 200 and raw.content == b"print('hi')\n"
         assert client.get("/api/workspace/recent").status_code == 200
         assert_error(client.get("/api/workspace/file", params={"path": "secret.key"}), 403, "path_denied")
@@ -1202,14 +1203,14 @@ def test_tool_images_are_stubbed_and_served(tmp_path: Path) -> None:
     with app_client(agent, tmp_path) as client:
         frames = collect(client, "/api/chat/stream", {"message": "look"})
         result = first(frames, "tool_result")
-        assert result["images"] == [{"index": 1, "mime_type": "image/png"}]
+        assert result["images"] == [{"index": 0, "mime_type": "image/png"}]  # counted among the images
         sid = first(frames, "session")["session_id"]
-        served = client.get(f"/api/sessions/{sid}/tool-images/{result['id']}/1")
+        served = client.get(f"/api/sessions/{sid}/tool-images/{result['id']}/0")
         assert served.status_code == 200 and served.content == png
         assert served.headers["content-type"] == "image/png"
         stored = [m for m in client.get(f"/api/sessions/{sid}").json()["entries"] if m["role"] == "tool"]
-        assert stored[0]["images"] == [{"index": 1, "mime_type": "image/png"}]
-        assert_error(client.get(f"/api/sessions/{sid}/tool-images/{result['id']}/0"), 404, "image_not_found")
+        assert stored[0]["images"] == [{"index": 0, "mime_type": "image/png"}]
+        assert_error(client.get(f"/api/sessions/{sid}/tool-images/{result['id']}/1"), 404, "image_not_found")
 
 
 def test_reasoning_streams_as_reasoning_deltas(tmp_path: Path) -> None:
@@ -1257,18 +1258,18 @@ def test_answers_validate_against_the_published_models(tmp_path: Path) -> None:
     )
     with app_client(lead, tmp_path) as client:
         schemas.ServerInfo.model_validate(client.get("/api/info").json())
-        for item in client.get("/api/agents").json()["agents"]:
+        for item in client.get("/api/agents").json():
             schemas.AgentInfo.model_validate(item)
         schemas.AgentInfo.model_validate(client.get("/api/agents/bot").json())
         answer = schemas.ChatResponse.model_validate(client.post("/api/chat", json={"message": "delegate"}).json())
         sid = answer.session_id
         wait_until(lambda: client.get(f"/api/sessions/{sid}/children").json()["children"])
         wait_until(lambda: len(client.get("/api/runs/history").json()["runs"]) >= 3, timeout=20)
-        wait_until(lambda: client.get("/api/runs").json()["runs"] == [], timeout=20)
+        wait_until(lambda: client.get("/api/runs").json() == [], timeout=20)
         fork = schemas.ForkResponse.model_validate(client.post(f"/api/sessions/{sid}/fork", json={}).json())
-        for item in client.get("/api/sessions").json()["sessions"]:
+        for item in client.get("/api/sessions").json():
             schemas.ChatSessionInfo.model_validate(item)
-        for chat_id in [s["id"] for s in client.get("/api/sessions").json()["sessions"]] + [fork.session_id]:
+        for chat_id in [s["id"] for s in client.get("/api/sessions").json()] + [fork.session_id]:
             detail = schemas.SessionDetail.model_validate(client.get(f"/api/sessions/{chat_id}").json())
             assert detail.id == chat_id
         for record in client.get("/api/runs/history").json()["runs"]:
@@ -1282,7 +1283,7 @@ def test_answers_validate_against_the_published_models(tmp_path: Path) -> None:
         schemas.MemoryNotes.model_validate(client.get("/api/memory").json())
         schemas.MemoryNotes.model_validate(client.put("/api/memory", json={"content": "- tea\n"}).json())
         schemas.WorkspaceInfo.model_validate(client.get("/api/workspace").json())
-        for entry in client.get("/api/workspace/files").json()["entries"]:
+        for entry in client.get("/api/workspace/files").json():
             schemas.WorkspaceEntry.model_validate(entry)
         schemas.WorkspaceFile.model_validate(client.get("/api/workspace/file", params={"path": "notes.md"}).json())
         uploaded = client.post("/api/workspace/upload", files={"file": ("a.txt", b"hi", "text/plain")}).json()

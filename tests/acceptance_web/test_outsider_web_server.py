@@ -359,7 +359,7 @@ def test_auth_state_reaches_run_deps(tmp_path: Path) -> None:
         refused = client.post("/api/chat", json={"message": "q", "context": {"kb": "secret"}})
         assert refused.status_code == 400
         assert "unknown knowledge base" in json.dumps(refused.json())
-        assert len(client.get("/api/sessions").json()["sessions"]) == 1  # the refused message made no chat
+        assert len(client.get("/api/sessions").json()) == 1  # the refused message made no chat
 
 
 def test_routes_you_add_are_yours_to_guard(tmp_path: Path) -> None:
@@ -464,7 +464,7 @@ def test_run_deps_refusing_a_schedule_fire_records_a_failed_run(tmp_path: Path) 
         fired = [t for t in triggers if t.source == f"schedule:{sched['id']}"]
         assert fired and fired[0].request is None and fired[0].client_context == {"kb": "hr"}
         assert client.get(f"/api/schedules/{sched['id']}").json()["active"] is True  # it moves on
-        assert client.get("/api/sessions").json()["sessions"] == []
+        assert client.get("/api/sessions").json() == []
 
 
 def test_a_context_without_run_deps_logs_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -579,9 +579,9 @@ def test_start_session_opens_a_linked_independent_chat(tmp_path: Path) -> None:
         child = started["session_id"]
         chat = wait_until(lambda: (c := client.get(f"/api/sessions/{child}").json())["entries"] and c)
         assert chat["origin"]["kind"] == "spawn" and chat["origin"]["session_id"] == sid
-        listed = {s["id"]: s for s in client.get("/api/sessions").json()["sessions"]}
+        listed = {s["id"]: s for s in client.get("/api/sessions").json()}
         assert listed[child]["origin_kind"] == "spawn"
-        wait_until(lambda: client.get("/api/runs").json()["runs"] == [])
+        wait_until(lambda: client.get("/api/runs").json() == [])
         client.delete(f"/api/sessions/{sid}")
         assert client.get(f"/api/sessions/{child}").status_code == 200  # it belongs to no one
 
@@ -730,7 +730,7 @@ def test_subagent_runs_record_their_source(tmp_path: Path) -> None:
             ),
             timeout=20,
         )
-        wait_until(lambda: client.get("/api/runs").json()["runs"] == [], timeout=20)
+        wait_until(lambda: client.get("/api/runs").json() == [], timeout=20)
     by_source = {r["source"]: r for r in history}
     assert f"subagent:{parent}" in by_source
     child = by_source[f"subagent:{parent}"]

@@ -167,7 +167,7 @@ def test_recent_files_leave_out_noise_and_the_scratch_dir(tmp_path: Path) -> Non
         for noise in ("scratch.txt", "node_modules", "venv", "__pycache__", ".pyc"):
             assert noise not in recent, noise
         # browsing still shows the scratch dir
-        names = {e["name"] for e in client.get("/api/workspace/files").json()["entries"]}
+        names = {e["name"] for e in client.get("/api/workspace/files").json()}
         assert "tmp" in names
 
 

@@ -128,7 +128,7 @@ def test_web_sidebar_lists_a_damaged_chat_as_damaged(tmp_path: Path) -> None:
             conn.execute("UPDATE chat_sessions SET created_at = 'yesterday' WHERE id = ?", (ids[1],))
         r = http.get("/api/sessions")
         assert r.status_code == 200
-        listed = {s["id"]: s for s in r.json()["sessions"]}
+        listed = {s["id"]: s for s in r.json()}
         assert sorted(listed) == sorted(ids)
         assert "damaged" not in listed[ids[0]] and "damaged" not in listed[ids[2]]
         assert ids[1] in listed[ids[1]]["damaged"] and "hint:" in listed[ids[1]]["damaged"]

@@ -141,7 +141,7 @@ def test_a_rebinding_page_is_refused_everything_and_loopback_still_works(browser
             assert "private chat" not in r["body"]
 
         # Nothing was read, created, deleted or run.
-        sessions = httpx.get(f"{srv.url}/api/sessions", timeout=10).json()["sessions"]
+        sessions = httpx.get(f"{srv.url}/api/sessions", timeout=10).json()
         assert [s["title"] for s in sessions] == ["private chat"]
         assert ran == []
 

@@ -83,7 +83,7 @@ def test_a_foreign_host_is_refused_on_every_route(server: ThreadServer) -> None:
             assert r.status_code == 421, (method, path, r.status_code)
             detail = r.json()["detail"]
             assert detail["code"] == "host_not_allowed" and "--allowed-host" in detail["hint"]
-        assert http.get("/api/sessions").json() == {"sessions": []}  # nothing was created meanwhile
+        assert http.get("/api/sessions").json() == []  # nothing was created meanwhile
         assert http.get("/api/sessions", headers={"Host": f"localhost:{server.port}"}).status_code == 200
 
 
@@ -98,7 +98,7 @@ def test_state_changes_need_same_origin_or_no_origin(server: ThreadServer) -> No
         assert http.post("/api/sessions", json={"title": "cli"}).status_code == 200  # not a browser
         # Reads with a foreign Origin are answered (the browser keeps the answer from that page).
         assert http.get("/api/sessions", headers={"Origin": "http://attacker.test"}).status_code == 200
-        titles = sorted(s["title"] for s in http.get("/api/sessions").json()["sessions"])
+        titles = sorted(s["title"] for s in http.get("/api/sessions").json())
     assert titles == ["cli", "mine"]
 
 
@@ -174,10 +174,10 @@ def test_good_numbers_still_page(server: ThreadServer) -> None:
     with httpx.Client(base_url=server.url, timeout=10) as http:
         for i in range(3):
             http.post("/api/sessions", json={"title": f"c{i}"})
-        assert len(http.get("/api/sessions", params={"limit": 2}).json()["sessions"]) == 2
-        assert len(http.get("/api/sessions", params={"limit": 2, "offset": 2}).json()["sessions"]) == 1
+        assert len(http.get("/api/sessions", params={"limit": 2}).json()) == 2
+        assert len(http.get("/api/sessions", params={"limit": 2, "offset": 2}).json()) == 1
         assert http.get("/api/runs/history", params={"since": 0, "limit": 500}).status_code == 200
-        assert math.isfinite(http.get("/api/sessions").json()["sessions"][0]["created_at"])
+        assert math.isfinite(http.get("/api/sessions").json()[0]["created_at"])
 
 
 def test_uninject_ids_are_validated(server: ThreadServer) -> None:

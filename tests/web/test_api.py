@@ -66,7 +66,7 @@ def test_disconnect_is_not_cancel_and_streams_attach(server: ThreadServer, gate:
     sid = first.of("session")[0]["session_id"]
     wait_for(lambda: gate.runs.get("slow"))  # the client left; the run is still going
     assert session(server, sid)["live"] is True
-    assert httpx.get(f"{server.url}/api/runs").json()["runs"][0]["session_id"] == sid
+    assert httpx.get(f"{server.url}/api/runs").json()[0]["session_id"] == sid
 
     results: dict[str, Any] = {}
     attached = {"a": threading.Event(), "b": threading.Event()}
@@ -150,7 +150,9 @@ def test_rewind_edit_and_regenerate(server: ThreadServer) -> None:
     ]
     # regenerate = rewind to before the last user message, resend it
     r = httpx.post(f"{server.url}/api/sessions/{sid}/rewind", json={"user_turn": 1})
-    assert r.json() == {"removed": 2, "keep_entries": 2, "kept_answer": False}
+    body = r.json()
+    assert body == {**body, "removed": 2, "keep_entries": 2, "kept_answer": False}
+    assert [m["role"] for m in body["entries"]] == ["user", "assistant"]  # what the rewind left
     sse(server.url, "/api/chat/stream", {"message": "count two", "session_id": sid})
     assert session(server, sid)["transcript"][-1]["content"] == "Answer number 3."
     # edit the first message: everything from it on is replaced
@@ -181,17 +183,18 @@ def test_blocking_chat_and_sessions_crud(server: ThreadServer) -> None:
     assert r.status_code == 200 and r.json()["output"] == "You said: alpha chat"
     a = r.json()["session_id"]
     b = httpx.post(f"{server.url}/api/chat", json={"message": "beta chat"}).json()["session_id"]
-    listed = httpx.get(f"{server.url}/api/sessions").json()["sessions"]
+    listed = httpx.get(f"{server.url}/api/sessions").json()
     assert [s["id"] for s in listed] == [b, a]
-    assert [s["id"] for s in httpx.get(f"{server.url}/api/sessions", params={"q": "ALPHA"}).json()["sessions"]] == [a]
+    assert [s["id"] for s in httpx.get(f"{server.url}/api/sessions", params={"q": "ALPHA"}).json()] == [a]
     assert httpx.patch(f"{server.url}/api/sessions/{a}", json={"title": "Renamed"}).json()["title"] == "Renamed"
-    assert [s["id"] for s in httpx.get(f"{server.url}/api/sessions", params={"q": "renam"}).json()["sessions"]] == [a]
+    assert [s["id"] for s in httpx.get(f"{server.url}/api/sessions", params={"q": "renam"}).json()] == [a]
     md = httpx.get(f"{server.url}/api/sessions/{a}/export").text
     assert md.startswith("# Renamed") and "You said: alpha chat" in md
     assert httpx.delete(f"{server.url}/api/sessions/{a}").status_code == 200
-    assert httpx.get(f"{server.url}/api/sessions/{a}").status_code == 404
+    gone = httpx.get(f"{server.url}/api/sessions/{a}")
+    assert gone.status_code == 200 and gone.json()["entries"] == [] and gone.json()["title"] is None
     assert httpx.post(f"{server.url}/api/chat/reconnect", params={"session_id": a}).status_code == 404
-    assert [s["id"] for s in httpx.get(f"{server.url}/api/sessions").json()["sessions"]] == [b]
+    assert [s["id"] for s in httpx.get(f"{server.url}/api/sessions").json()] == [b]
 
 
 def test_token_auth(db: str) -> None:
@@ -210,7 +213,7 @@ def test_unconfigured_server_offers_the_labelled_demo_model(db: str, monkeypatch
     with ThreadServer(create_app(db_path=db)) as srv:
         info = httpx.get(f"{srv.url}/api/info").json()
         assert info["configured"] is False and info["demo"] is True
-        assert httpx.get(f"{srv.url}/api/agents").json()["agents"][0]["model"] == "demo:offline-demo"
+        assert httpx.get(f"{srv.url}/api/agents").json()[0]["model"] == "demo:offline-demo"
         s = sse(srv.url, "/api/chat/stream", {"message": "what time is it?"})
         assert s.of("tool_call")[0]["name"] == "clock"
         assert "offline demo model" in s.text().lower() or "Offline demo model" in s.text()

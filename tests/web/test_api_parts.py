@@ -71,7 +71,7 @@ def test_the_agents_router_alone(make: Callable[..., TestClient]) -> None:
     assert _paths(http) == {"/api/info", "/api/agents", "/api/agents/{name}"}
     info = http.get("/api/info").json()
     assert info["default_agent"] == "bot" and info["agents"] == ["bot"]
-    listed = http.get("/api/agents").json()["agents"]
+    listed = http.get("/api/agents").json()
     assert set(listed[0]) == set(AgentInfo.model_fields)
     detail = http.get("/api/agents/bot").json()
     assert detail["tools"] == ["lookup", "slow", "remove"] and detail["tool_details"][2]["needs_approval"] is True
@@ -107,7 +107,7 @@ def test_the_chat_router_alone(make: Callable[..., TestClient]) -> None:
     question = http.get("/api/chat/question", params={"session_id": body["session_id"]})
     assert question.status_code == 501 and question.json()["detail"]["code"] == "feature_unavailable"
     none_live = http.post("/api/chat/inject", json={"session_id": body["session_id"], "message": "x"})
-    assert none_live.status_code == 404 and none_live.json()["detail"]["code"] == "run_not_found"
+    assert none_live.status_code == 200 and none_live.json() == {"accepted": False}
 
 
 def test_the_sessions_router_alone(make: Callable[..., TestClient]) -> None:
@@ -116,12 +116,12 @@ def test_the_sessions_router_alone(make: Callable[..., TestClient]) -> None:
     assert "/api/sessions/{session_id}/todos" in paths and "/api/sessions/{session_id}/fork" in paths
     assert "/api/runs" in paths and not any(p.startswith(("/api/chat", "/api/schedules")) for p in paths)
     sid = http.post("/api/sessions", json={"title": "empty"}).json()["id"]
-    assert [s["id"] for s in http.get("/api/sessions").json()["sessions"]] == [sid]
+    assert [s["id"] for s in http.get("/api/sessions").json()] == [sid]
     assert http.get(f"/api/sessions/{sid}/todos").json() == {"todos": []}
     assert http.post(f"/api/sessions/{sid}/followups").json() == {"followups": []}
     fork = http.post(f"/api/sessions/{sid}/fork", json={})
     assert fork.status_code == 409 and fork.json()["detail"]["code"] == "nothing_to_fork"
-    assert http.get("/api/runs").json() == {"runs": []}
+    assert http.get("/api/runs").json() == []
     assert http.delete(f"/api/sessions/{sid}").json() == {"deleted": sid}
     gone = http.get(f"/api/sessions/{sid}/todos")
     assert gone.status_code == 404 and gone.json()["detail"]["code"] == "session_not_found"

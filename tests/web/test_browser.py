@@ -220,7 +220,7 @@ def test_sidebar_new_search_rename_delete(server: ThreadServer, page: Any) -> No
     target.get_by_test_id("delete").click()
     target.get_by_test_id("delete").click()  # second click confirms
     wait_for(lambda: texts(page, "session-item") == ["Renamed chat"])
-    assert [s["title"] for s in httpx.get(f"{server.url}/api/sessions").json()["sessions"]] == ["Renamed chat"]
+    assert [s["title"] for s in httpx.get(f"{server.url}/api/sessions").json()] == ["Renamed chat"]
 
 
 def test_narrow_window(server: ThreadServer, browser: Any) -> None:

@@ -153,7 +153,7 @@ def test_a_timed_fire_shows_up_in_the_open_dialog(server: ThreadServer, page: An
     item.get_by_test_id("schedule-history-open").click()
     page.get_by_test_id("schedule-fire-open").click()  # the fire opened a chat of its own
     page.get_by_text("You said: one-off check").wait_for(timeout=30_000)
-    sessions = httpx.get(server.url + "/api/sessions").json()["sessions"]
+    sessions = httpx.get(server.url + "/api/sessions").json()
     assert [s["title"] for s in sessions] == ["one-off check"]
 
 

@@ -104,7 +104,7 @@ def test_a_branch_links_back_until_its_origin_is_deleted(server: ThreadServer, p
     page.get_by_test_id("origin-link").click()
     page.wait_for_function(f"() => location.hash === '#/chat/{original}'")
     page.get_by_test_id("origin").wait_for(state="detached")  # drawn once the chat's detail is in
-    branch = [s["id"] for s in httpx.get(server.url + "/api/sessions").json()["sessions"] if s["id"] != original][0]
+    branch = [s["id"] for s in httpx.get(server.url + "/api/sessions").json() if s["id"] != original][0]
     assert httpx.delete(f"{server.url}/api/sessions/{original}").status_code == 200
     page.evaluate(f"() => {{ location.hash = '#/chat/{branch}'; location.reload(); }}")
     page.get_by_text("You said: plain question").wait_for()

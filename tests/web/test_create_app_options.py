@@ -39,7 +39,7 @@ def code_of(response: httpx.Response) -> str:
 
 def live_session(http: httpx.Client) -> str:
     """The chat of the one live run (waits for it to show up)."""
-    runs = wait_for(lambda: http.get("/api/runs").json()["runs"], timeout=30)
+    runs = wait_for(lambda: http.get("/api/runs").json(), timeout=30)
     return str(runs[0]["session_id"])
 
 
@@ -76,7 +76,7 @@ def test_the_run_cap_answers_429_for_chat_stream_and_schedules(tmp_path: Path, g
         assert refused.json()["detail"]["hint"] and refused.headers["retry-after"]
         streamed = http.post("/api/chat/stream", json={"message": "hello"})
         assert streamed.status_code == 429 and code_of(streamed) == "too_many_runs"
-        assert [s["id"] for s in http.get("/api/sessions").json()["sessions"]] == [busy_sid]  # nothing left behind
+        assert [s["id"] for s in http.get("/api/sessions").json()] == [busy_sid]  # nothing left behind
 
         sched = http.post("/api/schedules", json={"input": "ping", "trigger_kind": "every", "trigger_expr": "3600"})
         fired = http.post(f"/api/schedules/{sched.json()['id']}/run")
@@ -86,7 +86,7 @@ def test_the_run_cap_answers_429_for_chat_stream_and_schedules(tmp_path: Path, g
 
         gate.release.set()
         assert held.result().status_code == 200
-        wait_for(lambda: http.get("/api/runs").json()["runs"] == [], timeout=30)
+        wait_for(lambda: http.get("/api/runs").json() == [], timeout=30)
         again = http.post("/api/chat", json={"message": "hello"})
         assert again.status_code == 200 and again.json()["output"] == "You said: hello"
 
@@ -140,7 +140,7 @@ def test_a_client_leaving_a_blocking_turn_does_not_stop_it(tmp_path: Path, gate:
             http.post("/api/chat", json={"message": "slow run"}, timeout=httpx.Timeout(60, read=1.5))
         sid = live_session(http)
         gate.release.set()
-        wait_for(lambda: http.get("/api/runs").json()["runs"] == [], timeout=30)
+        wait_for(lambda: http.get("/api/runs").json() == [], timeout=30)
         transcript = http.get(f"/api/sessions/{sid}").json()["transcript"]
         assert transcript[-1]["type"] == "assistant_text" and transcript[-1]["content"].startswith("Done:")
 
@@ -339,7 +339,7 @@ def test_run_deps_get_the_client_context_and_become_ctx_deps(tmp_path: Path, gat
 
         refused = http.post("/api/chat", json={"message": "who", "context": {"kb": "forbidden"}})
         assert refused.status_code == 400 and "forbidden" in refused.json()["detail"]["message"]
-        assert len(http.get("/api/sessions").json()["sessions"]) == 2  # the refusal created no chat
+        assert len(http.get("/api/sessions").json()) == 2  # the refusal created no chat
 
 
 def test_a_message_joining_a_live_run_keeps_its_context(tmp_path: Path, gate: Gate) -> None:
@@ -362,19 +362,19 @@ def test_a_message_joining_a_live_run_keeps_its_context(tmp_path: Path, gate: Ga
         assert held.result().status_code == 200
 
 
-def test_a_client_context_over_64kb_is_refused_with_413(tmp_path: Path) -> None:
+def test_a_client_context_over_64kb_is_refused_with_422(tmp_path: Path) -> None:
     calls: list[RunTrigger] = []
     with served(create_app(scripted_agent(), db_path=str(tmp_path / "a.db"), run_deps=calls.append)) as http:
         big = {"blob": "x" * MAX_CLIENT_CONTEXT_BYTES}
         for path in ("/api/chat", "/api/chat/stream"):
             refused = http.post(path, json={"message": "hi", "context": big})
-            assert refused.status_code == 413 and code_of(refused) == "payload_too_large"
+            assert refused.status_code == 422 and code_of(refused) == "invalid_request"
             assert refused.json()["detail"]["hint"]
         schedule = {"input": "x", "trigger_kind": "every", "trigger_expr": "60", "context": big}
-        assert http.post("/api/schedules", json=schedule).status_code == 413
+        assert http.post("/api/schedules", json=schedule).status_code == 422
         not_an_object = http.post("/api/chat", json={"message": "hi", "context": ["a", "list"]})
         assert not_an_object.status_code == 422
-        assert http.get("/api/sessions").json()["sessions"] == [] and calls == []
+        assert http.get("/api/sessions").json() == [] and calls == []
         just_fits = {"k": "y" * (MAX_CLIENT_CONTEXT_BYTES - 20)}
         assert client_context_size(just_fits) <= MAX_CLIENT_CONTEXT_BYTES
         assert http.post("/api/chat", json={"message": "hi", "context": just_fits}).status_code == 200
@@ -544,7 +544,7 @@ def test_a_resumed_run_gets_run_deps_with_resumed_set(tmp_path: Path, gate: Gate
     gate.release.set()
     triggers: list[RunTrigger] = []
     with served(create_app(scripted_agent(gate), db_path=db, run_deps=triggers.append)) as http:
-        sid = http.get("/api/sessions").json()["sessions"][0]["id"]
+        sid = http.get("/api/sessions").json()[0]["id"]
         # The server resumes the interrupted run at start, with no page asking: no request to pass.
         wait_for(lambda: http.get(f"/api/sessions/{sid}").json()["active_run_id"] is None, timeout=60)
         assert [(t.session_id, t.resumed, t.source) for t in triggers] == [(sid, True, "user")]

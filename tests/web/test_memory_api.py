@@ -60,7 +60,9 @@ def _used(content: str) -> int:
 def test_read_replace_and_read_back_after_a_restart(tmp_path: Path) -> None:
     db, root = str(tmp_path / "m.db"), tmp_path / "memory"
     with ThreadServer(create_app(_agents(root, Dreamer("{}")), db_path=db)) as srv:
-        empty = httpx.get(srv.url + "/api/memory")  # the default agent is the first one
+        unnamed = httpx.get(srv.url + "/api/memory")  # two agents are served: whose notes?
+        assert unnamed.status_code == 400 and unnamed.json()["detail"]["code"] == "invalid_request"
+        empty = httpx.get(srv.url + "/api/memory?agent=keeper")
         assert empty.status_code == 200
         assert empty.json() == {"content": "", "used": 0, "budget": 8000, "dreamed_at": None}
         put = httpx.put(srv.url + "/api/memory", params={"agent": "keeper"}, json={"content": BODY})
@@ -77,7 +79,7 @@ def test_read_replace_and_read_back_after_a_restart(tmp_path: Path) -> None:
     with ThreadServer(create_app(_agents(root, dreamer), db_path=db)) as again:
         back = httpx.get(again.url + "/api/memory", params={"agent": "keeper"})
         assert back.status_code == 200 and back.json() == saved
-        cleared = httpx.put(again.url + "/api/memory", json={"content": "no bullets at all"})
+        cleared = httpx.put(again.url + "/api/memory?agent=keeper", json={"content": "no bullets at all"})
         assert cleared.json()["content"] == "" and cleared.json()["used"] == 0
     assert dreamer.prompts == []  # reading and replacing never calls a model
 
@@ -85,28 +87,29 @@ def test_read_replace_and_read_back_after_a_restart(tmp_path: Path) -> None:
 def test_over_budget_and_bad_bodies_are_refused(tmp_path: Path) -> None:
     root = tmp_path / "memory"
     with ThreadServer(create_app(_agents(root, Dreamer("{}"), budget=60), db_path=str(tmp_path / "m.db"))) as srv:
-        ok = httpx.put(srv.url + "/api/memory", json={"content": "- [2025-01] short note\n"})
+        ok = httpx.put(srv.url + "/api/memory?agent=keeper", json={"content": "- [2025-01] short note\n"})
         assert ok.status_code == 200 and ok.json()["used"] == len("[2025-01] short note") + 3
         long = "- " + "x" * 40 + "\n- " + "y" * 40 + "\n"
-        over = httpx.put(srv.url + "/api/memory", json={"content": long})
+        over = httpx.put(srv.url + "/api/memory?agent=keeper", json={"content": long})
         assert over.status_code == 413
         detail = over.json()["detail"]
         assert detail["code"] == "payload_too_large" and "60" in detail["message"] and detail["hint"]
         # undated notes gain a stamp, and the stamp counts: 48 typed characters still overflow
-        stamped = httpx.put(srv.url + "/api/memory", json={"content": "- " + "z" * 48 + "\n"})
+        stamped = httpx.put(srv.url + "/api/memory?agent=keeper", json={"content": "- " + "z" * 48 + "\n"})
         assert stamped.status_code == 413
-        assert httpx.get(srv.url + "/api/memory").json()["content"] == "- [2025-01] short note\n"  # untouched
-        missing = httpx.put(srv.url + "/api/memory", json={})
+        kept = httpx.get(srv.url + "/api/memory?agent=keeper").json()
+        assert kept["content"] == "- [2025-01] short note\n"  # untouched
+        missing = httpx.put(srv.url + "/api/memory?agent=keeper", json={})
         assert missing.status_code == 422 and missing.json()["detail"][0]["loc"] == ["body", "content"]
-        wrong = httpx.put(srv.url + "/api/memory", json={"content": 5})
+        wrong = httpx.put(srv.url + "/api/memory?agent=keeper", json={"content": 5})
         assert wrong.status_code == 422
-        huge = httpx.put(srv.url + "/api/memory", json={"content": "- " + "a" * 1_000_001})
+        huge = httpx.put(srv.url + "/api/memory?agent=keeper", json={"content": "- " + "a" * 1_000_001})
         assert huge.status_code == 422
 
 
 def test_agents_without_memory_and_unknown_agents(tmp_path: Path) -> None:
     with ThreadServer(create_app(_agents(tmp_path / "memory", Dreamer("{}")), db_path=str(tmp_path / "m.db"))) as srv:
-        listed = httpx.get(srv.url + "/api/agents").json()["agents"]
+        listed = httpx.get(srv.url + "/api/agents").json()
         assert {a["name"]: a["memory"] for a in listed} == {"keeper": True, "plain": False}
         assert httpx.get(srv.url + "/api/agents/keeper").json()["memory"] is True
         for method, path in (("GET", "/api/memory"), ("PUT", "/api/memory"), ("POST", "/api/memory/dream")):
@@ -128,7 +131,7 @@ def test_dream_rewrites_with_the_agents_model(tmp_path: Path) -> None:
     dreamer = Dreamer(json.dumps({"notes": ["[2025-01] Lives in Oslo", "[2025-03] Prefers tea"]}))
     with ThreadServer(create_app(_agents(root, dreamer), db_path=str(tmp_path / "m.db"))) as srv:
         three = "- [2025-01] Lives in Oslo\n- [2025-02] Likes tea\n- [2025-03] Prefers tea\n"
-        assert httpx.put(srv.url + "/api/memory", json={"content": three}).status_code == 200
+        assert httpx.put(srv.url + "/api/memory?agent=keeper", json={"content": three}).status_code == 200
         dreamed = httpx.post(srv.url + "/api/memory/dream", params={"agent": "keeper"})
         assert dreamed.status_code == 200, dreamed.text
         out = dreamed.json()
@@ -138,7 +141,7 @@ def test_dream_rewrites_with_the_agents_model(tmp_path: Path) -> None:
         assert isinstance(out["dreamed_at"], float)
         assert dreamer.prompts and "Likes tea" in dreamer.prompts[0]  # the model saw the old notes
         assert (root / "MEMORY.md.bak").read_text(encoding="utf-8") == three  # one-level undo
-        assert httpx.get(srv.url + "/api/memory").json()["dreamed_at"] == out["dreamed_at"]
+        assert httpx.get(srv.url + "/api/memory?agent=keeper").json()["dreamed_at"] == out["dreamed_at"]
 
 
 def test_dream_with_an_unusable_answer_keeps_the_notes(tmp_path: Path) -> None:
@@ -147,8 +150,8 @@ def test_dream_with_an_unusable_answer_keeps_the_notes(tmp_path: Path) -> None:
     agents = _agents(root, dreamer, plugin_model=True)  # the plugin's own model, the agent has none
     with ThreadServer(create_app(agents, db_path=str(tmp_path / "m.db"))) as srv:
         body = "- [2025-01] Lives in Oslo\n"
-        httpx.put(srv.url + "/api/memory", json={"content": body})
-        kept = httpx.post(srv.url + "/api/memory/dream")
+        httpx.put(srv.url + "/api/memory?agent=keeper", json={"content": body})
+        kept = httpx.post(srv.url + "/api/memory/dream?agent=keeper")
         assert kept.status_code == 200, kept.text
         assert kept.json()["before"] == kept.json()["after"] == 1
         assert kept.json()["content"] == body and kept.json()["dreamed_at"] is None
@@ -181,9 +184,10 @@ def test_token_origin_and_host_guards_cover_the_memory_routes(tmp_path: Path) ->
             body = {"content": "- sneaky"} if method == "PUT" else None
             cross = httpx.request(method, srv.url + path, json=body, headers={**auth, "Origin": "http://evil.test"})
             assert cross.status_code == 403 and cross.json()["detail"]["code"] == "cross_origin", (method, path)
-        read = httpx.get(srv.url + "/api/memory", headers={**auth, "Origin": "http://evil.test"})
+        read = httpx.get(srv.url + "/api/memory?agent=keeper", headers={**auth, "Origin": "http://evil.test"})
         assert read.status_code == 200 and read.json()["content"] == ""  # a read is not a state change
-        same = httpx.put(srv.url + "/api/memory", json={"content": "- own page"}, headers={**auth, "Origin": srv.url})
+        own = {**auth, "Origin": srv.url}
+        same = httpx.put(srv.url + "/api/memory?agent=keeper", json={"content": "- own page"}, headers=own)
         assert same.status_code == 200 and same.json()["content"].endswith("] own page\n")
     assert dreamer.prompts == []  # no refused dream reached the model
     assert "sneaky" not in (root / "MEMORY.md").read_text(encoding="utf-8")
@@ -204,7 +208,7 @@ def test_a_bare_mounted_router_serves_memory(tmp_path: Path, store: ChatStore) -
     app.include_router(build_api_router(deps), prefix="/lovia", dependencies=[Depends(token_dependency("t"))])
     auth = {"Authorization": "Bearer t"}
     with ThreadServer(app) as srv, httpx.Client(base_url=srv.url + "/lovia", headers=auth, timeout=10) as http:
-        put = http.put("/api/memory", json={"content": "- [2025-01] one note\n- [2025-01] One note.\n"})
+        put = http.put("/api/memory?agent=keeper", json={"content": "- [2025-01] one note\n- [2025-01] One note.\n"})
         assert put.status_code == 200 and put.json()["content"] == "- [2025-01] one note\n"
         dream = http.post("/api/memory/dream", params={"agent": "keeper"})
         assert dream.json()["content"] == "- [2025-01] One note\n" and dream.json()["after"] == 1

@@ -22,7 +22,7 @@ def test_env_configured_openai_compatible_model(tmp_path: Path) -> None:
         with ProcessServer("--db", str(tmp_path / "w.db"), env=env) as srv:
             info = httpx.get(f"{srv.url}/api/info").json()
             assert info["configured"] is True and info["demo"] is False
-            assert httpx.get(f"{srv.url}/api/agents").json()["agents"][0]["model"] == "openai:fake-model"
+            assert httpx.get(f"{srv.url}/api/agents").json()[0]["model"] == "openai:fake-model"
             s = sse(srv.url, "/api/chat/stream", {"message": "what time is it?"})
         posts = fake.posts()
     assert s.of("tool_call")[0]["name"] == "clock"

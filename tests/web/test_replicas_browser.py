@@ -106,7 +106,7 @@ def owner_of(server: ProcessServer) -> str:
 
 def live_run_ids(server: ProcessServer) -> list[str]:
     """The runs this replica itself drives (``GET /api/runs`` lists local runs only)."""
-    return [r["run_id"] for r in httpx.get(server.url + "/api/runs", timeout=10).json()["runs"]]
+    return [r["run_id"] for r in httpx.get(server.url + "/api/runs", timeout=10).json()]
 
 
 def open_following(page: Any, replica: ProcessServer, sid: str) -> None:

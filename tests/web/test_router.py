@@ -47,7 +47,7 @@ def test_chat_and_sessions_under_a_prefix(mounted: tuple[ThreadServer, RouterDep
     sid = stream.of("session")[0]["session_id"]
     with httpx.Client(base_url=base, headers=AUTH, timeout=10) as http:
         assert http.get("/api/info").json()["default_agent"] == "bot"
-        listed = http.get("/api/sessions").json()["sessions"]
+        listed = http.get("/api/sessions").json()
         assert [s["id"] for s in listed] == [sid]
         detail = http.get(f"/api/sessions/{sid}").json()
         assert [e["type"] for e in detail["transcript"]] == ["input", "tool_call", "tool_result", "assistant_text"]
@@ -70,7 +70,7 @@ def test_a_live_run_streams_through_the_mounted_router(mounted: tuple[ThreadServ
     sid = first.of("session")[0]["session_id"]
     wait_for(lambda: gate.runs.get("slow"))
     with httpx.Client(base_url=base, headers=AUTH, timeout=10) as http:
-        assert [r["session_id"] for r in http.get("/api/runs").json()["runs"]] == [sid]
+        assert [r["session_id"] for r in http.get("/api/runs").json()] == [sid]
         busy = http.post("/api/chat", json={"message": "x", "session_id": sid})
         assert busy.status_code == 409 and busy.json()["detail"]["code"] == "run_active"
         with http.stream("POST", f"/api/chat/reconnect?session_id={sid}") as attached:
@@ -91,12 +91,12 @@ def test_the_routers_auth_and_origin_guard(mounted: tuple[ThreadServer, RouterDe
             for method, path in (("GET", "/api/sessions"), ("POST", "/api/chat/stream"), ("GET", "/api/events")):
                 r = http.request(method, path, headers=headers, json={"message": "x"} if method == "POST" else None)
                 assert r.status_code == 401 and r.json()["detail"]["code"] == "server_token", (method, path)
-        assert http.get("/api/sessions", headers=AUTH).json() == {"sessions": []}  # nothing started
+        assert http.get("/api/sessions", headers=AUTH).json() == []  # nothing started
         cross = http.post("/api/sessions", json={}, headers={**AUTH, "Origin": "http://evil.test"})
         assert cross.status_code == 403 and cross.json()["detail"]["code"] == "cross_origin"
         same = http.post("/api/sessions", json={"title": "own page"}, headers={**AUTH, "Origin": srv.url})
         assert same.status_code == 200
-        assert [s["title"] for s in http.get("/api/sessions", headers=AUTH).json()["sessions"]] == ["own page"]
+        assert [s["title"] for s in http.get("/api/sessions", headers=AUTH).json()] == ["own page"]
 
 
 def test_create_app_serves_the_same_route_table(tmp_path: Path) -> None:

@@ -197,10 +197,10 @@ def test_live_runs_report_status_turns_source_and_start(tmp_path: Path) -> None:
         asked = sse(srv.url, "/api/chat/stream", {"message": "remove a.txt"}, until="approval_required")
         sid = asked.of("session")[0]["session_id"]
         approval = asked.of("approval_required")[0]
-        (run,) = httpx.get(f"{srv.url}/api/runs").json()["runs"]
+        (run,) = httpx.get(f"{srv.url}/api/runs").json()
         assert run["session_id"] == sid and run["status"] == "blocked_on_approval"
         assert run["turns"] == 1 and run["source"] == "user" and run["agent"] == "scripted"
         assert run["started_at"] <= time.time() and run["run_id"] == asked.of("snapshot")[0]["run_id"]
         decided = {"session_id": sid, "call_id": approval["id"], "decision": "deny"}
         assert httpx.post(f"{srv.url}/api/chat/approve", json=decided).status_code == 200
-        wait_for(lambda: httpx.get(f"{srv.url}/api/runs").json()["runs"] == [])
+        wait_for(lambda: httpx.get(f"{srv.url}/api/runs").json() == [])

@@ -41,10 +41,16 @@ def test_frame_default_converts_what_json_cannot() -> None:
     assert frame_data(frame("x", {"v": Odd()}, default=lambda _o: ["custom"])) == {"v": ["custom"]}
 
 
-def test_usage_dict_adds_the_last_prompt_size_when_known() -> None:
-    usage = Usage(input_tokens=10, output_tokens=3)
-    assert usage_dict(usage) == usage.to_dict()
-    assert usage_dict(usage, last_input_tokens=7) == {**usage.to_dict(), "last_input_tokens": 7}
+def test_usage_dict_adds_the_total_and_the_last_prompt_size_when_known() -> None:
+    usage = Usage(input_tokens=10, output_tokens=3, cache_read_tokens=4)
+    assert usage_dict(usage) == {
+        "input_tokens": 10,
+        "output_tokens": 3,
+        "cache_read_tokens": 4,
+        "cache_write_tokens": 0,
+        "total_tokens": 13,
+    }
+    assert usage_dict(usage, last_input_tokens=7) == {**usage_dict(usage), "last_input_tokens": 7}
 
 
 def test_error_data_of_a_tool_failure_and_of_a_run_failure() -> None:

@@ -67,7 +67,7 @@ def test_start_session_opens_a_linked_chat_that_runs_at_once(server: ThreadServe
 def test_an_empty_instruction_leaves_no_chat(server: ThreadServer) -> None:
     reply = sse(server.url, "/api/chat/stream", {"message": "empty-spin-off"}).text()
     assert "the instruction is empty" in reply
-    assert len(httpx.get(f"{server.url}/api/sessions").json()["sessions"]) == 1
+    assert len(httpx.get(f"{server.url}/api/sessions").json()) == 1
 
 
 async def test_without_a_server_the_tool_says_so(tmp_path: Path) -> None:
@@ -84,4 +84,4 @@ def test_at_the_run_cap_the_call_fails_and_leaves_no_chat(tmp_path: Path) -> Non
     with ThreadServer(create_app(agent, store=store, max_background_runs=1)) as srv:
         reply = sse(srv.url, "/api/chat/stream", {"message": "spin-off more"}).text()
         assert "limit of 1 concurrent runs" in reply  # the calling run holds the only slot
-        assert len(httpx.get(f"{srv.url}/api/sessions").json()["sessions"]) == 1
+        assert len(httpx.get(f"{srv.url}/api/sessions").json()) == 1

@@ -69,7 +69,7 @@ def test_chat_meta_from_row_reads_the_origin_columns() -> None:
     task = ChatMeta.from_row(("c2", "t", None, 1.0, 2.0, None, 0, "subagent", "c0", None))
     assert (task.parent_id, task.origin_kind, task.origin_session_id) == ("c0", None, None)
     plain = ChatMeta.from_row(("c3", None, None, 1.0, 2.0, None, 0))  # an index row without origin columns
-    assert plain.title == "" and plain.parent_id is None and plain.origin_kind is None
+    assert plain.title is None and plain.parent_id is None and plain.origin_kind is None
     assert plain.to_dict()["origin_ref"] is None and set(fork.to_dict()) >= {"parent_id", "origin_kind"}
     damaged = ChatMeta.from_row(("c4", "t", None, "not a time", 2.0, None, 0))
     assert damaged.damaged and "c4" in damaged.damaged

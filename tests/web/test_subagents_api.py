@@ -71,8 +71,9 @@ def test_child_runs_in_its_own_chat_and_reports_back(server: ThreadServer, relea
         if e["type"] == "input"
     ]
     assert inputs[-1].startswith('<subagent-report id="sa-') and "Child finished: job the sums." in inputs[-1]
-    # The child is listed in the sidebar too, and is a plain chat with no children.
-    assert child["id"] in [s["id"] for s in httpx.get(f"{server.url}/api/sessions").json()["sessions"]]
+    # A task chat is listed under its parent, not in the chat list; it has no children of its own.
+    assert child["id"] not in [s["id"] for s in httpx.get(f"{server.url}/api/sessions").json()]
+    assert httpx.get(f"{server.url}/api/sessions/{child['id']}").status_code == 200
     assert _children(server.url, child["id"]) == []
 
 
@@ -80,7 +81,7 @@ def test_a_report_reaches_a_live_parent_exactly_once(server: ThreadServer, relea
     release.set()  # the child finishes while the parent run waits for it
     parent = sse(server.url, "/api/chat/stream", {"message": "delegate and wait"}).of("session")[0]["session_id"]
     wait_for(lambda: "The helper reported back." in _texts(server.url, parent), timeout=30)
-    wait_for(lambda: httpx.get(f"{server.url}/api/runs").json()["runs"] == [], timeout=30)
+    wait_for(lambda: httpx.get(f"{server.url}/api/runs").json() == [], timeout=30)
     entries = httpx.get(f"{server.url}/api/sessions/{parent}").json()["transcript"]
     reports = [e for e in entries if e["type"] == "input" and str(e["content"]).startswith("<subagent-report")]
     assert len(reports) == 1 and "Child finished: job quick." in reports[0]["content"]
@@ -91,8 +92,8 @@ def test_deleting_the_parent_stops_and_deletes_its_tasks(server: ThreadServer) -
     (child,) = wait_for(lambda: _children(server.url, parent))
     assert child["live"]
     assert httpx.delete(f"{server.url}/api/sessions/{parent}", timeout=30).status_code == 200
-    assert httpx.get(f"{server.url}/api/sessions/{child['id']}").status_code == 404
-    assert httpx.get(f"{server.url}/api/runs").json()["runs"] == []
+    assert httpx.get(f"{server.url}/api/sessions/{child['id']}").json()["entries"] == []  # gone
+    assert httpx.get(f"{server.url}/api/runs").json() == []
     missing = httpx.get(f"{server.url}/api/sessions/{parent}/children")
     assert missing.status_code == 404 and missing.json()["detail"]["code"] == "session_not_found"
 
@@ -103,7 +104,7 @@ def test_cancel_subagent_stops_the_task_chat_without_a_report(server: ThreadServ
     parent = first.of("session")[0]["session_id"]
     (child,) = wait_for(lambda: _children(server.url, parent))
     wait_for(lambda: _children(server.url, parent)[0]["status"] == "cancelled", timeout=30)
-    assert httpx.get(f"{server.url}/api/runs").json()["runs"] == []
+    assert httpx.get(f"{server.url}/api/runs").json() == []
     parent_runs = httpx.get(f"{server.url}/api/runs/history", params={"session_id": parent}).json()["runs"]
     assert len(parent_runs) == 1  # no report, so no second run of the parent
     assert _texts(server.url, parent) == ["Cancelled it."]
@@ -121,7 +122,7 @@ def test_at_the_run_cap_the_spawn_fails_and_leaves_no_chat(db: str, release: thr
         failed = wait_for(report, timeout=30)  # delivered once the parent's run freed the slot
         assert 'status="failed"' in failed and "TooManyRuns" in failed
         assert _children(srv.url, parent) == []
-        assert [s["id"] for s in httpx.get(f"{srv.url}/api/sessions").json()["sessions"]] == [parent]
+        assert [s["id"] for s in httpx.get(f"{srv.url}/api/sessions").json()] == [parent]
 
 
 def _detail_transcript(base: str, sid: str) -> list[dict[str, Any]]:
@@ -133,7 +134,7 @@ def test_wiring_can_be_turned_off(db: str, release: threading.Event) -> None:
         release.set()  # bounded mode: the child runs inside the parent's run, in no chat of its own
         parent = sse(srv.url, "/api/chat/stream", {"message": "delegate inline"}).of("session")[0]["session_id"]
         assert _children(srv.url, parent) == []
-        assert len(httpx.get(f"{srv.url}/api/sessions").json()["sessions"]) == 1
+        assert len(httpx.get(f"{srv.url}/api/sessions").json()) == 1
 
 
 def _args(*argv: str) -> Any:

@@ -210,4 +210,4 @@ def test_fork_errors(srv: ThreadServer) -> None:
     assert r.status_code == 404 and r.json()["detail"]["code"] == "turn_not_found"
     r = httpx.post(f"{srv.url}/api/sessions/chat_nope/fork")
     assert r.status_code == 404 and r.json()["detail"]["code"] == "session_not_found"
-    assert len(httpx.get(f"{srv.url}/api/sessions").json()["sessions"]) == 1
+    assert len(httpx.get(f"{srv.url}/api/sessions").json()) == 1

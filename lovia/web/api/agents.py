@@ -11,6 +11,7 @@ from ...handoff import Handoff
 from ..errors import ApiRoute, WebError
 from ..schemas import AgentInfo, ServerInfo
 from .deps import RouterDeps
+from .memory import memory_plugin
 from .workspace import workspace_cfg
 
 __all__ = ["agent_info", "build_agents_router", "model_name", "resolve_context_window"]
@@ -96,10 +97,15 @@ def build_agents_router(deps: RouterDeps) -> APIRouter:
             title=deps.title,
             version=__version__,
             agents=list(deps.agents),  # names; GET /api/agents describes them
-            default_agent=deps.default_agent,
+            default_agent=deps.default_agent if len(deps.agents) == 1 else None,  # several: the client picks
             configured=deps.configured,
             demo=deps.demo,
             features={
+                "checkpointing": True,  # every ChatStore keeps a checkpoint per live run
+                "titles": deps.titles,
+                "followups": deps.followups is not False,
+                "scheduling": True,
+                "memory": any(memory_plugin(a) is not None for a in deps.agents.values()),
                 "rewind": deps.store.supports_rewind,
                 "stop": True,
                 "approvals": True,
@@ -112,8 +118,8 @@ def build_agents_router(deps: RouterDeps) -> APIRouter:
         )
 
     @router.get("/agents")
-    async def agents() -> dict[str, Any]:
-        return {"agents": [a.model_dump() for a in infos()], "default_agent": deps.default_agent}
+    async def agents() -> list[dict[str, Any]]:
+        return [a.model_dump() for a in infos()]
 
     @router.get("/agents/{name}")
     async def agent(name: str) -> dict[str, Any]:

@@ -81,13 +81,28 @@ async def _file_parts(deps: RouterDeps, agent_name: str | None, agent: Agent[Any
     when the model reads images.
     """
     parts: list[Any] = []
-    for item in _workspace_files(body):
-        path, rel = await attachment_file(deps, agent_name, item.path)
+    wanted = _workspace_files(body)
+    unreadable: list[WebError] = []
+    for item in wanted:
+        try:
+            path, rel = await attachment_file(deps, agent_name, item.path)
+        except WebError as exc:
+            if exc.status_code not in (400, 403, 404) or exc.code == "feature_unavailable":
+                raise
+            unreadable.append(exc)  # a file gone or refused since its upload is left out
+            continue
         label = item.name or rel.rsplit("/", 1)[-1]
         parts.append(TextPart(f"[Attached {item.kind} {label!r} ({item.mime}): {rel}]"))
         if item.kind == "image" and supports_vision(agent.model):
             mime = model_image_mime(rel) or item.mime
             parts.append(await asyncio.to_thread(ImagePart.from_path, str(path), mime_type=mime))
+    if wanted and len(unreadable) == len(wanted) and not _upload_ids(body):
+        raise WebError(
+            422,
+            "invalid_request",
+            f"none of the {len(wanted)} attached files can be read ({unreadable[0].message})",
+            hint="upload the files again with POST /api/workspace/upload, then send the message",
+        )
     return parts
 
 
@@ -128,7 +143,7 @@ def _opener(deps: RouterDeps) -> Callable[..., Awaitable[Opened]]:
             )
         meta = await store.get(body.session_id) if body.session_id else None
         if meta is None and not body.message.strip():
-            raise WebError(400, "invalid_request", "message is empty", hint="send a non-empty message")
+            raise WebError(422, "invalid_request", "message is empty", hint="send a non-empty message")
         sid = meta.id if meta is not None else (body.session_id or f"chat_{uuid.uuid4().hex[:16]}")
         async with sup.lock(sid):
             live = sup.get(sid)
@@ -155,7 +170,8 @@ async def _start(
     store, sup = deps.store, deps.supervisor
     message = body.message.strip()
     context = checked_context(body.context)
-    agent_name = body.agent or (meta.agent if meta is not None else None)
+    # An existing chat keeps the agent it was created with, whatever the request names.
+    agent_name = (meta.agent if meta is not None else None) or body.agent
     try:
         sup.check_capacity()
         agent = sup.agent_for(agent_name)
@@ -165,12 +181,20 @@ async def _start(
         raise WebError.from_exc(400, "invalid_request", exc) from exc
     files = await _file_parts(deps, agent_name, agent, body)  # a missing or denied file refuses the message
     trigger = RunTrigger(session_id=sid, agent=agent, source="user", request=request, client_context=context)
-    run_deps = await build_run_deps(deps.run_deps, trigger)  # before anything is written: it may refuse
+    with sup.in_hook(sid):
+        run_deps = await build_run_deps(deps.run_deps, trigger)  # before anything is written: it may refuse
+    if sup.stopped_in_hook(sid):
+        raise WebError(
+            409,
+            "run_cancelled",
+            "the run was stopped before it started",
+            hint="send the message again to start it",
+        )
     is_new = meta is None
     if meta is None:
         meta = await store.create(title=provisional_title(message), agent=body.agent, session_id=sid)
         deps.announce_session(meta)
-    content = await attachment_content(deps, sid, message, _upload_ids(body), agent=body.agent)
+    content = await attachment_content(deps, sid, message, _upload_ids(body), agent=agent_name)
     if files:
         if isinstance(content, str):
             content = [TextPart(content)] if content else []
@@ -239,10 +263,16 @@ def _stream_routes(router: APIRouter, deps: RouterDeps) -> None:
                     client_context=context,
                     resumed=True,
                 )
-                run_deps = await build_run_deps(deps.run_deps, trigger)
-                await sup.resume(
-                    session_id, meta.active_run_id, agent=meta.agent, deps=run_deps, client_context=context
-                )
+                with sup.in_hook(session_id):
+                    run_deps = await build_run_deps(deps.run_deps, trigger)
+                fresh = await store.get(session_id)
+                stopped = sup.stopped_in_hook(session_id)
+                if stopped and fresh is not None and fresh.active_run_id == meta.active_run_id:
+                    await sup.finalize_partial(session_id, meta.active_run_id)  # stopped: its turns are kept
+                elif not stopped and fresh is not None and fresh.active_run_id == meta.active_run_id:
+                    await sup.resume(
+                        session_id, meta.active_run_id, agent=meta.agent, deps=run_deps, client_context=context
+                    )  # (a run that finished or was stopped while the hook ran is not resumed)
             attachment = await sup.subscribe(session_id)
         return _stream(session_id, attachment)
 
@@ -253,7 +283,7 @@ def _control_routes(router: APIRouter, deps: RouterDeps) -> None:  # noqa: C901 
 
     @router.post("/cancel")
     async def cancel(session_id: str) -> dict[str, Any]:
-        if await sup.stop(session_id):
+        if await sup.stop(session_id) or sup.stop_in_hook(session_id):  # a run still in its hook never starts
             return {"stopped": True}
         meta = await deps.store.get(session_id)
         if meta is None:
@@ -270,22 +300,17 @@ def _control_routes(router: APIRouter, deps: RouterDeps) -> None:  # noqa: C901 
 
     @router.post("/inject")
     async def inject(body: InjectRequest) -> dict[str, Any]:
+        if not body.message.strip():
+            raise WebError(422, "invalid_request", "message is empty", hint="send a non-empty message")
         live = sup.get(body.session_id)
         if live is None:
-            raise WebError(
-                404,
-                "run_not_found",
-                "no live run in this chat",
-                hint="send the message with POST /api/chat/stream instead",
-            )
-        return {"id": live.inject(body.message)}
+            return {"accepted": False}  # no live run to steer: send it with POST /api/chat/stream
+        return {"accepted": True, "id": live.inject(body.message)}
 
     @router.post("/uninject")
     async def uninject(body: InjectCancelRequest) -> dict[str, Any]:
         live = sup.get(body.session_id)
-        if live is None:
-            raise WebError(404, "run_not_found", "no live run in this chat", hint="the run has finished")
-        return {"removed": live.uninject(body.id)}
+        return {"removed": live is not None and live.uninject(body.id)}
 
     @router.post("/approve")
     async def approve(body: ApprovalRequest) -> dict[str, Any]:
@@ -306,7 +331,7 @@ def _control_routes(router: APIRouter, deps: RouterDeps) -> None:  # noqa: C901 
     async def chat(body: ChatRequest, request: Request) -> ChatResponse:
         sid, live, _ = await open_chat(body, request, blocking=True)
         if live is None:
-            raise WebError(400, "invalid_request", "message is empty", hint="send a non-empty message")
+            raise WebError(422, "invalid_request", "message is empty", hint="send a non-empty message")
         # The run is the supervisor's task: a client that leaves only stops this wait.
         await asyncio.shield(live.finished.wait())
         return blocking_outcome(sid, live)

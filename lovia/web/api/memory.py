@@ -40,6 +40,13 @@ def notes_used(facts: list[str]) -> int:
 
 
 def _resolve(deps: RouterDeps, agent: str | None) -> tuple[str, Agent[Any], Memory]:
+    if not agent and len(deps.agents) > 1:
+        raise WebError(
+            400,
+            "invalid_request",
+            f"{len(deps.agents)} agents are served: say whose notes with ?agent=",
+            hint=f"use one of: {', '.join(sorted(deps.agents))} (GET /api/agents lists them)",
+        )
     name = agent or deps.default_agent
     served = deps.agents.get(name)
     if served is None:

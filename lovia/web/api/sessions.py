@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import time
 from typing import Any
 
 from fastapi import APIRouter
@@ -13,7 +14,14 @@ from fastapi.responses import PlainTextResponse, Response
 
 from ...parts import ImagePart
 from ...session import Segment
-from ...transcript import InputEntry, ToolResultEntry, TranscriptEntry, entries_to_messages, entry_to_dict
+from ...transcript import (
+    InputEntry,
+    ToolResultEntry,
+    TranscriptEntry,
+    drop_dangling_tool_calls,
+    entries_to_messages,
+    entry_to_dict,
+)
 from ..errors import ApiRoute, WebError
 from ..params import Limit, Offset, Since
 from ..routes_processes import processes_router
@@ -21,6 +29,7 @@ from ..routes_uploads import uploads_router
 from ..schemas import CreateSessionRequest, RewindRequest, SessionPatch, TodoItemOut, TodosResponse
 from ..serialization import (
     EXPORT_HTML_CSP,
+    Run,
     drop_system_entries,
     export_html,
     export_md,
@@ -28,6 +37,7 @@ from ..serialization import (
     parse_ref,
     segments_runs,
     segments_to_out,
+    view_messages,
 )
 from ..store import ChatMeta
 from .deps import RouterDeps
@@ -65,16 +75,17 @@ _SERVABLE_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/web
 
 
 def _tool_image(segments: list[Segment], call_id: str, index: int) -> tuple[str, bytes] | None:
-    """The bytes of image ``index`` (a position in the result's parts) of ``call_id``'s result.
+    """The bytes of image ``index`` (counted among the result's image parts, from 0) of ``call_id``'s result.
 
     Only inline raster images are served: a URL-only image is not fetched on the client's
     behalf, and an SVG (script-capable) or undecodable payload is not servable.
     """
     for seg in reversed(segments):
         for e in seg.entries:
-            if isinstance(e, ToolResultEntry) and e.call_id == call_id and e.parts and 0 <= index < len(e.parts):
-                part = e.parts[index]
-                if not isinstance(part, ImagePart) or part.data is None or part.mime_type not in _SERVABLE_IMAGES:
+            images = [p for p in e.parts or () if isinstance(p, ImagePart)] if isinstance(e, ToolResultEntry) else []
+            if isinstance(e, ToolResultEntry) and e.call_id == call_id and 0 <= index < len(images):
+                part = images[index]
+                if part.data is None or part.mime_type not in _SERVABLE_IMAGES:
                     return None
                 try:
                     return part.mime_type, base64.b64decode(part.data, validate=True)
@@ -113,28 +124,26 @@ def _export_response(meta: ChatMeta, entries: list[TranscriptEntry], format: str
     if format == "txt":
         return PlainTextResponse(f"{meta.title or 'Chat'}\n\n{export_txt(msgs)}", media_type="text/plain")
     if format == "html":
-        page = export_html(msgs, title=meta.title, session_id=meta.id)
+        page = export_html(msgs, title=meta.title or "", session_id=meta.id)
         headers = {"Content-Security-Policy": EXPORT_HTML_CSP, "X-Content-Type-Options": "nosniff"}
         return Response(page, media_type="text/html", headers=headers)
     if format != "md":
         raise WebError(
             422, "invalid_request", f"unknown export format {format!r}", hint="use format=md, json, txt or html"
         )
-    return PlainTextResponse(export_md(msgs, title=meta.title, session_id=meta.id), media_type="text/markdown")
+    return PlainTextResponse(export_md(msgs, title=meta.title or "", session_id=meta.id), media_type="text/markdown")
 
 
 def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
     store, sup = deps.store, deps.supervisor
 
     @router.get("/sessions")
-    async def list_sessions(q: str | None = None, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+    async def list_sessions(q: str | None = None, limit: Limit = 100, offset: Offset = 0) -> list[dict[str, Any]]:
         metas = await store.list(query=q or None, limit=limit, offset=offset)
         statuses = await store.latest_run_statuses([m.id for m in metas])
-        return {
-            "sessions": [
-                {**m.to_dict(), "last_run_status": statuses.get(m.id), "live": sup.get(m.id) is not None} for m in metas
-            ]
-        }
+        return [
+            {**m.to_dict(), "last_run_status": statuses.get(m.id), "live": sup.get(m.id) is not None} for m in metas
+        ]
 
     @router.post("/sessions")
     async def create_session(body: CreateSessionRequest) -> dict[str, Any]:
@@ -144,16 +153,20 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
 
     @router.get("/sessions/{session_id}")
     async def get_session(session_id: str) -> dict[str, Any]:
-        meta = await _require(deps, session_id)
+        meta = await store.get(session_id)
+        if meta is None:  # unknown or deleted: a chat with nothing in it (a message starts it)
+            return _empty_detail(session_id)
         segments = await store.session.segments(session_id)
-        entries = [e for s in segments for e in s.entries]
+        pending = await _checkpoint_entries(deps, meta)  # an interrupted run's turns follow the stored ones
+        entries = [e for s in segments for e in s.entries] + pending
+        runs = segments_runs(segments) + ([Run(None, pending)] if pending else [])
         origin = _origin(await store.origin(session_id), meta)
         task_of = None
         if origin is not None and origin["kind"] not in ("fork", "spawn"):
             task_of, origin = origin, None  # a subagent's chat: parent_id names its parent
         return {
             **meta.to_dict(),
-            "entries": segments_to_out(segments, created_at=meta.created_at, updated_at=meta.updated_at),
+            "entries": view_messages(runs, created_at=meta.created_at, updated_at=meta.updated_at),
             "transcript": [entry_to_dict(e) for e in entries],
             "runs": _runs(segments, await store.runs(session_id)),
             "live": sup.get(session_id) is not None,
@@ -184,15 +197,22 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
         meta = await _require(deps, session_id)
         entries = await store.session.load(session_id)
         if format == "json":
-            body = json.dumps(
-                {"session": meta.to_dict(), "entries": [entry_to_dict(e) for e in entries]}, indent=2, default=str
-            )
-            return PlainTextResponse(body, media_type="application/json")
+            segments = await store.session.segments(session_id)
+            document = {
+                "session_id": meta.id,
+                "title": meta.title,
+                "agent": meta.agent,
+                # the chat's messages as GET /api/sessions/{id} shows them (tool image stubs included)
+                "messages": segments_to_out(segments, created_at=meta.created_at, updated_at=meta.updated_at),
+                "session": meta.to_dict(),
+                "entries": [entry_to_dict(e) for e in entries],  # the stored transcript, for a faithful copy
+            }
+            return PlainTextResponse(json.dumps(document, indent=2, default=str), media_type="application/json")
         return _export_response(meta, entries, format)
 
     @router.get("/runs")
-    async def runs() -> dict[str, Any]:
-        return {"runs": [r.info() for r in sup.live_runs]}
+    async def runs() -> list[dict[str, Any]]:
+        return [r.info() for r in sup.live_runs]
 
     @router.get("/runs/history")
     async def run_history(
@@ -204,6 +224,31 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
     ) -> dict[str, Any]:
         records = await store.run_history(session_id=session_id, source=source, since=since, limit=limit, offset=offset)
         return {"runs": [r.to_dict() for r in records]}
+
+
+async def _checkpoint_entries(deps: RouterDeps, meta: ChatMeta) -> list[TranscriptEntry]:
+    """The completed turns of the chat's interrupted run (its checkpoint), while no run is live."""
+    if not meta.active_run_id or deps.supervisor.get(meta.id) is not None:
+        return []
+    snapshot = await deps.store.checkpointer.load(meta.active_run_id)
+    return drop_dangling_tool_calls(list(snapshot.entries)) if snapshot is not None else []
+
+
+def _empty_detail(session_id: str) -> dict[str, Any]:
+    """``GET /api/sessions/{id}`` of a chat the store does not have: no title, no entries, no runs."""
+    return {
+        "id": session_id,
+        "title": None,
+        "agent": None,
+        "entries": [],
+        "transcript": [],
+        "runs": [],
+        "live": False,
+        "active_run_id": None,
+        "origin": None,
+        "task_of": None,
+        "variants": [],
+    }
 
 
 def _origin(origin: dict[str, Any] | None, meta: ChatMeta) -> dict[str, Any] | None:
@@ -303,9 +348,13 @@ def _write_routes(router: APIRouter, deps: RouterDeps) -> None:
             async with sup.lock(session_id):
                 await store.delete(session_id)  # with its schedules
         deps.emit("sessions_cleared", {})
-        return {"deleted": len(ids)}
+        return {"ok": True}
 
     _rewind_route(router, deps)
+
+
+REWIND_WAIT = 5.0
+"""Seconds a rewind waits for a stopped run of the chat to wind down before it answers 409."""
 
 
 def _rewind_route(router: APIRouter, deps: RouterDeps) -> None:
@@ -321,19 +370,42 @@ def _rewind_route(router: APIRouter, deps: RouterDeps) -> None:
                 "this session store has no rewind: edit and regenerate are unavailable",
                 hint="serve the app on a session store with rewind (SQLite and PostgreSQL have it)",
             )
+        live = sup.get(session_id)
+        if live is not None and live.stop_requested:  # a stopped run still winding down: wait for it, bounded
+            await sup.drain(session_id, timeout=REWIND_WAIT)
         async with sup.lock(session_id):
-            if sup.get(session_id) is not None:
+            live = sup.get(session_id)
+            if live is not None and live.stop_requested:
+                raise WebError(
+                    409,
+                    "run_stopping",
+                    f"the stopped run is still winding down after {REWIND_WAIT:g} s",
+                    hint="retry the rewind shortly",
+                )
+            if live is not None:
                 raise WebError(409, "run_active", "a run is live in this chat", hint="stop it first, then rewind")
             segments = await store.session.segments(session_id)
             flat = [e for s in segments for e in s.entries]
             users = _user_positions(flat)
             turn = body.user_turn if body.ref is None else parse_ref(body.ref, segments_runs(segments))
+            pending = await _checkpoint_entries(deps, meta)
+            in_checkpoint = len(_user_positions(pending))
+            if turn is not None and meta.active_run_id and len(users) <= turn < len(users) + in_checkpoint:
+                # The turn exists only in the interrupted run's checkpoint: dropping that run rewinds it.
+                await store.checkpointer.delete(meta.active_run_id)
+                await store.set_active_run(session_id, None)
+                return {
+                    "removed": 0,
+                    "entries": segments_to_out(segments, created_at=meta.created_at, updated_at=meta.updated_at),
+                    "keep_entries": len(flat),
+                    "kept_answer": False,
+                }
             if turn is None or turn >= len(users):
                 named = f"user message {body.ref!r}" if body.ref is not None else f"user_turn {body.user_turn}"
                 raise WebError(
                     404,
                     "turn_not_found",
-                    f"the chat has {len(users)} user messages; there is no {named}",
+                    f"the chat has {len(users) + in_checkpoint} user messages; there is no {named}",
                     hint="reload the chat and pick a message it still has",
                 )
             keep = users[turn]
@@ -349,7 +421,13 @@ def _rewind_route(router: APIRouter, deps: RouterDeps) -> None:
                 await store.checkpointer.delete(meta.active_run_id)
                 await store.set_active_run(session_id, None)
             await store.update(session_id)
-        return {"removed": removed, "keep_entries": keep, "kept_answer": bool(kept and answer)}
+            after = await store.session.segments(session_id)
+        return {
+            "removed": removed,
+            "entries": segments_to_out(after, created_at=meta.created_at, updated_at=time.time()),
+            "keep_entries": keep,
+            "kept_answer": bool(kept and answer),
+        }
 
 
 async def _delete_chat(deps: RouterDeps, session_id: str) -> None:

@@ -1,8 +1,9 @@
 """The Files panel's API: a read-only view of the served agent's workspace, and uploads into it.
 
 * ``GET /api/workspace``: whether the agent has a workspace, its folder name, mode and limits.
-* ``GET /api/workspace/files?path=``: one directory, paged (``offset`` / ``limit``).
-* ``GET /api/workspace/recent``: the most recently changed files (a bounded walk of the tree).
+* ``GET /api/workspace/files?path=``: one directory's entries as a JSON array, paged (``offset`` /
+  ``limit``); ``X-Total-Count`` says how many the folder shows in all.
+* ``GET /api/workspace/recent``: the most recently changed files, an array (a bounded walk of the tree).
 * ``GET /api/workspace/file?path=``: a text file's content (413 over the preview cap, 415 for binary).
 * ``GET /api/workspace/raw?path=``: a file's bytes, typed so that nothing runs in the page.
 * ``POST /api/workspace/upload?agent=``: one file saved as ``uploads/<name>``: a ``multipart/form-data``
@@ -36,7 +37,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from ...agent import Agent
@@ -73,13 +74,8 @@ MAX_NAME_BYTES = 255
 NOISE_NAMES = frozenset({"__pycache__", "node_modules", "venv", ".venv"})
 NOISE_SUFFIXES = (".pyc", ".pyo")
 
-_INLINE_TYPES = frozenset(
-    {
-        *(mime for mime in PREVIEW_IMAGE_MIME_BY_EXT.values() if mime != "image/svg+xml"),  # SVG can script
-        "application/pdf", "text/plain",
-    }
-)  # fmt: skip
-"""Types a browser shows without running anything of the file; everything else is an attachment."""
+_INLINE_TYPES = frozenset(mime for mime in PREVIEW_IMAGE_MIME_BY_EXT.values() if mime != "image/svg+xml")
+"""Raster images: the only types ``/raw`` serves inline (an SVG can script); the rest only downloads."""
 
 _SANDBOX = "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 """Sent with every raw file but PDF: opened as a page, the file gets an opaque origin and runs nothing."""
@@ -167,7 +163,7 @@ def _check_shape(raw: str) -> str:
         raise _error(400, "invalid_request", "the path is too long", f"paths are at most {MAX_PATH_CHARS} characters")
     if os.path.isabs(path) or path.startswith("~") or re.match(r"^[A-Za-z]:[\\/]", path):
         raise _error(
-            400, "invalid_request", "absolute paths are not served", "name the file relative to the workspace root"
+            403, "path_denied", "absolute paths are not served", "name the file relative to the workspace root"
         )
     for part in path.split("/"):
         if len(part.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
@@ -236,7 +232,7 @@ def _open_file(panel: _Panel, raw: str) -> tuple[int, os.stat_result, str]:
     if not stat.S_ISREG(st.st_mode) or _fd_path(fd, landed) != str(landed):
         os.close(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise _error(400, "invalid_request", f"{rel!r} is a directory", "list it with GET /api/workspace/files")
+            raise _error(404, "file_not_found", f"{rel!r} is a directory", "list it with GET /api/workspace/files")
         raise _error(403, "path_denied", f"{rel!r} is not a regular file", "only regular files are served")
     if (st.st_dev, st.st_ino) != rp.ident:  # not the file that was judged: swapped in between
         os.close(fd)
@@ -374,61 +370,76 @@ def _walk(panel: _Panel) -> Iterator[tuple[str, os.stat_result]]:
                 continue
 
 
-def _recent(panel: _Panel, limit: int) -> dict[str, Any]:
+def _recent(panel: _Panel, limit: int) -> list[dict[str, Any]]:
     newest = heapq.nlargest(limit, _walk(panel), key=lambda item: item[1].st_mtime)
-    return {"files": [_entry(rel, st, link=False) for rel, st in newest]}
+    return [_entry(rel, st, link=False) for rel, st in newest]
 
 
 # --------------------------------------------------------------------------- reading
 
 
+def _read_limit(panel: _Panel) -> int:
+    """The most bytes a workspace read may take (the workspace's ``max_file_read_bytes``)."""
+    return int(panel.workspace.limits.max_file_read_bytes)
+
+
+def _too_large(rel: str, size: int, limit: int) -> WebError:
+    return _error(
+        413,
+        "file_too_large",
+        f"{rel!r} is {size} bytes, over the workspace's {limit}-byte read limit",
+        "open it on the machine that serves the workspace",
+    )
+
+
 def _read_text(panel: _Panel, raw: str) -> dict[str, Any]:
+    """The file's text: its head up to the preview limit (``truncated`` past it); ``binary: true``
+    with empty content for a file that is not UTF-8 text."""
     fd, st, rel = _open_file(panel, raw)
     try:
-        if st.st_size > MAX_PREVIEW_BYTES:
-            raise _error(
-                413,
-                "file_too_large",
-                f"{rel!r} is {st.st_size} bytes, over the {MAX_PREVIEW_BYTES}-byte preview limit",
-                "download it with GET /api/workspace/raw",
-            )
+        if st.st_size > _read_limit(panel):
+            raise _too_large(rel, st.st_size, _read_limit(panel))
         chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_PREVIEW_BYTES:
+        size = newlines = 0
+        last = b""
+        while True:
             chunk = os.read(fd, _CHUNK)
             if not chunk:
                 break
-            chunks.append(chunk)
+            if size <= MAX_PREVIEW_BYTES:
+                chunks.append(chunk)
             size += len(chunk)
-        data = b"".join(chunks)[: MAX_PREVIEW_BYTES + 1]
+            newlines += chunk.count(b"\n")
+            last = chunk[-1:]
     finally:
         os.close(fd)
-    if len(data) > MAX_PREVIEW_BYTES:
-        raise _error(413, "file_too_large", f"{rel!r} grew past the preview limit", "download it with /raw")
+    data = b"".join(chunks)
+    truncated = len(data) > MAX_PREVIEW_BYTES
+    head = data[:MAX_PREVIEW_BYTES]
+    binary = False
     try:
-        if b"\x00" in data[:8192]:
+        if b"\x00" in head[:8192]:
             raise ValueError
-        content = data.decode("utf-8")
+        # A cut can split the last character: only a whole file must decode strictly.
+        content = head.decode("utf-8", errors="ignore" if truncated else "strict")
+        if truncated:
+            content = content[: content.rfind("\n") + 1] or content  # whole lines only
     except ValueError:
-        raise _error(
-            415,
-            "unsupported_file_type",
-            f"{rel!r} is not UTF-8 text and cannot be previewed inline",
-            "download it with GET /api/workspace/raw",
-        ) from None
-    lines = len(content.splitlines())
+        content, binary = "", True
+    total = newlines + (1 if last not in (b"", b"\n") else 0)
+    shown = len(content.splitlines())
     return {
         "path": rel,
         "name": rel.rsplit("/", 1)[-1],
-        "size": len(data),
+        "size": size,
         "mtime": st.st_mtime,
         "mime_type": _mime(rel),
         "content": content,
         "start": 1,
-        "end": lines,
-        "total_lines": lines,
-        "truncated": False,
-        "binary": False,
+        "end": 0 if binary else shown,
+        "total_lines": 0 if binary else total,
+        "truncated": truncated and not binary,
+        "binary": binary,
     }
 
 
@@ -455,16 +466,46 @@ def _stream(fd: int, size: int) -> Iterator[bytes]:
         os.close(fd)
 
 
-def _raw(panel: _Panel, raw: str, download: bool) -> StreamingResponse:
+def _etag(st: os.stat_result) -> str:
+    return f'"{st.st_size:x}-{st.st_mtime_ns:x}-{st.st_ino:x}"'
+
+
+def _etag_matches(header: str | None, etag: str) -> bool:
+    """Whether ``If-None-Match`` names ``etag``: ``*``, or a list of tags, weak (``W/``) ones included."""
+    if not header:
+        return False
+    tags = [tag.strip() for tag in header.split(",")]
+    return "*" in tags or etag in (tag.removeprefix("W/") for tag in tags)
+
+
+def _raw(panel: _Panel, raw: str, download: bool, if_none_match: str | None = None) -> Response:
+    """The file's bytes: inline for a raster image, else only as a download (``download=1``);
+    an ETag, and 304 when the client holds this version."""
     fd, st, rel = _open_file(panel, raw)
     name = rel.rsplit("/", 1)[-1]
     mime = _mime(rel)
-    inline = mime in _INLINE_TYPES and not download
+    if st.st_size > _read_limit(panel):
+        os.close(fd)
+        raise _too_large(rel, st.st_size, _read_limit(panel))
+    inline = mime in _INLINE_TYPES
+    if not inline and not download:
+        os.close(fd)
+        raise _error(
+            415,
+            "unsupported_file_type",
+            f"{rel!r} ({mime}) is not shown inline: only raster images are",
+            "download it with download=1",
+        )
+    etag = _etag(st)
+    if _etag_matches(if_none_match, etag):
+        os.close(fd)
+        return Response(status_code=304, headers={"ETag": etag, "Cache-Control": "no-cache"})
     headers = {
         "Content-Length": str(st.st_size),
-        "Content-Disposition": _disposition("inline" if inline else "attachment", name),
+        "Content-Disposition": _disposition("attachment" if download else "inline", name),
         "X-Content-Type-Options": "nosniff",
-        "Cache-Control": "no-store",
+        "Cache-Control": "no-cache",
+        "ETag": etag,
     }
     if mime != "application/pdf":  # a PDF viewer does not start in a sandbox; anything else runs no script
         headers["Content-Security-Policy"] = (
@@ -582,6 +623,19 @@ def _upload_kind(name: str) -> str:
     return "image" if model_image_mime(name) is not None else "file"
 
 
+def _check_upload(panel: _Panel, deps: RouterDeps, name: str) -> None:
+    """Refuse an extension the server does not take (415) or a path the policy denies writing (403)."""
+    if os.path.splitext(name)[1]:  # a name without an extension is a plain file: always allowed
+        check_upload_type(deps, name)
+    rel = f"{UPLOADS_DIR}/{name}"
+    policy = panel.workspace.policy
+    if policy.is_denied(rel=rel, abs_posix=(panel.root / rel).as_posix()) or any(
+        r.action == "deny" and "write" in r.ops and r.matches(rel=rel, abs_posix=(panel.root / rel).as_posix())
+        for r in policy.path_rules
+    ):
+        raise _error(403, "path_denied", f"writing {rel!r} is denied by the workspace policy", "rename the file")
+
+
 def _upload_routes(router: APIRouter, deps: RouterDeps) -> None:
     @router.post("/upload")
     async def upload(request: Request, agent: str | None = None, session_id: str | None = None) -> dict[str, Any]:
@@ -604,14 +658,7 @@ def _upload_routes(router: APIRouter, deps: RouterDeps) -> None:
             body = _single(data)
         else:
             name = _upload_name(request.headers.get("x-filename"))
-        check_upload_type(deps, name)
-        rel = f"{UPLOADS_DIR}/{name}"
-        policy = panel.workspace.policy
-        if policy.is_denied(rel=rel, abs_posix=(panel.root / rel).as_posix()) or any(
-            r.action == "deny" and "write" in r.ops and r.matches(rel=rel, abs_posix=(panel.root / rel).as_posix())
-            for r in policy.path_rules
-        ):
-            raise _error(403, "path_denied", f"writing {rel!r} is denied by the workspace policy", "rename the file")
+        _check_upload(panel, deps, name)
         declared = request.headers.get("content-length")
         if body is None and declared is not None and declared.isdigit() and int(declared) > deps.max_upload_bytes:
             raise upload_too_large(deps)
@@ -631,6 +678,8 @@ def _upload_routes(router: APIRouter, deps: RouterDeps) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+            if size == 0:
+                raise _error(422, "invalid_request", f"{name!r} is empty", "pick a file that has content")
             stored = _free_name(dir_fd, name, partial)
         except ClientDisconnect:
             raise _error(400, "invalid_request", "the upload was interrupted", "send the file again") from None
@@ -712,14 +761,17 @@ def build_workspace_router(deps: RouterDeps) -> APIRouter:
         session_id: str | None = None,
         offset: int = Query(default=0, ge=0),
         limit: int = Query(default=500, ge=1, le=MAX_LIST_LIMIT),
-    ) -> dict[str, Any]:
+    ) -> JSONResponse:
         panel = await _panel(deps, agent, session_id)
-        return await asyncio.to_thread(_list_dir, panel, path, offset, limit)
+        page = await asyncio.to_thread(_list_dir, panel, path, offset, limit)
+        # The body is the page's entries; how many the folder shows in all rides in a header.
+        headers = {"X-Total-Count": str(page["total"]), "X-Truncated": "1" if page["truncated"] else "0"}
+        return JSONResponse(page["entries"], headers=headers)
 
     @router.get("/recent")
     async def recent(
         agent: str | None = None, session_id: str | None = None, limit: int = Query(default=20, ge=1, le=200)
-    ) -> dict[str, Any]:
+    ) -> list[dict[str, Any]]:
         panel = await _panel(deps, agent, session_id)
         return await asyncio.to_thread(_recent, panel, limit)
 
@@ -730,10 +782,10 @@ def build_workspace_router(deps: RouterDeps) -> APIRouter:
 
     @router.get("/raw")
     async def raw(
-        path: str, agent: str | None = None, session_id: str | None = None, download: bool = False
-    ) -> StreamingResponse:
+        request: Request, path: str, agent: str | None = None, session_id: str | None = None, download: bool = False
+    ) -> Response:
         panel = await _panel(deps, agent, session_id)
-        return await asyncio.to_thread(_raw, panel, path, download)
+        return await asyncio.to_thread(_raw, panel, path, download, request.headers.get("if-none-match"))
 
     _upload_routes(router, deps)
     return router

@@ -179,7 +179,8 @@ function showNotice() {
 async function loadInfo() {
   // /api/info names the agents; /api/agents describes them (model, tools, workspace, memory).
   const [info, described] = await Promise.all([api("GET", "/api/info"), api("GET", "/api/agents")]);
-  state.info = { ...info, agents: described.agents };
+  // Serving several agents, the server names no default: the page starts with the first one.
+  state.info = { ...info, agents: described, default_agent: info.default_agent ?? (described[0] ? described[0].name : null) };
   document.title = state.info.title;
   $("title").textContent = state.info.title;
   showAgent(switcher.setInfo(state.info));
@@ -315,9 +316,9 @@ async function refreshSessions() {
   // Re-rendering would pull an open rename box away under the user's fingers: try again later.
   if (state.renaming) return scheduleRefresh();
   const q = $("search").value.trim();
-  const data = await api("GET", `/api/sessions${q ? `?q=${encodeURIComponent(q)}` : ""}`);
+  const rows = await api("GET", `/api/sessions${q ? `?q=${encodeURIComponent(q)}` : ""}`);
   if (state.renaming) return scheduleRefresh();
-  $("sessions").replaceChildren(...data.sessions.map(sessionItem));
+  $("sessions").replaceChildren(...rows.map(sessionItem));
   return undefined;
 }
 

@@ -5,7 +5,7 @@
 // is shown as those characters. Pictures are fetched with the page's token and shown as data:
 // URLs (the page's CSP allows no other image source), so /raw needs no token in its URL.
 
-import { api, apiError, authHeaders, url } from "./api.js";
+import { api, apiError, authHeaders, check, url } from "./api.js";
 import { CONFIG } from "./i18n.js";
 import { enhance, renderMarkdown } from "./markdown.js";
 import hljs from "./vendor/highlight.min.js";
@@ -162,9 +162,14 @@ export function createFilesPanel(page) {
 
   async function list_(path, offset = 0) {
     const mine = ++generation;
-    const data = await api("GET", `/api/workspace/files?${query({ path, session_id: sid(), offset, limit: PAGE })}`);
+    // The body is an array of entries; X-Total-Count says how many the folder shows in all.
+    const response = await check(
+      await fetch(url(`/api/workspace/files?${query({ path, session_id: sid(), offset, limit: PAGE })}`), { headers: authHeaders() }),
+    );
+    const entries = await response.json();
+    const total = Number(response.headers.get("X-Total-Count") ?? offset + entries.length);
     if (mine !== generation) return;
-    dir = data.path;
+    dir = path.replace(/^\.\/+/, "").replace(/\/+$/, "") || ".";
     showBrowse();
     drawCrumbs();
     if (offset === 0) {
@@ -179,18 +184,18 @@ export function createFilesPanel(page) {
         list.append(li);
       }
     }
-    list.append(...data.entries.map(entryItem));
-    shownCount += data.entries.length;
+    list.append(...entries.map(entryItem));
+    shownCount += entries.length;
     if (!shownCount && offset === 0) list.append(el("li", "files-empty", t("files.emptyDir")));
-    more.hidden = !data.truncated || shownCount >= data.total;
-    more.textContent = t("files.more", { shown: shownCount, total: data.total });
+    more.hidden = shownCount >= total;
+    more.textContent = t("files.more", { shown: shownCount, total });
     more.onclick = () => list_(dir, shownCount).catch(fail);
   }
 
   async function loadRecent() {
-    const data = await api("GET", `/api/workspace/recent?${query({ session_id: sid(), limit: 10 })}`);
-    recent.replaceChildren(...data.files.map((f) => entryItem(f, true)));
-    if (!data.files.length) recent.append(el("li", "files-empty", t("files.noRecent")));
+    const files = await api("GET", `/api/workspace/recent?${query({ session_id: sid(), limit: 10 })}`);
+    recent.replaceChildren(...files.map((f) => entryItem(f, true)));
+    if (!files.length) recent.append(el("li", "files-empty", t("files.noRecent")));
   }
 
   function showBrowse() {
@@ -211,7 +216,8 @@ export function createFilesPanel(page) {
     preview.hidden = false;
     try {
       if (IMAGE_EXT.has(ext(name))) {
-        const src = await dataUrl(await fetchRaw(path, sid(), false));
+        // The server shows only raster images inline; an SVG comes as a download, drawn here as a picture.
+        const src = await dataUrl(await fetchRaw(path, sid(), ext(name) === "svg"));
         if (mine !== generation) return;
         const img = el("img", "files-image");
         img.alt = name;
@@ -222,8 +228,19 @@ export function createFilesPanel(page) {
       }
       const data = await api("GET", `/api/workspace/file?${query({ path, session_id: sid() })}`);
       if (mine !== generation) return;
+      if (data.binary) {
+        const p = el("p", "files-preview-error", t("files.binary", { name }));
+        p.dataset.testid = "file-preview-error";
+        previewBody.replaceChildren(p);
+        return;
+      }
       if (MARKDOWN_EXT.has(ext(name))) showMarkdown(data.content, name, true);
       else previewBody.replaceChildren(sourceView(data.content, ext(name)));
+      if (data.truncated) {
+        const note = el("p", "files-truncated", t("files.truncated", { shown: data.end, total: data.total_lines }));
+        note.dataset.testid = "file-preview-truncated";
+        previewBody.append(note);
+      }
     } catch (error) {
       if (mine !== generation) return;
       const p = el("p", "files-preview-error", String(error.message || error));

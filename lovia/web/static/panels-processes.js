@@ -77,9 +77,9 @@ export function createProcessesSection(page) {
       draw([], sid);
       return;
     }
-    const data = await api("GET", base(sid));
+    const processes = await api("GET", base(sid));
     if (mine !== generation || sid !== page.sessionId()) return;
-    draw(data.processes, sid);
+    draw(processes, sid);
   }
 
   function draw(processes, sid) {

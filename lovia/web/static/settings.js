@@ -42,8 +42,8 @@ async function refreshInfo() {
     return;
   }
   view.configured = info.configured;
-  const { agents } = await api("GET", "/api/agents");
-  const agent = agents.find((a) => a.name === info.default_agent);
+  const agents = await api("GET", "/api/agents");
+  const agent = agents.find((a) => a.name === (info.default_agent ?? agents[0]?.name));
   const label = document.getElementById("model");
   if (label) label.textContent = agent && agent.model ? agent.model : "";
 }

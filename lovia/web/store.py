@@ -174,6 +174,8 @@ class RunRecord:
     """Why the run started: ``user``, ``schedule:<id>``, ``subagent:<chat>``, ``subagent-report:<task>``..."""
     error: str | None = None
     """``"Type: message"`` of a failed run, else ``None``."""
+    owner: str | None = None
+    """The serving process that last ran it (``host:pid``): tells a run live elsewhere from an orphan."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (the fields of ``GET /api/runs/history``)."""
@@ -278,7 +280,7 @@ def _context(text: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-_RUN_COLUMNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error"
+_RUN_COLUMNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error, owner"
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
@@ -288,6 +290,8 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
             raise ValueError("usage is not a JSON object")
         finished = float(row[5]) if row[5] is not None else None
         more = {"agent": row[6], "source": row[7] or "user", "error": row[8]} if len(row) > 6 else {}
+        if len(row) > 9:
+            more["owner"] = row[9]
         return RunRecord(row[0], row[1], row[2], usage, float(row[4]), finished, **more)
     except (TypeError, ValueError) as exc:  # one damaged record must not hide the others
         damaged = CorruptRecordError(

@@ -55,7 +55,7 @@ DEFAULT_LEASE_TTL = 10.0
 
 _META = "id, title, agent, created_at, updated_at, active_run_id, pinned"
 _META_C = ", ".join(f"c.{c}" for c in _META.split(", "))
-_RUNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error"
+_RUNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error, owner"
 
 
 class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import events as ev
+from .._owners import OWNER, owner_alive
 from ..agent import Agent
 from ..checkpointer import CheckpointOptions, RunHead, RunSnapshot
 from ..exceptions import LoviaError, UserError
@@ -1091,8 +1092,9 @@ class RunSupervisor:
     async def resume_interrupted(self) -> int:
         """Resume every chat whose run is interrupted and not live anywhere; how many were resumed.
 
-        A run recorded ``running`` belongs to another live server on the same store and is left to
-        it. Stops early at the run cap (the rest resume when their chat is opened) and skips a chat
+        A run recorded ``running`` by another live server on the same store is left to it; one
+        recorded ``running`` by this process but not live here was orphaned by an earlier app.
+        Stops early at the run cap (the rest resume when their chat is opened) and skips a chat
         whose ``run_deps`` refuses a resume nobody requested.
         """
         resumed = 0
@@ -1101,7 +1103,7 @@ class RunSupervisor:
             if run_id is None or self._closing:
                 continue
             record = (await self.store.runs(session_id)).get(run_id)
-            if record is not None and record.status == "running":
+            if record is not None and _live_elsewhere(record.status, record.owner):
                 continue
             meta = await self.store.get(session_id)
             agent = meta.agent if meta is not None else None
@@ -1140,6 +1142,13 @@ class RunSupervisor:
         await self._close_models()
         self.hub.close()  # end the /api/events streams too: they must not hold the shutdown up
         await self.workspaces.aclose()
+
+
+def _live_elsewhere(status: str, owner: str | None) -> bool:
+    """Whether a run's record says another process still drives it (``None`` from another host: assume so)."""
+    if status != "running" or owner is None or owner == OWNER:
+        return False
+    return owner_alive(owner) is not False
 
 
 def _reason(error: Mapping[str, Any] | None) -> str | None:

@@ -100,7 +100,7 @@ def test_our_migrated_file_records_a_chat_version_0_9_119_does_not_know(ref_clie
 
 @needs_ref
 def test_chats_list_as_0_9_119_listed_them(ref_client: TestClient, expected: dict[str, Any]) -> None:
-    listed = {s["id"]: s for s in ref_client.get("/api/sessions").json()["sessions"]}
+    listed = {s["id"]: s for s in ref_client.get("/api/sessions").json()}
     for sid, want in expected["sessions"].items():
         if sid.endswith(" (detail)"):
             continue
@@ -112,6 +112,7 @@ def test_chats_list_as_0_9_119_listed_them(ref_client: TestClient, expected: dic
             want["origin_kind"],
         ), sid
     assert list(listed)[0] == "5c4d6ce4ed0a40f1807f4f815fd08934"  # the pinned chat lists first
+    assert "task-1" not in listed  # a subagent's task chat is reached from its parent, as in 0.9.119
 
 
 @needs_ref
@@ -205,7 +206,7 @@ def test_our_earlier_chat_files_open_in_place(tmp_path: Path, fixture: str, user
     with sqlite3.connect(db) as conn:
         conn.executescript((OURS / fixture).read_text())
     with TestClient(_app(db)) as client:
-        listed = {s["id"]: s for s in client.get("/api/sessions").json()["sessions"]}
+        listed = {s["id"]: s for s in client.get("/api/sessions").json()}
         assert set(listed) == {"chat_a", "chat_b"}
         assert listed["chat_a"]["title"] == "First chat"
         assert listed["chat_a"]["pinned"] is (user_version > 0)  # the first release had no pin

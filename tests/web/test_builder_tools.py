@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,12 @@ def test_resolve_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
     assert str(resolve_memory(None, False).root) == str(tmp_path / "env")  # type: ignore[union-attr]
 
 
-def test_no_key_means_no_search_tool() -> None:
-    assert [t.name for t in resolve_tools()] == ["clock"]
+def test_the_search_tool_follows_the_backend_and_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TAVILY_API_KEY", raising=False)
+    # "auto" without a Tavily key falls back to DuckDuckGo, whose package comes with lovia[web]
+    assert importlib.util.find_spec("ddgs") is not None
+    assert [t.name for t in resolve_tools()] == ["clock", "web_search"]
+    # a named backend that cannot work is left out, and "off" means off
     assert [t.name for t in resolve_tools(SearchConfig(backend="tavily"))] == ["clock"]
     assert [t.name for t in resolve_tools(SearchConfig(backend="off", tavily_api_key="k"))] == ["clock"]
 

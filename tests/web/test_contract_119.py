@@ -440,7 +440,14 @@ def test_an_interrupted_runs_turns_show_and_rewind_from_its_checkpoint(tmp_path:
         wait_for(lambda: gate.runs.get("slow"), timeout=30)
     gate.release.set()  # the server shut down mid-run: the run is interrupted, its checkpoint kept
     streaming.join(30)
-    with ThreadServer(create_app(scripted_agent(Gate()), db_path=db)) as srv:
+
+    def signed_in_only(trigger: Any) -> None:
+        # An app whose runs need a person's request: the new server does not resume on its own,
+        # so the chat keeps its interrupted run for this view.
+        if trigger.request is None:
+            raise PermissionError("no one asked for this run")
+
+    with ThreadServer(create_app(scripted_agent(Gate()), db_path=db, run_deps=signed_in_only)) as srv:
         detail = httpx.get(f"{srv.url}/api/sessions/{sid}").json()
         assert detail["active_run_id"]
         users = [m["content"] for m in detail["entries"] if m["role"] == "user"]

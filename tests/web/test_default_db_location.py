@@ -82,7 +82,7 @@ def test_an_existing_lovia_db_keeps_being_used_and_is_logged_once(cwd: Path, cap
     with caplog.at_level(logging.INFO, logger="lovia.web"):
         for _ in range(2):
             with TestClient(create_app(_agent("bot"))) as client:
-                assert [s["title"] for s in client.get("/api/sessions").json()["sessions"]] == ["from before"]
+                assert [s["title"] for s in client.get("/api/sessions").json()] == ["from before"]
     assert _files(cwd / ".lovia") == ["lovia.db"]
     told = [r.getMessage() for r in caplog.records if "lovia.db" in r.getMessage()]
     assert len(told) == 1 and "bot.db" in told[0]
@@ -99,7 +99,7 @@ def test_a_file_named_the_earlier_way_keeps_being_used(cwd: Path) -> None:
 
     asyncio.run(seed())
     with TestClient(create_app(_agent("my.bot"))) as client:
-        assert [s["title"] for s in client.get("/api/sessions").json()["sessions"]] == ["kept"]
+        assert [s["title"] for s in client.get("/api/sessions").json()] == ["kept"]
     assert _files(cwd / ".lovia") == ["my.bot.db"]
     assert default_db_path("your.bot") == "./.lovia/your-bot.db"  # an agent without an earlier file
 

@@ -65,7 +65,7 @@ def test_visible_names_leading_to_dotfiles_or_hard_links_are_refused(srv: Thread
 
 
 def test_the_listing_leaves_out_links_into_dotfiles(srv: ThreadServer) -> None:
-    names = [e["name"] for e in _get(srv, "/files").json()["entries"]]
+    names = [e["name"] for e in _get(srv, "/files").json()]
     assert "env_view.txt" not in names and "gitdir" not in names and "git_config.txt" not in names
     assert "README.md" in names
 

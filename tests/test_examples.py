@@ -94,7 +94,7 @@ def test_builtin_tools_example():
 
 def test_provider_failover_example():
     out = _run_example("provider_failover.py")
-    assert "primary calls: 3, then failed over: openai-compatible:big-model -> gemini:gemini-2.5-flash" in out
+    assert "primary calls: 3, then failed over: openai-chat:big-model -> gemini:gemini-2.5-flash" in out
     assert "answer: 'Hello from the secondary.'" in out
     assert "primary calls still 3" in out
 

@@ -445,3 +445,36 @@ async def test_tool_that_exhausts_the_budget_ends_the_run():
     assert sum(isinstance(ev, (events.RunFailed, events.RunCompleted)) for ev in seen) == 1
     with pytest.raises(BudgetExceeded):
         await handle
+
+
+class _NameAndStreamOnly:
+    """A hand-written provider with only what 0.9.119 code relies on: a name and stream()."""
+
+    name = "bare"
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    async def stream(self, entries, *, tools=None, response_format=None, settings=None):
+        from lovia.transcript import FinishDelta, TextDelta
+
+        yield TextDelta(self.answer)
+        yield FinishDelta("stop")
+
+
+async def test_a_provider_with_only_a_name_and_stream_runs_with_defaults():
+    duck = _NameAndStreamOnly('{"city": "Oslo"}')
+    # No model / supports_json_schema attributes: read as None and False (prompt contract used).
+    agent = Agent(name="duck", model=duck, output_type=dict)
+    assert agent.resolve_provider() is duck
+    result = await Runner.run(agent, "hi")
+    assert result.output == {"city": "Oslo"}
+
+
+async def test_a_list_of_models_is_refused_when_the_provider_is_resolved():
+    agent = Agent(name="two", model=[_NameAndStreamOnly("a"), _NameAndStreamOnly("b")])  # constructs
+    with pytest.raises(UserError) as info:
+        agent.resolve_provider()
+    assert "one model" in str(info.value) and "gateway" in (info.value.hint or "")
+    with pytest.raises(UserError, match="one model"):
+        await Runner.run(agent, "hi")

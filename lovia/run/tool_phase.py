@@ -33,6 +33,9 @@ __all__ = ["OUTCOME_UNKNOWN", "ToolPhase"]
 
 logger = logging.getLogger("lovia")
 
+RAW_KEEP_LIMIT = 16_000
+"""A result whose rendered text is longer than this keeps ``raw=None`` even when not truncated."""
+
 OUTCOME_UNKNOWN = (
     "Tool error: outcome unknown. This call was interrupted by a crash before its result was stored, "
     "and the tool is not idempotent, so it was not run again. Check whether the action took effect "
@@ -258,7 +261,8 @@ class ToolPhase:
             return
         cap = tool.max_output_chars if tool.max_output_chars is not None else agent.max_tool_output_chars
         truncated = truncate_tool_output(output, cap)
-        keep_raw = raw if truncated is output else None
+        # A big result is not kept twice (as text and raw value) in the transcript and checkpoints.
+        keep_raw = raw if truncated is output and len(output) <= RAW_KEEP_LIMIT else None
         entry = ToolResultEntry(call_id=call.id, output=truncated, raw=keep_raw, parts=parts)
         await self._record(call, entry, raw=raw)
 

@@ -80,7 +80,8 @@ async def test_builtin_checks_pass_and_fail_with_reasons() -> None:
         (tool_not_called("broken"), True),
         (max_turns(2), True),
         (max_turns(1), False),
-        (max_tokens(10), False),
+        (max_tokens(4), True),  # two calls, 1 + 1 tokens each
+        (max_tokens(3), False),
         (no_error(), True),
     ]
     for check, want in expectations:

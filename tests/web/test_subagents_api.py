@@ -70,7 +70,7 @@ def test_child_runs_in_its_own_chat_and_reports_back(server: ThreadServer, relea
         for e in httpx.get(f"{server.url}/api/sessions/{parent}").json()["transcript"]
         if e["type"] == "input"
     ]
-    assert inputs[-1].startswith('<subagent-report id="sa-') and "Child finished: job the sums." in inputs[-1]
+    assert inputs[-1].startswith('<subagent-report id="t1"') and "Child finished: job the sums." in inputs[-1]
     # The child is listed in the sidebar too, and is a plain chat with no children.
     assert child["id"] in [s["id"] for s in httpx.get(f"{server.url}/api/sessions").json()["sessions"]]
     assert _children(server.url, child["id"]) == []

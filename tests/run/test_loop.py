@@ -396,8 +396,6 @@ async def test_run_sync_and_misuse_errors():
     with pytest.raises(UserError):
         await Runner.run(Agent(name="nomodel"), "hi")
     with pytest.raises(UserError):
-        await Runner.run(agent_with(provider), "hi", session_id="orphan")
-    with pytest.raises(UserError):
         await Runner.run(agent_with(provider), "hi", max_turns=0)
 
 
@@ -478,3 +476,66 @@ async def test_a_list_of_models_is_refused_when_the_provider_is_resolved():
     assert "one model" in str(info.value) and "gateway" in (info.value.hint or "")
     with pytest.raises(UserError, match="one model"):
         await Runner.run(agent, "hi")
+
+
+@pytest.mark.parametrize("where", ["predicate", "handler"])
+async def test_an_approval_check_that_raises_is_a_denial(where):
+    def gate(args, ctx):
+        raise RuntimeError("approval service down")
+
+    def handler(call, ctx):
+        raise RuntimeError("approval service down")
+
+    ran: list[int] = []
+
+    @tool(needs_approval=gate if where == "predicate" else True)
+    def pay(cents: int) -> str:
+        """Pay."""
+        ran.append(cents)
+        return "paid"
+
+    provider = ScriptedProvider([call("pay", {"cents": 5}, call_id="p"), text("could not pay")])
+    agent = agent_with(provider, pay, approval_handler=handler if where == "handler" else None)
+    handle = Runner.stream(agent, "pay")
+    failed = [e async for e in handle if isinstance(e, events.ToolCallFailed)]
+    result = await handle.result()
+    assert result.output == "could not pay" and ran == []
+    [answer] = [e for e in result.entries if isinstance(e, ToolResultEntry)]
+    assert answer.call_id == "p" and answer.is_error and "not approved" in answer.output
+    assert [str(e.error) for e in failed] == ["approval service down"]
+
+
+async def test_an_unknown_tool_with_non_object_json_arguments_is_stored_as_raw():
+    provider = ScriptedProvider([call("ghost", "[1, 2]", call_id="g"), text("ok")])
+    result = await Runner.run(agent_with(provider, add), "go")
+    [stored] = [e for e in result.entries if isinstance(e, ToolCallEntry)]
+    assert stored.arguments == '{"_raw": "[1, 2]"}'
+    resent = provider.requests[1].entries
+    assert any(isinstance(e, ToolCallEntry) and e.arguments == '{"_raw": "[1, 2]"}' for e in resent)
+
+
+async def test_generated_tool_names_stay_within_64_characters_and_distinct():
+    long_a = "research-" + "a" * 80 + "-one"
+    long_b = "research-" + "a" * 80 + "-two"
+    first, second = Agent(name=long_a, model="openai:x"), Agent(name=long_b, model="openai:x")
+    parent = Agent(name="p", handoffs=[first, second], tools=[first.as_tool(), second.as_tool()])
+    names = [h.tool_name for h in parent.handoff_list] + [t.name for t in parent.tools]
+    assert all(len(n) <= 64 for n in names) and len(set(names)) == 4
+    assert names[0].startswith("transfer_to_research_aaa") and names[2].startswith("ask_research_aaa")
+    again = Agent(name="p2", handoffs=[Agent(name=long_a, model="openai:x")])
+    assert again.handoff_list[0].tool_name == names[0]  # stable: the same agent name, the same tool
+    assert Agent(name="short", model="openai:x").as_tool().name == "ask_short"
+
+
+async def test_a_session_id_without_a_session_is_accepted():
+    seen: list[str | None] = []
+
+    @tool
+    def whoami(ctx: RunContext) -> str:
+        """Say the session."""
+        seen.append(ctx.session_id)
+        return "ok"
+
+    provider = ScriptedProvider([call("whoami", {}), text("done")])
+    result = await Runner.run(agent_with(provider, whoami), "hi", session_id="s1")
+    assert result.output == "done" and seen == ["s1"]

@@ -539,3 +539,37 @@ async def test_a_session_id_without_a_session_is_accepted():
     provider = ScriptedProvider([call("whoami", {}), text("done")])
     result = await Runner.run(agent_with(provider, whoami), "hi", session_id="s1")
     assert result.output == "done" and seen == ["s1"]
+
+
+async def test_the_context_policy_works_on_a_copy_of_the_transcript():
+    from lovia.context import ContextResult
+
+    class Vandal:
+        async def compact(self, req):
+            req.entries.clear()  # mutating its copy changes nothing
+            req.entries.append(InputEntry(role="user", content="forged"))
+            return ContextResult(entries=req.entries, changed=False)
+
+    provider = ScriptedProvider([call("add", {"a": 1, "b": 2}), text("3")])
+    result = await Runner.run(agent_with(provider, add, context_policy=Vandal()), "1+2?")
+    assert result.output == "3"
+    assert [e.type for e in result.entries] == ["input", "tool_call", "tool_result", "assistant_text"]
+    second = provider.requests[1].entries
+    assert [e.type for e in second] == ["input", "input", "tool_call", "tool_result"]  # the live transcript
+    assert all(getattr(e, "content", "") != "forged" for e in second)
+
+
+async def test_tokens_a_policy_spends_count_against_the_budget_before_the_call():
+    from lovia import Usage
+    from lovia.context import ContextResult
+
+    class Summarizing:
+        async def compact(self, req):
+            req.usage.add(Usage(input_tokens=900, output_tokens=100))  # its own summary call
+            return ContextResult(entries=req.entries)
+
+    provider = ScriptedProvider([text("never")])
+    agent = agent_with(provider, context_policy=Summarizing())
+    with pytest.raises(BudgetExceeded):
+        await Runner.run(agent, "hi", budget=RunBudget(max_total_tokens=500))
+    assert provider.requests == []

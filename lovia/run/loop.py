@@ -92,6 +92,7 @@ class RunLoop:
         self.state = RunState.new(run_id, options.agent, ctx, started_at=now())
         self.scope = RunScope()
         self.active: Active | None = None
+        self._actives: dict[int, Active] = {}  # each agent is activated (plugins set up) once per run
         self.writer: CheckpointWriter | None = None
         self._claimed: CheckpointWriter | None = None  # leased before planning, not yet writing
         self._finalized = False
@@ -164,10 +165,15 @@ class RunLoop:
     # ================================================================== setup
 
     async def _activate(self, agent: Agent[Any]) -> Active:
+        """Make ``agent`` the active one; its plugins are set up on its first activation only."""
         self.state.switch_to(agent)
-        active = await activate(agent, self.options, self.scope, self.state.ctx)
-        self.active = await with_workspace(active, self.state.ctx, self.scope.closers)
-        return self.active
+        active = self._actives.get(id(agent))
+        if active is None:
+            active = await activate(agent, self.options, self.scope, self.state.ctx)
+            active = await with_workspace(active, self.state.ctx, self.scope.closers)
+            self._actives[id(agent)] = active
+        self.active = active
+        return active
 
     async def _input_guardrails(self, active: Active) -> None:
         guards = [*active.agent.input_guardrails, *(g for p in active.plugins for g in p.input_guardrails)]
@@ -297,9 +303,18 @@ class RunLoop:
         if state.pending_target is None:
             return
         previous, target = state.agent, state.pending_target
+        previous_active = self.active
         with self.options.tracer.span("handoff", from_agent=previous.name, to_agent=target.name):
-            active = await self._activate(target)
-            state.transcript[0] = await system_entry(active, state.ctx, self.options.extra_instructions)
+            try:
+                active = await self._activate(target)
+                system = await system_entry(active, state.ctx, self.options.extra_instructions)
+            except BaseException:
+                # The target could not take over: the handing-off agent stays in charge, with the
+                # handoff still pending, so the checkpoint and RunFailed say so and a resume retries it.
+                state.switch_to(previous)
+                self.active = previous_active
+                raise
+            state.transcript[0] = system
             state.take_handoff()
         logger.info("run.handoff from=%s to=%s", previous.name, target.name)
         event = HandoffOccurred(from_agent=previous, to_agent=target)

@@ -25,6 +25,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import pydantic
+
 from .._guard import raise_as_lovia_error
 from .._text import clean_entries
 from ..agent import Agent
@@ -58,7 +60,15 @@ from ..transcript import (
 from ..workspace._attach import with_workspace
 from .activate import Active, activate, system_entry
 from .cancel import cancel_scope
-from .finish import append_session, replay_agent, revive_output, run_result, save_completed, save_failed
+from .finish import (
+    append_session,
+    replay_agent,
+    revive_output,
+    run_result,
+    save_completed,
+    save_failed,
+    unserializable_output,
+)
 from .options import RunOptions
 from .persist import CheckpointWriter, agent_graph, classify, load_history, now, plan_run, resume_agents
 from .scope import RunScope
@@ -96,6 +106,7 @@ class RunLoop:
         self.writer: CheckpointWriter | None = None
         self._claimed: CheckpointWriter | None = None  # leased before planning, not yet writing
         self._finalized = False
+        self._passthrough: BaseException | None = None  # an error that leaves the run unwrapped
         self._turn_mark = 0
         self._in_turn = False
 
@@ -115,6 +126,8 @@ class RunLoop:
                 span.set_attribute("resumed", state.ctx.resumed)
                 span.record_exception(exc)
                 await self._fail(exc)
+                if exc is self._passthrough:
+                    raise
                 raise_as_lovia_error(exc)  # anything else escaping is still a LoviaError with a hint
             finally:
                 await self._cleanup()
@@ -352,7 +365,11 @@ class RunLoop:
         state.head.model_usage = {model: usage.copy() for model, usage in snap.head.model_usage.items()}
         state.head.context_state = dict(snap.head.context_state)
         state.head.last_input_tokens = snap.head.last_input_tokens
-        output = revive_output(snap.head.output, agent, options, state.run_id)
+        try:
+            output = revive_output(snap.head.output, agent, options, state.run_id)
+        except pydantic.ValidationError as exc:
+            self._passthrough = exc  # raised as is (what callers catch); the snapshot stays
+            raise
         # Hooks ran on the original completion: a replay hands its two terminal events to the
         # stream only, never to agent hooks again (a RunCompleted hook must not fire twice).
         await self.sink(RunStarted(agent=agent))
@@ -362,6 +379,9 @@ class RunLoop:
         checkpoint = options.checkpoint
         if checkpoint is not None and checkpoint.delete_on_success and checkpoint.checkpointer is not None:
             await checkpoint.checkpointer.delete(snap.run_id)
+        unstored = unserializable_output(snap)
+        if unstored is not None:  # the session and the snapshot are settled; there is no output to give
+            raise unstored
         if options.parent_usage is not None:
             options.parent_usage.add(state.usage)
         result = run_result(state, options, output, entries=snap.entries, turns=snap.head.turns, replayed=True)

@@ -24,10 +24,10 @@ from lovia import (
     tool,
 )
 from lovia.checkpointer import RunHead
-from lovia.exceptions import CorruptRecordError, StoreError
+from lovia.exceptions import CorruptRecordError, LoviaError, StoreError
 from lovia.testing import ScriptedProvider, call, fail, text
 from lovia.tools import RERUN
-from lovia.transcript import InputEntry, ToolCallEntry, ToolResultEntry
+from lovia.transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry
 
 
 @tool
@@ -535,3 +535,46 @@ async def test_plugins_are_set_up_once_per_agent_per_run():
     result = await Runner.run(a, "go")
     assert result.output == "back in a" and result.final_agent is a
     assert setups == ["a", "b"]  # A -> B -> A: A is not set up again
+
+
+async def test_replaying_a_run_whose_output_was_not_json_safe_raises_after_settling_the_store():
+    cp, session = InMemoryCheckpointer(), InMemorySession()
+    await cp.append(
+        "ns",
+        [InputEntry(role="user", content="hi"), AssistantTextEntry(content="done")],
+        RunHead(
+            agent_name="calc",
+            status="completed",
+            turns=1,
+            error={"type": "OutputNotSerializable", "message": "Opaque is not JSON-serializable"},
+        ),
+    )
+    options = CheckpointOptions(cp, "ns", delete_on_success=True)
+    with pytest.raises(LoviaError, match="not JSON-safe") as info:
+        await Runner.run(calc(ScriptedProvider([])), "hi", session=session, session_id="u", checkpoint=options)
+    assert info.value.hint
+    assert [e.type for e in await session.load("u")] == ["input", "assistant_text"]  # the segment was written
+    assert await cp.load("ns") is None  # and delete_on_success applied
+
+
+async def test_replaying_with_an_output_type_the_output_does_not_fit_keeps_the_snapshot():
+    import pydantic
+
+    class Point(pydantic.BaseModel):
+        x: int
+
+    cp = InMemoryCheckpointer()
+    first = await Runner.run(
+        calc(ScriptedProvider([text('{"x": 1}')])), "p", output_type=Point, checkpoint=CheckpointOptions(cp, "pt")
+    )
+    assert first.output == Point(x=1)
+
+    class Other(pydantic.BaseModel):
+        name: str
+
+    options = CheckpointOptions(cp, "pt", delete_on_success=True)
+    with pytest.raises(pydantic.ValidationError):
+        await Runner.run(calc(ScriptedProvider([])), "p", output_type=Other, checkpoint=options)
+    assert await cp.load("pt") is not None
+    again = await Runner.run(calc(ScriptedProvider([])), "p", output_type=Point, checkpoint=options)
+    assert again.replayed and again.output == Point(x=1)

@@ -6,7 +6,7 @@ primary answers every request with HTTP 503; the "Gemini" secondary streams a re
 switches, and the run prints the ``ProviderFailedOver`` event and the answer:
 
     $ python examples/provider_failover.py
-    primary calls: 3, then failed over: openai-compatible:big-model -> gemini:gemini-2.5-flash
+    primary calls: 3, then failed over: openai-chat:big-model -> gemini:gemini-2.5-flash
     answer: 'Hello from the secondary.'
     a second run goes straight to the secondary (primary calls still 3)
 """

@@ -74,11 +74,6 @@ class Agent(Generic[Deps]):
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise UserError("an Agent needs a non-empty name", hint='Agent(name="assistant", ...)')
-        if not isinstance(self.model, (str, type(None))) and not isinstance(self.model, Provider):
-            raise UserError(
-                f"Agent {self.name!r}: model must be a 'vendor:model' string or a Provider",
-                hint='e.g. model="openai:gpt-4o-mini"',
-            )
         names = [t.name for t in self.tools]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

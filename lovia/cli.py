@@ -384,9 +384,11 @@ def _non_negative(text: str) -> int:
 
 
 def _web_parser(sub: Any) -> None:
+    from . import __version__
     from .web.command import add_web_parser
 
-    add_web_parser(sub)
+    web = add_web_parser(sub)
+    web.add_argument("--version", action="version", version=f"lovia {__version__}")
 
 
 def _runs_parser(sub: Any) -> None:
@@ -506,6 +508,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .web.scaffold import main as init_ui
 
         return init_ui(words[2:], prog="lovia web init-ui")
+    if not words:  # nothing asked for: show what there is, successfully
+        build_parser().print_help()
+        return 0
     args = build_parser().parse_args(words)
     try:
         return _dispatch(args)

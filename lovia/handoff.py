@@ -37,6 +37,23 @@ def slugify(name: str) -> str:
     return slug
 
 
+MAX_TOOL_NAME = 64
+"""Vendors refuse longer tool names."""
+
+
+def generated_tool_name(prefix: str, agent_name: str) -> str:
+    """``<prefix><slug of agent_name>``, at most 64 characters.
+
+    A longer one is cut and ends in ``_`` plus a digest of the full agent name, so the name is
+    stable across runs and agents whose long names share a start still get distinct tools.
+    """
+    full = f"{prefix}{slugify(agent_name)}"
+    if len(full) <= MAX_TOOL_NAME:
+        return full
+    digest = hashlib.sha256(agent_name.encode()).hexdigest()[:10]
+    return f"{full[: MAX_TOOL_NAME - len(digest) - 1]}_{digest}"
+
+
 @dataclass(frozen=True, slots=True)
 class Handoff:
     """A handoff target with optional tool name, description and callback ``on_handoff(args, ctx)``."""
@@ -49,8 +66,10 @@ class Handoff:
 
     @property
     def tool_name(self) -> str:
-        """The tool the model calls to transfer (at most 64 characters)."""
-        return (self.name or f"{HANDOFF_TOOL_PREFIX}{slugify(self.target.name)}")[:64]
+        """The tool the model calls to transfer (at most 64 characters, see :func:`generated_tool_name`)."""
+        if self.name:
+            return self.name[:MAX_TOOL_NAME]
+        return generated_tool_name(HANDOFF_TOOL_PREFIX, self.target.name)
 
 
 def handoff_tool(h: Handoff) -> Tool[Any]:

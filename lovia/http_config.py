@@ -19,8 +19,8 @@ __all__ = ["DEFAULT_TIMEOUT", "resolve_timeout", "resolve_trust_env", "resolve_v
 def resolve_timeout(timeout: float | None) -> float:
     """The request timeout in seconds: ``timeout``, else ``LOVIA_PROVIDER_TIMEOUT``, else the default.
 
-    Raises:
-        UserError: ``LOVIA_PROVIDER_TIMEOUT`` is set but is not a number.
+    A ``LOVIA_PROVIDER_TIMEOUT`` that is not a number, or is not above zero, is ignored (the
+    default applies).
     """
     read = _resolve_httpx_timeout(timeout).read
     return float(read if read is not None else DEFAULT_TIMEOUT)

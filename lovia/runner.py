@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .exceptions import BudgetExceeded, InvalidToolArguments, ToolError, UserError
 from .handle import EventSink, RunHandle
-from .handoff import slugify
+from .handoff import generated_tool_name
 from .result import RunResult
 from .run import entry
 from .run.input import RunInput
@@ -219,7 +219,7 @@ def agent_tool(
         return result.output
 
     return Tool(
-        name=name or f"ask_{slugify(agent.name)}",
+        name=name or generated_tool_name("ask_", agent.name),
         description=description or f"Ask the agent {agent.name!r}. It sees only the input you give it.",
         parameters={
             "type": "object",

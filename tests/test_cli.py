@@ -90,6 +90,16 @@ def test_version() -> None:
     assert out.returncode == 0 and out.stdout.strip() == f"lovia {lovia.__version__}"
 
 
+def test_no_arguments_print_the_usage_and_succeed() -> None:
+    out = lovia_cmd()
+    assert out.returncode == 0 and out.stdout.startswith("usage: lovia") and "web" in out.stdout
+
+
+def test_web_version_prints_the_version() -> None:
+    out = lovia_cmd("web", "--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"lovia {lovia.__version__}"
+
+
 def test_console_script_is_installed() -> None:
     script = Path(sys.executable).parent / "lovia"
     if not script.exists():

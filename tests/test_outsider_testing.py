@@ -261,3 +261,18 @@ def test_scripted_provider_doubles_as_a_provider() -> None:
     assert isinstance(provider, Provider)
     provider.model = "tiny-1"  # the API page lists ``model`` as a plain field
     assert provider.model == "tiny-1"
+
+
+async def test_builders_return_assistant_turns_of_one_token_each_that_can_be_edited() -> None:
+
+    turns = [text("hi"), call("add", {"a": 1, "b": 2}), batch(("add", {"a": 1, "b": 1}))]
+    for turn in turns:
+        assert isinstance(turn, AssistantTurn) and turn.usage == Usage(input_tokens=1, output_tokens=1)
+    answer = text("done")
+    answer.usage = Usage(input_tokens=50, output_tokens=7)
+    answer.finish_reason = "length"
+    provider = ScriptedProvider([call("add", {"a": 1, "b": 2}), answer])
+    assert provider.name == "scripted" and provider.model is None
+    result = await Runner.run(Agent(name="calc", model=provider, tools=[_adder([])]), "1+2?")
+    assert result.usage == Usage(input_tokens=51, output_tokens=8)
+    assert result.last_input_tokens == 50 and result.finish_reason == "length"

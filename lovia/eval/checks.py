@@ -218,7 +218,8 @@ def _subset(actual: Any, expected: Any, path: str) -> str | None:
 class _Matches(_Check):
     def __init__(self, spec: Mapping[str, Any] | Callable[[Any], bool]) -> None:
         self.spec = spec
-        self.name = "matches"
+        predicate = callable(spec) and not isinstance(spec, Mapping)
+        self.name = f"matches({getattr(spec, '__name__', type(spec).__name__)})" if predicate else "matches"
 
     def test(self, result: RunResult[Any]) -> tuple[bool, str]:
         if callable(self.spec) and not isinstance(self.spec, Mapping):
@@ -330,6 +331,7 @@ class _Weighted:
             raise EvalValueError(
                 "weighted() needs at least one check with a positive weight", hint="e.g. weighted({contains('x'): 1.0})"
             )
+        _check_threshold("weighted", threshold)
         self.weights, self.threshold, self.name = dict(weights), threshold, name
 
     async def __call__(self, result: RunResult[Any]) -> CheckResult:
@@ -344,6 +346,12 @@ class _Weighted:
         lows = [f"{r.name}: {r.reason}".rstrip(": ") for r in results if not r.passed]
         passed = score >= self.threshold
         return CheckResult(name=self.name, passed=passed, score=score, reason="" if passed else "; ".join(lows))
+
+
+def _check_threshold(owner: str, threshold: float) -> None:
+    """``threshold`` is a score in [0, 1], else :class:`EvalValueError` (a ``ValueError``)."""
+    if not isinstance(threshold, (int, float)) or not 0.0 <= float(threshold) <= 1.0:
+        raise EvalValueError(f"{owner}(): threshold must be in [0, 1], got {threshold!r}", hint="e.g. threshold=0.7")
 
 
 def weighted(weights: Mapping[Check, float], *, threshold: float = 0.7, name: str = "weighted") -> Check:

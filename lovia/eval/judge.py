@@ -6,15 +6,15 @@ import os
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, Field
 
 from ..exceptions import UserError
-from ..providers.base import ModelSettings, Provider
+from ..providers.base import ModelSettings, Provider, is_provider
 from ..result import RunResult
 from ..transcript import InputEntry
-from .checks import Check, CheckResult
+from .checks import Check, CheckResult, _check_threshold
 
 __all__ = ["Verdict", "llm_judge"]
 
@@ -53,14 +53,14 @@ def _resolve(model: ModelSpec) -> str | Provider:
         env = os.environ.get(JUDGE_MODEL_ENV)
         if not env:
             raise UserError(
-                "llm_judge has no model",
+                "llm_judge: no model configured",
                 hint=f"pass llm_judge(..., model='vendor:model') or set ${JUDGE_MODEL_ENV}; it never uses the agent "
                 "under test",
             )
         return env
-    if isinstance(model, (str, Provider)):
-        return model
-    return model()
+    if isinstance(model, str) or is_provider(model):
+        return cast("str | Provider", model)
+    return cast("Callable[[], Provider]", model)()
 
 
 def _request_text(result: RunResult[Any]) -> str:
@@ -78,43 +78,51 @@ def _prompt(rubric: str, result: RunResult[Any]) -> str:
     return f"Rubric:\n{rubric}\n\nRequest:\n{_request_text(result)}\n\nAnswer:\n{answer}"
 
 
-class _Judge:
-    def __init__(self, rubric: str, model: ModelSpec, threshold: float, name: str) -> None:
-        if not rubric.strip():
-            raise UserError("llm_judge needs a rubric", hint="describe what a passing answer looks like")
-        self.rubric, self.model, self.threshold, self.name = rubric, model, threshold, name
+async def _grade(rubric: str, model: ModelSpec, threshold: float, name: str, result: RunResult[Any]) -> CheckResult:
+    from ..agent import Agent
+    from ..checkpointer import CheckpointOptions
+    from ..runner import Runner
 
-    async def __call__(self, result: RunResult[Any]) -> CheckResult:
-        from ..agent import Agent
-        from ..checkpointer import CheckpointOptions
-        from ..runner import Runner
-
-        judge: Agent[Any] = Agent(
-            name="judge",
-            instructions=_INSTRUCTIONS,
-            model=_resolve(self.model),
-            output_type=Verdict,
-            settings=ModelSettings(temperature=0.0),
-        )
-        scope = judge_checkpointer.get()
-        options = None
-        if scope is not None and result.run_id:
-            run_id = f"{result.run_id}:{self.name}"
-            scope.run_ids.append(run_id)
-            options = CheckpointOptions(scope.checkpointer, run_id)
-        run = await Runner.run(judge, _prompt(self.rubric, result), checkpoint=options, max_turns=3)
-        verdict: Verdict = run.output
-        passed = verdict.score >= self.threshold
-        return CheckResult(name=self.name, passed=passed, score=verdict.score, reason=verdict.reasoning)
-
-    def __repr__(self) -> str:
-        return f"<check {self.name}>"
+    judge: Agent[Any] = Agent(
+        name="judge",
+        instructions=_INSTRUCTIONS,
+        model=_resolve(model),
+        output_type=Verdict,
+        settings=ModelSettings(temperature=0.0),
+    )
+    scope = judge_checkpointer.get()
+    options = None
+    if scope is not None and result.run_id:
+        run_id = f"{result.run_id}:{name}"
+        scope.run_ids.append(run_id)
+        options = CheckpointOptions(scope.checkpointer, run_id)
+    run = await Runner.run(judge, _prompt(rubric, result), checkpoint=options, max_turns=3)
+    verdict: Verdict = run.output
+    passed = verdict.score >= threshold
+    return CheckResult(name=name, passed=passed, score=verdict.score, reason=verdict.reasoning)
 
 
 def llm_judge(rubric: str, *, model: ModelSpec = None, threshold: float = 0.7, name: str = "llm_judge") -> Check:
     """A check graded by a model: ``passed = score >= threshold``.
 
     The judge model comes from ``model=`` (a ``vendor:model`` string, a ``Provider``, or a zero-arg
-    factory of providers, handy for single-use scripted ones) or ``$LOVIA_EVAL_JUDGE_MODEL``.
+    factory of providers, handy for single-use scripted ones) or ``$LOVIA_EVAL_JUDGE_MODEL``. The
+    check is a plain async function whose ``__name__`` is ``name``.
+
+    Raises:
+        UserError: The rubric is empty, or there is neither ``model=`` nor
+            ``$LOVIA_EVAL_JUDGE_MODEL`` (raised here, not when the suite runs).
+        EvalValueError: ``threshold`` is outside [0, 1] (also a ``ValueError``).
     """
-    return _Judge(rubric, model, threshold, name)
+    if not rubric.strip():
+        raise UserError("llm_judge needs a rubric", hint="describe what a passing answer looks like")
+    _check_threshold("llm_judge", threshold)
+    if model is None:
+        _resolve(None)  # no model configured: say so now, not in the middle of a suite
+
+    async def judge(result: RunResult[Any]) -> CheckResult:
+        return await _grade(rubric, model, threshold, name, result)
+
+    judge.__name__ = name
+    judge.__qualname__ = name
+    return judge

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from math import comb
@@ -13,6 +14,24 @@ from ..messages import Usage
 from .checks import CheckResult, EvalValueError
 
 __all__ = ["CaseResult", "Diff", "EvalValueError", "Report", "SampleResult"]
+
+SCHEMA_VERSION = 1
+"""The ``schema_version`` :meth:`Report.to_dict` writes and :meth:`Report.from_dict` reads."""
+
+
+def _output_json(output: Any) -> Any:
+    """A sample's output for JSON: models and dataclasses as dicts, else as is; its ``repr()``
+    when it is not JSON-serializable."""
+    dump = getattr(output, "model_dump", None)
+    if callable(dump) and not isinstance(output, type):
+        output = dump(mode="json")
+    elif dataclasses.is_dataclass(output) and not isinstance(output, type):
+        output = dataclasses.asdict(output)
+    try:
+        json.dumps(output, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(output)
+    return output
 
 
 @dataclass
@@ -36,12 +55,10 @@ class SampleResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
-        from ..transcript import to_json_safe
-
         return {
             "passed": self.passed,
             "checks": [c.to_dict() for c in self.checks],
-            "output": to_json_safe(self.output),
+            "output": _output_json(self.output),
             "turns": self.turns,
             "usage": self.usage.to_dict(),
             "latency": self.latency,
@@ -87,11 +104,11 @@ class CaseResult:
     def pass_at_k(self, k: int) -> float:
         """Unbiased pass@k: the chance that at least one of ``k`` samples drawn from these passes."""
         n, c = len(self.samples), sum(s.passed for s in self.samples)
-        if k < 1:
-            raise EvalValueError(f"pass_at_k needs k >= 1, got {k}", hint="e.g. case.pass_at_k(1)")
-        if n == 0:
-            return 0.0
-        k = min(k, n)  # more draws than samples: all of them
+        if k < 1 or k > n:
+            raise EvalValueError(
+                f"pass_at_k needs 1 <= k <= {n} (the number of samples), got {k}",
+                hint="run the case with Case(..., samples=k) or more",
+            )
         if n - c < k:
             return 1.0
         return 1.0 - comb(n - c, k) / comb(n, k)
@@ -176,8 +193,8 @@ class Report:
 
     @property
     def pass_rate(self) -> float:
-        """Fraction of cases that passed."""
-        return sum(c.passed for c in self.cases) / len(self.cases) if self.cases else 0.0
+        """Fraction of cases that passed (1.0 for a report without cases: it passes vacuously)."""
+        return sum(c.passed for c in self.cases) / len(self.cases) if self.cases else 1.0
 
     @property
     def usage(self) -> Usage:
@@ -197,7 +214,8 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (what :meth:`save` writes)."""
         return {
-            "version": 1,
+            "schema_version": SCHEMA_VERSION,
+            "version": SCHEMA_VERSION,  # the key older lovia releases wrote
             "passed": self.passed,
             "pass_rate": self.pass_rate,
             "duration": self.duration,
@@ -211,6 +229,12 @@ class Report:
         """Inverse of :meth:`to_dict`."""
         if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
             raise UserError("not an eval report (no 'cases' list)", hint="pass a file written by Report.save")
+        version = data.get("schema_version", data.get("version", SCHEMA_VERSION))
+        if version != SCHEMA_VERSION:
+            raise EvalValueError(
+                f"eval report schema_version {version!r} is not supported (this lovia reads {SCHEMA_VERSION})",
+                hint="write the report again with this lovia, or read it with the release that wrote it",
+            )
         return cls(cases=[CaseResult.from_dict(c) for c in data["cases"]], duration=float(data.get("duration", 0.0)))
 
     def save(self, path: str | Path) -> None:

@@ -32,7 +32,7 @@ def _derive_name(value: str | list[Message]) -> str:
     else:
         text = next((str(m.content) for m in reversed(value) if m.role == "user"), "") or "case"
     flat = " ".join(text.split())
-    return flat if len(flat) <= 60 else flat[:59] + "…"
+    return flat if len(flat) <= 48 else flat[:47] + "…"
 
 
 @dataclass
@@ -41,7 +41,8 @@ class Case:
 
     ``model`` clones the agent onto another model (a vendor string, a provider, or a zero-arg
     provider factory called per sample); ``timeout`` caps each sample's wall clock (a timeout is a
-    failed sample); ``name`` defaults to the input text and is the join key of ``Report.compare``.
+    failed sample; it must be above 0); ``name`` defaults to the input text, whitespace collapsed
+    and cut to 48 characters ending in "…", and is the join key of ``Report.compare``.
     """
 
     input: str | list[Message]
@@ -63,6 +64,11 @@ class Case:
             raise EvalValueError(f"case {self.name!r}: samples must be at least 1", hint="use samples=1 or more")
         if not 0.0 <= self.pass_threshold <= 1.0:
             raise EvalValueError(f"case {self.name!r}: pass_threshold must be in 0..1", hint="e.g. pass_threshold=0.75")
+        if self.timeout is not None and not self.timeout > 0:
+            raise EvalValueError(
+                f"case {self.name!r}: timeout must be above 0 seconds, got {self.timeout!r}",
+                hint="give seconds, e.g. timeout=30, or None for no limit",
+            )
         self.checks = tuple(self.checks)
 
 
@@ -198,6 +204,8 @@ async def evaluate(
 ) -> Report:
     """Run every case and return a :class:`Report`; errors and timeouts are failed samples, never a crash.
 
+    No cases give an empty report, which passes (``pass_rate`` 1.0).
+
     Concurrency is across cases (a case's samples run one after another, a sample's checks
     together). ``fail_fast`` runs cases in order and stops after the first failing case.
     ``price`` turns a sample's usage into a cost. With ``checkpointer`` every sample (and every
@@ -205,6 +213,10 @@ async def evaluate(
     interrupted replays its finished samples instead of running them again; once the suite has
     finished, those checkpoints are deleted. ``on_case`` is called as each case finishes.
     """
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise EvalValueError(
+            f"evaluate(): concurrency must be at least 1, got {concurrency!r}", hint="the default is 4"
+        )
     items = _as_list(cases)
     state = _Suite(agent, price, checkpointer, suite)
     scope = JudgeScope(checkpointer) if checkpointer is not None else None

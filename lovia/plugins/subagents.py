@@ -1,7 +1,8 @@
 """Subagents: the model starts child runs in the background, watches, steers and stops them.
 
-``spawn_subagent`` returns at once with an id; the child runs concurrently as a run of its own
-(checkpointed under ``<parent run id>/<child id>`` when the plugin is given a ``checkpointer``),
+``spawn_subagent`` returns at once with an id (``t1``, ``t2``, ... per parent run); the child runs
+concurrently as a run of its own (checkpointed under ``<parent run id>/<id>`` when the plugin is
+given a ``checkpointer``),
 and its report comes back later as a user-side message at a turn boundary (or through
 ``wait_subagents``), never as a late tool result. Reports are marked ``<subagent-report id=...>``
 in the transcript, so after a crash the resumed parent knows which children already reported:
@@ -14,14 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import json
 import re
-from collections.abc import Awaitable, Callable, Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import UserError
+from ..exceptions import RunCancelled, UserError
 from ..reliability import CancelToken, Mailbox, RunBudget
 from ..run_context import RunContext
 from ..tools import Tool, tool
@@ -41,7 +42,11 @@ _STARTED = re.compile(r"^Started subagent (\S+) ")
 
 @dataclass
 class SubagentReport:
-    """How one child ended: its result or error, and the text handed to the parent."""
+    """How one child ended: its result or error, and the text handed to the parent.
+
+    ``id`` is unique across parent runs (a key for delivery tables); ``task_id`` is the id the
+    model knows the child by (``t1``, ``t2``, ... per parent run).
+    """
 
     id: str
     agent: str
@@ -50,11 +55,15 @@ class SubagentReport:
     result: RunResult[Any] | None
     error: BaseException | None
     text: str
+    task_id: str = ""
 
 
 @dataclass
 class ChildSpec:
-    """Everything a ``run_child`` override needs to run one child (deps are its own business)."""
+    """Everything a ``run_child`` override needs to run one child (deps are its own business).
+
+    ``id`` is unique across parent runs; ``task_id`` is the model's id for the child (``t1``...).
+    """
 
     id: str
     agent: Agent[Any]
@@ -64,6 +73,7 @@ class ChildSpec:
     max_turns: int
     budget: RunBudget | None
     mailbox: Mailbox
+    task_id: str = ""
 
 
 DeliverFn = Callable[[SubagentReport], "Awaitable[None] | None"]
@@ -89,9 +99,19 @@ class _Child:
     cancelled: bool = False
 
 
-def child_id(run_id: str, call_id: str) -> str:
-    """A child's id: stable for the same spawn call, so a resumed parent finds its children again."""
-    return "sa-" + hashlib.sha256(f"{run_id}\x00{call_id}".encode()).hexdigest()[:10]
+_TASK_ID = re.compile(r"^t(\d+)$")
+
+
+def child_key(run_id: str | None, task_id: str) -> str:
+    """A child's id unique across parent runs (``ChildSpec.id``): its task id within its run's id."""
+    scope = run_id or uuid.uuid4().hex
+    return f"{task_id}@{scope}"
+
+
+def next_task_id(taken: Iterable[str]) -> str:
+    """The next ``t<n>`` after every task id in ``taken`` (ids of other shapes are ignored)."""
+    numbers = [int(m.group(1)) for m in (_TASK_ID.match(t) for t in taken) if m]
+    return f"t{max(numbers, default=0) + 1}"
 
 
 @dataclass(eq=False)
@@ -111,12 +131,19 @@ class Subagents:
     checkpointer: Checkpointer | None = None
     """Optional: checkpoint each child so a crashed parent resumes its children too."""
 
+    def __post_init__(self) -> None:
+        names = [getattr(a, "name", None) for a in _as_list(self.agents)]
+        twice = sorted({n for n in names if isinstance(n, str) and names.count(n) > 1})
+        if twice:
+            raise UserError(f"Subagents: two agents named {twice[0]!r}", hint="agent names must be unique")
+
     def _catalog(self, ctx: RunContext[Any]) -> dict[str, Agent[Any]]:
         from ..agent import Agent, as_agent
 
         agents = [self.agents] if isinstance(self.agents, Agent) else list(self.agents)
         if not agents:
-            clone = dataclasses.replace(as_agent(ctx.agent), plugins=[], handoffs=[])
+            parent = as_agent(ctx.agent)
+            clone = dataclasses.replace(parent, name=f"{parent.name}-sub", plugins=[], handoffs=[])
             return {clone.name: clone}
         by_name: dict[str, Agent[Any]] = {}
         for agent in agents:
@@ -156,11 +183,22 @@ class _Run:
         return [c for c in self.children.values() if c.report is None and not c.cancelled]
 
     def start(self, cid: str, agent: Agent[Any], prompt: str, ctx: RunContext[Any]) -> None:
+        """Start child ``cid`` (its task id, the key of ``children``)."""
         budget = self.plugin.budget.copy() if self.plugin.budget is not None else None
-        spec = ChildSpec(cid, agent, prompt, CancelToken(), ctx.session_id, self.plugin.max_turns, budget, Mailbox())
+        spec = ChildSpec(
+            child_key(self.ctx.run_id, cid),
+            agent,
+            prompt,
+            CancelToken(),
+            ctx.session_id,
+            self.plugin.max_turns,
+            budget,
+            Mailbox(),
+            task_id=cid,
+        )
         child = _Child(spec)
         self.children[cid] = child
-        child.task = asyncio.get_running_loop().create_task(self._drive(child, ctx), name=f"lovia-subagent-{cid}")
+        child.task = asyncio.get_running_loop().create_task(self._drive(child, ctx), name=f"lovia-subagent-{spec.id}")
 
     async def _drive(self, child: _Child, ctx: RunContext[Any]) -> None:
         spec = child.spec
@@ -171,10 +209,13 @@ class _Run:
         except asyncio.CancelledError:
             child.cancelled = True
             raise
+        except RunCancelled:
+            child.cancelled = True  # however it was cancelled, a cancelled child sends no report
         except Exception as exc:
             error = exc
         if child.cancelled or spec.token.is_cancelled:
             child.cancelled = True
+            self.changed.set()  # a waiter sees it as cancelled
             return
         if result is not None:
             ctx.usage.add(result.usage)
@@ -185,7 +226,7 @@ class _Run:
         if cap is not None and len(text) > cap:
             text = text[:cap] + f"\n[... {len(text) - cap} more characters cut ...]"
         session = result.session_id if result is not None else None
-        report = SubagentReport(spec.id, spec.agent.name, spec.prompt, session, result, error, text)
+        report = SubagentReport(spec.id, spec.agent.name, spec.prompt, session, result, error, text, spec.task_id)
         child.report = report
         if self.plugin.deliver is not None:
             out = self.plugin.deliver(report)
@@ -203,7 +244,7 @@ class _Run:
 
         checkpoint = None
         if self.plugin.checkpointer is not None:
-            checkpoint = CheckpointOptions(self.plugin.checkpointer, f"{ctx.run_id}/{spec.id}")
+            checkpoint = CheckpointOptions(self.plugin.checkpointer, f"{ctx.run_id}/{spec.task_id}")
         return await Runner.run(
             spec.agent,
             spec.prompt,
@@ -262,7 +303,7 @@ class _Run:
 
     def status(self, ctx: RunContext[Any]) -> list[TranscriptEntry] | None:
         self.recover(list(ctx.entries))
-        lines = [f"- {c.spec.id} ({c.spec.agent.name}): running" for c in self.running()]
+        lines = [f"- {c.spec.task_id} ({c.spec.agent.name}): running" for c in self.running()]
         lines += [
             f"- {cid}: lost when this run was interrupted; spawn it again if still needed" for cid in sorted(self.lost)
         ]
@@ -287,9 +328,9 @@ class _Run:
                 c.pushed = None  # withdrawn: returned here instead, so it never arrives twice
                 parts.append(_render(c.report))
             elif c.report is None and not c.cancelled:
-                parts.append(f"{c.spec.id}: still running")
+                parts.append(f"{c.spec.task_id}: still running")
             elif c.cancelled:
-                parts.append(f"{c.spec.id}: cancelled")
+                parts.append(f"{c.spec.task_id}: cancelled")
         parts += [
             f"{i}: unknown or lost" + (" (lost when this run was interrupted)" if i in self.lost else "")
             for i in unknown
@@ -305,12 +346,14 @@ class _Run:
         async def spawn_subagent(ctx: RunContext[Any], prompt: str, agent: str | None = None) -> str:
             """Start a background subagent on a self-contained prompt; returns its id at once."""
             self.recover(list(ctx.entries))
+            if not prompt.strip():
+                return "Error: the prompt is empty; give the subagent a self-contained task."
             chosen = self.catalog.get(agent) if agent else next(iter(self.catalog.values()))
             if chosen is None:
                 return f"Error: no subagent named {agent!r}; available: {names}"
             if len(self.running()) >= self.plugin.max_concurrent:
                 return f"Declined: {self.plugin.max_concurrent} subagents are already running; wait for one first."
-            cid = child_id(ctx.run_id or "", ctx.call_id or str(len(self.children)))  # no run id: no resume
+            cid = next_task_id([*self.children, *self.lost, *_spawned_ids(ctx.entries)])
             self.start(cid, chosen, prompt, ctx)
             return f"Started subagent {cid} ({chosen.name}). Its report will arrive as a message."
 
@@ -345,6 +388,18 @@ class _Run:
         return [spawn_subagent, wait_subagents, send_to_subagent, cancel_subagent]
 
 
+def _as_list(agents: object) -> list[Any]:
+    if isinstance(agents, (list, tuple)):
+        return list(agents)
+    return [] if agents is None or agents == () else [agents]
+
+
+def _spawned_ids(entries: Sequence[TranscriptEntry]) -> list[str]:
+    """Ids the transcript says were started (a resumed run numbers new children after them)."""
+    found = (_STARTED.match(e.output) for e in entries if isinstance(e, ToolResultEntry))
+    return [m.group(1) for m in found if m]
+
+
 def _args(raw: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
@@ -360,5 +415,5 @@ def render_report(report: SubagentReport) -> str:
 
 def _render(report: SubagentReport) -> str:
     status = "finished" if report.error is None else "failed"
-    opening = f'<subagent-report id="{report.id}" agent="{report.agent}" status="{status}">'
+    opening = f'<subagent-report id="{report.task_id or report.id}" agent="{report.agent}" status="{status}">'
     return f"{opening}\n{report.text}\n</subagent-report>"

@@ -75,9 +75,19 @@ class TodoList:
         self.items = cleaned
         return list(cleaned)
 
-    def rehydrate_from(self, entries: list[TranscriptEntry], *, tool_name: str) -> None:
-        """Rebuild from the newest valid ``tool_name`` call in ``entries``."""
-        self.items = todos_from_entries(entries, tool_name=tool_name)
+    def rehydrate_from(self, entries: list[TranscriptEntry], *, tool_name: str = "todo_write") -> None:
+        """Rebuild from the newest ``tool_name`` call in ``entries`` whose arguments parse and validate.
+
+        Later calls with malformed arguments are skipped, and so is a call whose stored result is
+        an error; a call without a result counts. Without any such call the list is left as it is.
+        """
+        failed = {e.call_id for e in entries if isinstance(e, ToolResultEntry) and e.is_error}
+        for entry in reversed(entries):
+            if isinstance(entry, ToolCallEntry) and entry.name == tool_name and entry.call_id not in failed:
+                items = _parse_call(entry.arguments)
+                if items is not None:
+                    self.replace(items)
+                    return
 
 
 def _parse_call(arguments: str) -> list[TodoItem] | None:
@@ -131,7 +141,8 @@ class Todo:
         def current(live: RunContext[Any]) -> TodoList:
             nonlocal hydrated
             if not hydrated:  # history and resumed entries are in place by the first turn
-                store.rehydrate_from(list(live.entries), tool_name=self.tool_name)
+                # Only calls whose result was stored count here (one cut off by a crash runs again).
+                store.items = todos_from_entries(list(live.entries), tool_name=self.tool_name)
                 hydrated = True
             return store
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime
 import email.utils
 import json
+import logging
+import math
 import os
 import ssl
 import time
@@ -38,6 +40,7 @@ DEFAULT_TIMEOUT = 300.0
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 _TRUTHY = {"1", "true", "yes", "on"}
 _BODY_PREVIEW = 500
+logger = logging.getLogger("lovia")
 
 # Turns a non-2xx response (status, parsed JSON or None, raw text) into the error to raise.
 ErrorMapper = Callable[[int, Any, str], "ProviderError | ContextOverflowError"]
@@ -48,19 +51,30 @@ def _env_flag(name: str) -> bool:
 
 
 def resolve_timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:
-    """The request timeout: the argument, else ``LOVIA_PROVIDER_TIMEOUT``, else 300 s."""
+    """The request timeout: the argument, else ``LOVIA_PROVIDER_TIMEOUT``, else 300 s.
+
+    A variable that is not a number, or not above zero, is ignored (with a warning): the default
+    applies.
+    """
     if isinstance(timeout, httpx.Timeout):
         return timeout
     if timeout is None:
-        raw = os.environ.get("LOVIA_PROVIDER_TIMEOUT", "").strip()
-        try:
-            timeout = float(raw) if raw else DEFAULT_TIMEOUT
-        except ValueError:
-            raise UserError(
-                f"LOVIA_PROVIDER_TIMEOUT={raw!r} is not a number",
-                hint="set it to a number of seconds, e.g. LOVIA_PROVIDER_TIMEOUT=300",
-            ) from None
+        timeout = _env_timeout()
     return httpx.Timeout(timeout, connect=min(timeout, 30.0))
+
+
+def _env_timeout() -> float:
+    raw = os.environ.get("LOVIA_PROVIDER_TIMEOUT", "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        logger.warning("ignoring LOVIA_PROVIDER_TIMEOUT=%r (not a positive number); using %s s", raw, DEFAULT_TIMEOUT)
+        return DEFAULT_TIMEOUT
+    return value
 
 
 def resolve_trust_env(trust_env: bool | None) -> bool:

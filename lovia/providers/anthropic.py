@@ -77,7 +77,8 @@ class AnthropicProvider(HTTPProviderBase):
         trust_env: Honour proxy env variables; defaults to ``LOVIA_PROVIDER_TRUST_ENV`` (off).
         official_dialect: Force official-host behaviour (stale thinking stripped when thinking is
             off); default: decided by the host name.
-        supports_vision: Whether the model accepts images (default True).
+        supports_vision: Whether the model accepts images; default: True on the official host
+            (``api.anthropic.com``), False on compatible gateways, whose models often do not.
         extra_body: Raw request fields sent with every call (after the typed settings, before
             ``provider_options``).
         proxy: An explicit proxy URL for this provider's client.
@@ -121,7 +122,7 @@ class AnthropicProvider(HTTPProviderBase):
         self._version = anthropic_version
         self._default_max_tokens = default_max_tokens
         self._headers = dict(default_headers or {})
-        self._vision = True if supports_vision is None else supports_vision
+        self._vision = self._host == OFFICIAL_HOST if supports_vision is None else supports_vision
 
     @property
     def name(self) -> str:

@@ -24,7 +24,10 @@ __all__ = [
     "VisionCapable",
     "context_window",
     "discover_context_window",
+    "is_provider",
+    "provider_model",
     "provider_options",
+    "provider_supports_json_schema",
     "request_extras",
     "supports_vision",
 ]
@@ -92,13 +95,17 @@ class Provider(Protocol):
 
     ``response_format`` (only sent when ``supports_json_schema``) is
     ``{"name": str, "schema": dict, "strict": bool}``.
+
+    At run time only ``name`` and ``stream`` are required: a provider object without ``model``
+    reads as ``model=None`` and one without ``supports_json_schema`` as ``False`` (see
+    :func:`provider_model` and :func:`provider_supports_json_schema`).
     """
 
     @property
     def name(self) -> str: ...
 
     @property
-    def model(self) -> str: ...
+    def model(self) -> str | None: ...
 
     @property
     def supports_json_schema(self) -> bool: ...
@@ -142,6 +149,29 @@ class VisionCapable(Protocol):
 
     @property
     def supports_vision(self) -> bool: ...
+
+
+def is_provider(value: object) -> bool:
+    """Whether ``value`` can serve as a provider: it has a ``name`` and a callable ``stream``."""
+    return hasattr(value, "name") and callable(getattr(value, "stream", None))
+
+
+def provider_model(provider: object) -> str | None:
+    """``provider.model``, or ``None`` for a provider that does not name its model."""
+    model = getattr(provider, "model", None)
+    return None if model is None else str(model)
+
+
+def provider_label(provider: object) -> str:
+    """``name:model`` for showing a provider, or its ``name`` alone when it does not name a model."""
+    name = str(getattr(provider, "name", type(provider).__name__))
+    model = provider_model(provider)
+    return name if model is None else f"{name}:{model}"
+
+
+def provider_supports_json_schema(provider: object) -> bool:
+    """``provider.supports_json_schema``, or ``False`` for a provider that does not say."""
+    return bool(getattr(provider, "supports_json_schema", False))
 
 
 def supports_vision(provider: object) -> bool:

@@ -24,7 +24,16 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..exceptions import ContextOverflowError, ProviderError, UserError
 from ..transcript import ModelDelta, TranscriptEntry
-from .base import ModelSettings, Provider, ToolDefinition, context_window, discover_context_window, supports_vision
+from .base import (
+    ModelSettings,
+    Provider,
+    ToolDefinition,
+    context_window,
+    discover_context_window,
+    provider_model,
+    provider_supports_json_schema,
+    supports_vision,
+)
 from .registry import provider_from_string
 
 __all__ = ["FailoverDelta", "FailoverProvider", "provider_state", "restore_provider_state"]
@@ -52,7 +61,8 @@ def _retryable(exc: BaseException) -> bool:
 
 
 def _label(provider: Provider) -> str:
-    return f"{provider.name}:{provider.model}"
+    model = provider_model(provider)
+    return provider.name if model is None else f"{provider.name}:{model}"
 
 
 class FailoverProvider:
@@ -117,14 +127,14 @@ class FailoverProvider:
         return self.active.name
 
     @property
-    def model(self) -> str:
+    def model(self) -> str | None:
         """The active member's model."""
-        return self.active.model
+        return provider_model(self.active)
 
     @property
     def supports_json_schema(self) -> bool:
         """True only when every member takes a native JSON schema (any of them may answer)."""
-        return all(m.supports_json_schema for m in self._members)
+        return all(provider_supports_json_schema(m) for m in self._members)
 
     @property
     def supports_vision(self) -> bool:

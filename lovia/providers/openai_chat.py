@@ -106,11 +106,6 @@ class OpenAIChatProvider(HTTPProviderBase):
         url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         official = urlparse(url).hostname == OFFICIAL_HOST if official_dialect is None else official_dialect
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if official and not key:
-            raise UserError(
-                "the official OpenAI API needs an API key",
-                hint="set OPENAI_API_KEY or pass api_key=; for a local OpenAI-compatible server set OPENAI_BASE_URL",
-            )
         super().__init__(
             model=model,
             base_url=url,
@@ -131,8 +126,8 @@ class OpenAIChatProvider(HTTPProviderBase):
 
     @property
     def name(self) -> str:
-        """Provider name used in events and errors."""
-        return "openai" if self._official else "openai-compatible"
+        """Provider name used in events, usage keys and errors: ``"openai-chat"`` on every host."""
+        return PROVIDER_TAG
 
     @property
     def supports_json_schema(self) -> bool:
@@ -150,9 +145,17 @@ class OpenAIChatProvider(HTTPProviderBase):
         return self._official
 
     def _request_headers(self) -> dict[str, str]:
+        """Headers for one request; the key is only required (here, not at construction) by
+        the official host."""
         headers = {"Accept": "text/event-stream", **self._headers}
-        if self._api_key:
-            headers.setdefault("Authorization", f"Bearer {self._api_key}")
+        key = self._api_key or os.environ.get("OPENAI_API_KEY") or None
+        if key:
+            headers.setdefault("Authorization", f"Bearer {key}")
+        elif self._host == OFFICIAL_HOST and not any(h.lower() == "authorization" for h in headers):
+            raise UserError(
+                "the official OpenAI API needs an API key",
+                hint="set OPENAI_API_KEY or pass api_key=; for a local OpenAI-compatible server set OPENAI_BASE_URL",
+            )
         return headers
 
     def build_payload(

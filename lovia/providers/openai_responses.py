@@ -113,11 +113,6 @@ class OpenAIResponsesProvider(HTTPProviderBase):
         url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         official = urlparse(url).hostname == OFFICIAL_HOST if official_dialect is None else official_dialect
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if official and not key:
-            raise UserError(
-                "the official OpenAI API needs an API key",
-                hint="set OPENAI_API_KEY or pass api_key=; for another Responses server set OPENAI_BASE_URL",
-            )
         if previous_response_id and not store:
             raise UserError(
                 "previous_response_id=True needs store=True",
@@ -159,9 +154,17 @@ class OpenAIResponsesProvider(HTTPProviderBase):
         return self._vision
 
     def _request_headers(self) -> dict[str, str]:
+        """Headers for one request; the key is only required (here, not at construction) by
+        the official host."""
         headers = {"Accept": "text/event-stream", **self._headers}
-        if self._api_key:
-            headers.setdefault("Authorization", f"Bearer {self._api_key}")
+        key = self._api_key or os.environ.get("OPENAI_API_KEY") or None
+        if key:
+            headers.setdefault("Authorization", f"Bearer {key}")
+        elif self._host == OFFICIAL_HOST and not any(h.lower() == "authorization" for h in headers):
+            raise UserError(
+                "the official OpenAI API needs an API key",
+                hint="set OPENAI_API_KEY or pass api_key=; for another Responses server set OPENAI_BASE_URL",
+            )
         return headers
 
     def build_payload(

@@ -4,10 +4,9 @@ Lookup order for a prefix: explicit :func:`register_provider` registrations (whi
 the built-ins), then the built-ins (``openai``/``oai``/``openai-chat``, ``anthropic``/``claude``,
 ``openai-responses``, ``gemini``/``google``),
 then the ``lovia.providers`` entry-point group, loaded lazily on the first miss and never allowed
-to shadow a built-in. A string without a prefix is an OpenAI-compatible model name, and so is a
-string whose part before the first ``:`` is no known prefix (an Ollama-style tag such as
-``qwen2.5:7b``), unless that part is a near miss of a known prefix (``antropic:...``), which is
-refused as the typo it almost certainly is.
+to shadow a built-in. A string without ``:`` is an OpenAI-compatible model name. A string whose
+part before the first ``:`` is no known prefix is refused (it is never taken as a bare model
+name): write an Ollama-style tag such as ``qwen2.5:7b`` as ``openai:qwen2.5:7b``.
 
 Providers built here belong to whoever built them: the runner closes the ones it made from a
 string with ``await provider.aclose()``.
@@ -22,11 +21,11 @@ import re
 import threading
 from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, cast
 
 from ..exceptions import UserError
 from .anthropic import AnthropicProvider
-from .base import Provider
+from .base import Provider, is_provider
 from .gemini import GeminiProvider
 from .openai_chat import OpenAIChatProvider
 from .openai_responses import OpenAIResponsesProvider
@@ -156,7 +155,7 @@ def provider_from_string(
     """Build a provider from ``"vendor:model"`` (or a bare OpenAI-compatible model name).
 
     Only the first ``:`` separates the prefix, so ``"openai:qwen2.5:7b"`` is model ``qwen2.5:7b``;
-    ``"qwen2.5:7b"`` alone (no known prefix) is that same bare model name. Prefixes ignore case.
+    ``"qwen2.5:7b"`` alone is refused (``qwen2.5`` is no known prefix). Prefixes ignore case.
 
     Args:
         spec: ``"openai:gpt-4.1-mini"``, ``"anthropic:claude-sonnet-4-5"``, ``"llama3.1"``...
@@ -166,7 +165,8 @@ def provider_from_string(
         extra_body: Raw request fields for every call through this provider (passed when set).
 
     Raises:
-        UserError: Empty spec, empty model, or a prefix that looks like a misspelt known one.
+        UserError: Empty spec, empty model, or a prefix that is neither built in, nor registered,
+            nor an entry point.
     """
     text = (spec or "").strip()
     if not text:
@@ -186,24 +186,31 @@ def provider_from_string(
         )
         if v is not None
     }
-    factory = _factory_for(prefix.strip()) if sep else None
+    if not sep or not _PREFIX.match(prefix.strip()):
+        return _bare_model(text, **kwargs)  # "org/model:free" has no prefix: ':' is part of the name
+    factory = _factory_for(prefix.strip())
     if factory is None:
-        return _bare_model(text, prefix.strip() if sep else None, **kwargs)
+        raise _unknown_prefix(prefix.strip(), text)
     if not model.strip():
         raise UserError(f"model string {text!r} names no model", hint=f"write '{prefix}:<model-id>'")
     return factory(model.strip(), **kwargs)
 
 
-def _bare_model(text: str, prefix: str | None, **kwargs: Any) -> Provider:
-    """A string with no known prefix: an OpenAI-compatible model name, unless the prefix is a typo."""
-    if prefix is not None:
-        close = difflib.get_close_matches(prefix.lower(), known_prefixes(), n=1, cutoff=0.75)
-        if close:
-            raise UserError(
-                f"unknown provider prefix {prefix!r} in model string {text!r} (did you mean {close[0]!r}?)",
-                hint=f"known prefixes: {', '.join(known_prefixes())}; to send the whole string as an "
-                f"OpenAI-compatible model name write 'openai:{text}'",
-            )
+def _unknown_prefix(prefix: str, text: str) -> UserError:
+    """The error for ``"<prefix>:<model>"`` whose prefix no registry knows (never a bare name)."""
+    close = difflib.get_close_matches(prefix.lower(), known_prefixes(), n=1, cutoff=0.75)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    return UserError(
+        f"unknown provider prefix {prefix!r} in model string {text!r}{guess}",
+        hint=f"known prefixes: {', '.join(known_prefixes())}; add one with "
+        f"lovia.providers.register_provider({prefix!r}, factory) or a package entry point in the "
+        f"{ENTRY_POINT_GROUP!r} group; to send the whole string as an OpenAI-compatible model name "
+        f"write 'openai:{text}'",
+    )
+
+
+def _bare_model(text: str, **kwargs: Any) -> Provider:
+    """A string with no prefix: an OpenAI Chat provider (named ``"openai-chat"`` on every host)."""
     if text.lower().startswith("claude"):
         logger.warning(
             "model %r has no vendor prefix and goes to the OpenAI-compatible endpoint; "
@@ -235,7 +242,7 @@ def model_from_env(*, required: bool = True) -> str | None:
     return None
 
 
-def resolve_model(model: str | Provider | None, *, agent_name: str = "agent") -> Provider:
+def resolve_model(model: str | Provider | object | None, *, agent_name: str = "agent") -> Provider:
     """The provider for an ``Agent.model`` value: a provider as is, a string through the registry.
 
     Raises:
@@ -248,4 +255,27 @@ def resolve_model(model: str | Provider | None, *, agent_name: str = "agent") ->
         )
     if isinstance(model, str):
         return provider_from_string(model)
-    return model
+    return as_provider(model, agent_name=agent_name)
+
+
+def as_provider(model: object, *, agent_name: str = "agent") -> Provider:
+    """``model`` itself when it can serve as a provider (a ``name`` and a ``stream`` method).
+
+    ``model`` and ``supports_json_schema`` are optional on such an object: they are read with
+    the defaults ``None`` and ``False``.
+
+    Raises:
+        UserError: ``model`` is a list or tuple (one model is expected), or not a provider.
+    """
+    if isinstance(model, (list, tuple)):
+        raise UserError(
+            f"agent {agent_name!r}: one model is expected, not a {type(model).__name__} of them",
+            hint="to spread calls over several models put a routing gateway behind one model "
+            "(or lovia.providers.FailoverProvider([...]) for fallbacks)",
+        )
+    if not is_provider(model):
+        raise UserError(
+            f"agent {agent_name!r}: model must be a 'vendor:model' string or a provider, got {type(model).__name__}",
+            hint='e.g. model="openai:gpt-4o-mini", or an object with a name and an async stream(...) method',
+        )
+    return cast(Provider, model)

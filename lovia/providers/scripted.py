@@ -26,7 +26,7 @@ from ..transcript import (
 )
 from .base import ModelSettings, ToolDefinition
 
-__all__ = ["ScriptedProvider", "ScriptedRequest", "ScriptedTurn", "batch", "call", "fail", "text"]
+__all__ = ["ScriptedProvider", "ScriptedReply", "ScriptedRequest", "ScriptedTurn", "batch", "call", "fail", "text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +91,46 @@ class ScriptedRequest:
     settings: ModelSettings | None = None
 
 
-def text(content: str, *, reasoning: str | None = None, usage: Usage | None = None, delay: float = 0.0) -> ScriptedTurn:
-    """A text answer streamed character by character (reasoning deltas first)."""
-    deltas: list[ModelDelta] = [ReasoningDelta(ch) for ch in reasoning or ""]
-    deltas.extend(TextDelta(ch) for ch in content)
-    deltas.append(UsageDelta(usage or Usage(input_tokens=10, output_tokens=max(1, len(content) // 4))))
-    deltas.append(FinishDelta("stop"))
-    return ScriptedTurn(tuple(deltas), delay=delay)
+@dataclass(slots=True)
+class ScriptedReply(AssistantTurn):
+    """An :class:`~lovia.messages.AssistantTurn` made by :func:`text`, :func:`call` or :func:`batch`.
+
+    Its fields (``content``, ``tool_calls``, ``usage``, ``finish_reason``) may be changed before
+    the turn is played. On top of a plain turn it carries the ``reasoning`` streamed before the
+    answer, a per-delta ``delay`` and an ``error`` to raise after streaming (like :class:`ScriptedTurn`).
+    """
+
+    reasoning: str | None = None
+    delay: float = 0.0
+    """Seconds to sleep before each delta (to make timing visible in tests)."""
+    error: BaseException | None = None
+    """Raised after the deltas are streamed (as :class:`ScriptedTurn` does)."""
+
+    @property
+    def deltas(self) -> tuple[ModelDelta, ...]:
+        """What the provider streams for this turn: reasoning and text one character per delta,
+        then the tool calls, the usage and the finish reason."""
+        deltas: list[ModelDelta] = [ReasoningDelta(ch) for ch in self.reasoning or ""]
+        deltas.extend(TextDelta(ch) for ch in self.content or "")
+        for index, tc in enumerate(self.tool_calls):
+            deltas.extend(_call_deltas(index, tc.name, tc.arguments, tc.id or None))
+        deltas.append(UsageDelta(self.usage.copy()))
+        deltas.append(FinishDelta(self.finish_reason or ("tool_calls" if self.tool_calls else "stop")))
+        return tuple(deltas)
+
+
+def _one_each() -> Usage:
+    """The usage every builder reports unless told otherwise: 1 input and 1 output token."""
+    return Usage(input_tokens=1, output_tokens=1)
+
+
+def text(
+    content: str, *, reasoning: str | None = None, usage: Usage | None = None, delay: float = 0.0
+) -> ScriptedReply:
+    """A text answer, streamed character by character (reasoning first); usage 1 + 1 tokens."""
+    return ScriptedReply(
+        content=content, usage=usage or _one_each(), finish_reason="stop", reasoning=reasoning, delay=delay
+    )
 
 
 def _call_deltas(index: int, name: str, args: dict[str, Any] | str, call_id: str | None) -> list[ModelDelta]:
@@ -108,6 +141,12 @@ def _call_deltas(index: int, name: str, args: dict[str, Any] | str, call_id: str
     ]
 
 
+def _arguments(args: dict[str, Any] | str | None) -> str:
+    if args is None:
+        return "{}"
+    return args if isinstance(args, str) else json.dumps(args)
+
+
 def call(
     name: str,
     args: dict[str, Any] | str | None = None,
@@ -115,29 +154,30 @@ def call(
     call_id: str | None = None,
     text: str | None = None,
     usage: Usage | None = None,
-) -> ScriptedTurn:
-    """A turn with one tool call (``args`` may be a raw string, e.g. malformed JSON); ``usage``
-    is what the call reports (default 10 input and 5 output tokens)."""
-    deltas: list[ModelDelta] = [TextDelta(text)] if text else []
-    deltas.extend(_call_deltas(0, name, args if args is not None else {}, call_id))
-    deltas.append(UsageDelta(usage or Usage(input_tokens=10, output_tokens=5)))
-    deltas.append(FinishDelta("tool_calls"))
-    return ScriptedTurn(tuple(deltas))
+) -> ScriptedReply:
+    """A turn with one tool call (``args`` may be a raw string, e.g. malformed JSON) and the
+    optional ``text`` said before it; usage 1 + 1 tokens unless ``usage`` says otherwise."""
+    return ScriptedReply(
+        content=text or None,
+        tool_calls=[ToolCall(id=call_id or f"call_{name}", name=name, arguments=_arguments(args))],
+        usage=usage or _one_each(),
+        finish_reason="tool_calls",
+    )
 
 
-def batch(*calls: tuple[str, dict[str, Any] | str] | tuple[str, dict[str, Any] | str, str]) -> ScriptedTurn:
-    """A turn with several tool calls: ``batch(("a", {...}), ("b", {...}, "call-id"))``."""
-    deltas: list[ModelDelta] = []
+def batch(*calls: tuple[str, dict[str, Any] | str] | tuple[str, dict[str, Any] | str, str]) -> ScriptedReply:
+    """A turn with several tool calls: ``batch(("a", {...}), ("b", {...}, "call-id"))``; usage 1 + 1."""
+    made: list[ToolCall] = []
     for index, spec in enumerate(calls):
         name, args = spec[0], spec[1]
         call_id = spec[2] if len(spec) > 2 else f"call_{name}_{index}"
-        deltas.extend(_call_deltas(index, name, args, call_id))
-    deltas.append(UsageDelta(Usage(input_tokens=10, output_tokens=5)))
-    deltas.append(FinishDelta("tool_calls"))
-    return ScriptedTurn(tuple(deltas))
+        made.append(ToolCall(id=call_id, name=name, arguments=_arguments(args)))
+    return ScriptedReply(content=None, tool_calls=made, usage=_one_each(), finish_reason="tool_calls")
 
 
-def fail(error: BaseException, *, after: ScriptedTurn | None = None, after_deltas: int = 0) -> ScriptedTurn:
+def fail(
+    error: BaseException, *, after: ScriptedTurn | ScriptedReply | None = None, after_deltas: int = 0
+) -> ScriptedTurn:
     """A turn that raises ``error``, optionally after streaming part of another turn."""
     deltas = after.deltas[:after_deltas] if after is not None else ()
     return ScriptedTurn(tuple(deltas), error=error)
@@ -149,10 +189,11 @@ TurnFunction = Callable[[list[TranscriptEntry], list[ToolDefinition]], Any]
 class ScriptedProvider:
     """Replays canned turns, one per model call; records every prompt.
 
-    Pass a list of turns (``text``, ``call``, ``batch``, ``fail``, ``AssistantTurn`` values or
-    plain strings), or a function ``(entries, tools) -> turn`` (sync or async) that decides each
-    response. A list is single-use and not safe for concurrent runs; running out of turns raises
-    ``AssertionError``. ``record=False`` keeps no copy of the prompts (for a long-lived provider).
+    ``name`` is ``"scripted"`` and ``model`` is ``None`` unless given. Pass a list of turns
+    (``text``, ``call``, ``batch``, ``fail``, ``AssistantTurn`` values or plain strings), or a
+    function ``(entries, tools) -> turn`` (sync or async) that decides each response. A list is
+    single-use and not safe for concurrent runs; running out of turns raises ``AssertionError``.
+    ``record=False`` keeps no copy of the prompts (for a long-lived provider).
     """
 
     def __init__(
@@ -165,7 +206,7 @@ class ScriptedProvider:
     ) -> None:
         self._fn: TurnFunction | None = script if callable(script) else None
         self._turns: list[ScriptedTurn] = [] if callable(script) else [_coerce(t) for t in script]
-        self._model = model or "scripted"
+        self._model = model or None
         self._supports_json_schema = supports_json_schema
         self._record = record
         self.calls: list[list[Message]] = []
@@ -177,13 +218,13 @@ class ScriptedProvider:
         return "scripted"
 
     @property
-    def model(self) -> str:
-        """Model name (assignable, like a plain field)."""
+    def model(self) -> str | None:
+        """Model name, ``None`` unless given (assignable, like a plain field)."""
         return self._model
 
     @model.setter
     def model(self, value: str | None) -> None:
-        self._model = value or "scripted"
+        self._model = value or None
 
     @property
     def supports_json_schema(self) -> bool:
@@ -238,9 +279,11 @@ def _from_assistant_turn(turn: AssistantTurn) -> ScriptedTurn:
 
 def _coerce(turn: ScriptedTurn | AssistantTurn | str) -> ScriptedTurn:
     if isinstance(turn, str):
-        return text(turn)
+        turn = text(turn)
     if isinstance(turn, ScriptedTurn):
         return turn
+    if isinstance(turn, ScriptedReply):
+        return ScriptedTurn(turn.deltas, error=turn.error, delay=turn.delay)
     if isinstance(turn, AssistantTurn):
         return _from_assistant_turn(turn)
     raise TypeError(f"scripted turns must be ScriptedTurn, AssistantTurn or str, got {type(turn).__name__}")

@@ -14,8 +14,8 @@ from ..agent import Agent
 from ..exceptions import UserError
 from ..output import OutputSpec
 from ..plugins.base import PluginInstance
-from ..providers.base import Provider
-from ..providers.registry import provider_from_string
+from ..providers.base import Provider, provider_model, provider_supports_json_schema
+from ..providers.registry import as_provider, provider_from_string
 from ..run_context import RunContext
 from ..tools import Tool
 from ..transcript import InputEntry
@@ -41,8 +41,10 @@ class Active:
 
     @property
     def model_key(self) -> str:
-        """``"vendor:model"``: the key of this provider's usage (see :mod:`lovia.usage`)."""
-        return f"{self.provider.name}:{self.provider.model}"
+        """``"vendor:model"`` (just ``"vendor"`` when the provider names no model): the key of
+        this provider's usage (see :mod:`lovia.usage`)."""
+        model = provider_model(self.provider)
+        return self.provider.name if model is None else f"{self.provider.name}:{model}"
 
     def response_format(self) -> dict[str, Any] | None:
         """The schema to ask the provider for, when it enforces it natively."""
@@ -63,7 +65,7 @@ async def activate(
     tools = merge_tools(agent, plugins, policy_tools() if callable(policy_tools) else [])
     output_type = options.output_type if options.output_type is not None else agent.output_type
     output = None if output_type is str else OutputSpec(output_type)
-    native = bool(output and output.is_object and provider.supports_json_schema)
+    native = bool(output and output.is_object and provider_supports_json_schema(provider))
     return Active(agent, provider, tools, tuple(plugins), output, native)
 
 
@@ -75,7 +77,7 @@ def _provider_for(agent: Agent[Any], scope: RunScope) -> Provider:
             hint='set Agent(model="openai:gpt-4o-mini") or use lovia.model_from_env() with LOVIA_MODEL',
         )
     if not isinstance(model, str):
-        return model
+        return as_provider(model, agent_name=agent.name)
     provider = scope.providers.get(model)
     if provider is None:
         provider = provider_from_string(model)

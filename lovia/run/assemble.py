@@ -19,18 +19,20 @@ __all__ = ["TurnAssembler", "normalize_arguments"]
 
 
 def normalize_arguments(text: str) -> str:
-    """Valid JSON arguments pass through; anything else is kept as ``{"_raw": text}``.
+    """A JSON object passes through; anything else (invalid JSON, or valid JSON that is not an
+    object) is kept as ``{"_raw": text}``.
 
     The call entry is persisted before it runs and replayed to the provider on later turns, so
-    it must hold valid JSON; the original text stays available for the error the model sees.
+    it must hold a JSON object (vendors reject anything else); the original text stays available
+    for the error the model sees.
     """
     if not text.strip():
         return "{}"
     try:
-        json.loads(text)
+        value = json.loads(text)
     except ValueError:
         return json.dumps({"_raw": text}, ensure_ascii=False)
-    return text
+    return text if isinstance(value, dict) else json.dumps({"_raw": text}, ensure_ascii=False)
 
 
 @dataclass(slots=True)

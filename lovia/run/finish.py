@@ -11,7 +11,7 @@ from typing import Any
 from .._guard import save_terminal
 from ..agent import Agent
 from ..checkpointer import RunHead, RunSnapshot
-from ..exceptions import LeaseLostError
+from ..exceptions import LeaseLostError, LoviaError
 from ..output import OutputSpec
 from ..result import RunResult
 from ..tracing import detail_span
@@ -21,7 +21,15 @@ from .options import RunOptions
 from .persist import CheckpointWriter, classify, error_payload
 from .state import RunState
 
-__all__ = ["append_session", "healed_timing", "revive_output", "run_result", "save_completed", "save_failed"]
+__all__ = [
+    "append_session",
+    "healed_timing",
+    "revive_output",
+    "run_result",
+    "save_completed",
+    "save_failed",
+    "unserializable_output",
+]
 
 logger = logging.getLogger("lovia")
 
@@ -123,12 +131,30 @@ def replay_agent(graph: dict[str, Agent[Any]], snap: RunSnapshot, entry: Agent[A
 
 
 def revive_output(stored: Any, agent: Agent[Any], options: RunOptions, run_id: str) -> Any:
-    """A stored output validated back into the run's output type (as stored when that fails)."""
+    """A stored output validated back into the run's output type.
+
+    Raises:
+        pydantic.ValidationError: The stored output does not fit the output type (the caller
+            keeps the snapshot: nothing was replayed).
+    """
     output_type = options.output_type if options.output_type is not None else agent.output_type
     if output_type is str or stored is None:
         return stored
     try:
         return OutputSpec(output_type).adapter.validate_python(stored)
     except Exception:
-        logger.warning("stored output of run %s no longer validates as %r; returning it as stored", run_id, output_type)
-        return stored
+        logger.warning("stored output of run %s does not validate as %r", run_id, output_type)
+        raise
+
+
+def unserializable_output(snap: RunSnapshot) -> LoviaError | None:
+    """The error a replay raises when the run completed with an output it could not store."""
+    error = snap.head.error or {}
+    if error.get("type") != "OutputNotSerializable":
+        return None
+    return LoviaError(
+        f"run {snap.run_id!r} completed, but its output is not JSON-safe, so it was not stored and "
+        f"cannot be replayed ({error.get('message') or 'no detail'})",
+        hint="return JSON-safe output (str, dict, list, a pydantic model...) to replay runs, "
+        "or read the answer from the session transcript",
+    )

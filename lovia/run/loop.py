@@ -25,6 +25,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import pydantic
+
 from .._guard import raise_as_lovia_error
 from .._text import clean_entries
 from ..agent import Agent
@@ -58,7 +60,16 @@ from ..transcript import (
 from ..workspace._attach import with_workspace
 from .activate import Active, activate, system_entry
 from .cancel import cancel_scope
-from .finish import append_session, healed_timing, replay_agent, revive_output, run_result, save_completed, save_failed
+from .finish import (
+    append_session,
+    healed_timing,
+    replay_agent,
+    revive_output,
+    run_result,
+    save_completed,
+    save_failed,
+    unserializable_output,
+)
 from .options import RunOptions
 from .persist import CheckpointWriter, agent_graph, classify, load_history, now, plan_run, resume_agents
 from .scope import RunScope
@@ -92,9 +103,11 @@ class RunLoop:
         self.state = RunState.new(run_id, options.agent, ctx, started_at=now())
         self.scope = RunScope()
         self.active: Active | None = None
+        self._actives: dict[int, Active] = {}  # each agent is activated (plugins set up) once per run
         self.writer: CheckpointWriter | None = None
         self._claimed: CheckpointWriter | None = None  # leased before planning, not yet writing
         self._finalized = False
+        self._passthrough: BaseException | None = None  # an error that leaves the run unwrapped
         self._turn_mark = 0
         self._in_turn = False
 
@@ -114,6 +127,8 @@ class RunLoop:
                 span.set_attribute("resumed", state.ctx.resumed)
                 span.record_exception(exc)
                 await self._fail(exc)
+                if exc is self._passthrough:
+                    raise
                 raise_as_lovia_error(exc)  # anything else escaping is still a LoviaError with a hint
             finally:
                 await self._cleanup()
@@ -164,10 +179,15 @@ class RunLoop:
     # ================================================================== setup
 
     async def _activate(self, agent: Agent[Any]) -> Active:
+        """Make ``agent`` the active one; its plugins are set up on its first activation only."""
         self.state.switch_to(agent)
-        active = await activate(agent, self.options, self.scope, self.state.ctx)
-        self.active = await with_workspace(active, self.state.ctx, self.scope.closers)
-        return self.active
+        active = self._actives.get(id(agent))
+        if active is None:
+            active = await activate(agent, self.options, self.scope, self.state.ctx)
+            active = await with_workspace(active, self.state.ctx, self.scope.closers)
+            self._actives[id(agent)] = active
+        self.active = active
+        return active
 
     async def _input_guardrails(self, active: Active) -> None:
         guards = [*active.agent.input_guardrails, *(g for p in active.plugins for g in p.input_guardrails)]
@@ -297,9 +317,18 @@ class RunLoop:
         if state.pending_target is None:
             return
         previous, target = state.agent, state.pending_target
+        previous_active = self.active
         with self.options.tracer.span("handoff", from_agent=previous.name, to_agent=target.name):
-            active = await self._activate(target)
-            state.transcript[0] = await system_entry(active, state.ctx, self.options.extra_instructions)
+            try:
+                active = await self._activate(target)
+                system = await system_entry(active, state.ctx, self.options.extra_instructions)
+            except BaseException:
+                # The target could not take over: the handing-off agent stays in charge, with the
+                # handoff still pending, so the checkpoint and RunFailed say so and a resume retries it.
+                state.switch_to(previous)
+                self.active = previous_active
+                raise
+            state.transcript[0] = system
             state.take_handoff()
         logger.info("run.handoff from=%s to=%s", previous.name, target.name)
         event = HandoffOccurred(from_agent=previous, to_agent=target)
@@ -337,7 +366,11 @@ class RunLoop:
         state.head.model_usage = {model: usage.copy() for model, usage in snap.head.model_usage.items()}
         state.head.context_state = dict(snap.head.context_state)
         state.head.last_input_tokens = snap.head.last_input_tokens
-        output = revive_output(snap.head.output, agent, options, state.run_id)
+        try:
+            output = revive_output(snap.head.output, agent, options, state.run_id)
+        except pydantic.ValidationError as exc:
+            self._passthrough = exc  # raised as is (what callers catch); the snapshot stays
+            raise
         # Hooks ran on the original completion: a replay hands its two terminal events to the
         # stream only, never to agent hooks again (a RunCompleted hook must not fire twice).
         await self.sink(RunStarted(agent=agent))
@@ -348,6 +381,9 @@ class RunLoop:
         checkpoint = options.checkpoint
         if checkpoint is not None and checkpoint.delete_on_success and checkpoint.checkpointer is not None:
             await checkpoint.checkpointer.delete(snap.run_id)
+        unstored = unserializable_output(snap)
+        if unstored is not None:  # the session and the snapshot are settled; there is no output to give
+            raise unstored
         if options.parent_usage is not None:
             options.parent_usage.add(state.usage)
         result = run_result(state, options, output, entries=snap.entries, turns=snap.head.turns, replayed=True)

@@ -9,7 +9,7 @@ from typing import Any
 from .._text import clean_text
 from ..events import Event, ModelRetrying, OutputDiscarded, ProviderFailedOver, ReasoningDelta, TextDelta
 from ..exceptions import ContextOverflowError
-from ..providers.base import ModelSettings, Provider, ToolDefinition
+from ..providers.base import ModelSettings, Provider, ToolDefinition, provider_model
 from ..providers.failover import FailoverDelta
 from ..reliability import RetryPolicy
 from ..tracing import Tracer, record_model_response
@@ -47,9 +47,9 @@ async def call_model(
         attempt += 1
         assembler = TurnAssembler()
         emitted = False
-        logger.debug("model.start model=%s turn=%d attempt=%d", provider.model, turn, attempt)
+        logger.debug("model.start model=%s turn=%d attempt=%d", provider_model(provider), turn, attempt)
         try:
-            with tracer.span("model_call", model=provider.model, turn=turn, system=provider.name) as span:
+            with tracer.span("model_call", model=provider_model(provider), turn=turn, system=provider.name) as span:
                 stream = provider.stream(view, tools=tools, response_format=response_format, settings=settings)
                 async for delta in stream:
                     emitted = await _fold(delta, assembler, emit) or emitted
@@ -58,7 +58,7 @@ async def call_model(
                 usage = assembler.usage
                 logger.debug(
                     "model.done model=%s turn=%d tokens=%d(in=%d out=%d)",
-                    provider.model,
+                    provider_model(provider),
                     turn,
                     usage.total_tokens,
                     usage.input_tokens,
@@ -74,7 +74,7 @@ async def call_model(
                 or (emitted and not policy.restart_on_partial)
             ):
                 raise
-            logger.warning("model.retry model=%s attempt=%d error=%s", provider.model, attempt, exc)
+            logger.warning("model.retry model=%s attempt=%d error=%s", provider_model(provider), attempt, exc)
             if emitted:
                 await emit(OutputDiscarded())
             delay = policy.delay_after(attempt, exc)

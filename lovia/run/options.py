@@ -124,8 +124,6 @@ def _check(
         raise UserError(
             "a session needs a session_id", hint='Runner.run(agent, text, session=session, session_id="user-42")'
         )
-    if session_id is not None and session is None:
-        raise UserError("session_id was given without a session", hint="pass session=SQLiteSession('chat.db') too")
     if session is not None and not isinstance(session, Session):
         raise UserError(
             f"{type(session).__name__} is not a Session", hint="it needs async segments, load, append and clear methods"

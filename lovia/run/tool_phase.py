@@ -33,6 +33,9 @@ __all__ = ["OUTCOME_UNKNOWN", "ToolPhase"]
 
 logger = logging.getLogger("lovia")
 
+RAW_KEEP_LIMIT = 16_000
+"""A result whose rendered text is longer than this keeps ``raw=None`` even when not truncated."""
+
 OUTCOME_UNKNOWN = (
     "Tool error: outcome unknown. This call was interrupted by a crash before its result was stored, "
     "and the tool is not idempotent, so it was not run again. Check whether the action took effect "
@@ -140,9 +143,19 @@ class ToolPhase:
         except InvalidToolArguments as exc:
             await self._reject(call, f"Invalid arguments for tool {call.name!r}: {exc.message}", error=exc)
             return None
-        if tool.needs_approval and not await self._approved(call, tool, args):
-            await self._reject(call, f"Tool error: the call to {call.name!r} was not approved.")
-            return None
+        if tool.needs_approval:
+            try:
+                approved = await self._approved(call, tool, args)
+            except (RunCancelled, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # a predicate or handler that raises is a denial, not a crash
+                logger.warning("approval for %s failed; denying: %s", call.name, exc)
+                message = f"Tool error: the call to {call.name!r} was not approved (the approval check failed)."
+                await self._reject(call, message, error=exc)
+                return None
+            if not approved:
+                await self._reject(call, f"Tool error: the call to {call.name!r} was not approved.")
+                return None
         if tool.is_handoff:
             self.handoff_fired = True
         if interrupted and not tool.idempotent:
@@ -155,16 +168,17 @@ class ToolPhase:
         await self._record(call, ToolResultEntry(call_id=call.id, output=message, is_error=True), raw=message)
 
     async def _approved(self, call: ToolCall, tool: Tool[Any], args: dict[str, Any]) -> bool:
+        """Whether the call may run; an exception from the predicate or the handler propagates."""
         ctx = self.state.ctx
+        gated = tool.needs_approval
+        if callable(gated):
+            verdict = gated(args, ctx)
+            gated = await verdict if inspect.isawaitable(verdict) else verdict
+        if not gated:
+            return True
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.approvals.register(call, future)
         try:
-            gated = tool.needs_approval
-            if callable(gated):
-                verdict = gated(args, ctx)
-                gated = await verdict if inspect.isawaitable(verdict) else verdict
-            if not gated:
-                return True
-            future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-            self.approvals.register(call, future)
             await self.emit(ApprovalRequired(call=call, _decision=future))
             if future.done():
                 return future.result()
@@ -174,20 +188,15 @@ class ToolPhase:
                 if inspect.isawaitable(decision):
                     decision = await decision
                 if decision in (True, "allow", "approve"):
-                    future.cancel()
                     return True
                 if decision != "ask":
-                    future.cancel()
                     return False
             if self.approvals.opted_in:  # someone watches handle.approvals: wait for them
                 return await future
-            future.cancel()  # "ask" with nobody to ask (or no handler at all): fail closed
-            return False
-        except (RunCancelled, asyncio.CancelledError):
-            raise
-        except Exception:
-            logger.exception("approval for %s failed; denying", call.name)
-            return False
+            return False  # "ask" with nobody to ask (or no handler at all): fail closed
+        finally:
+            if not future.done():
+                future.cancel()
 
     async def _reconcile(self, call: ToolCall, tool: Tool[Any], args: dict[str, Any]) -> _Ready | None:
         """A non-idempotent call that started before a crash: never blindly re-run it."""
@@ -258,7 +267,8 @@ class ToolPhase:
             return
         cap = tool.max_output_chars if tool.max_output_chars is not None else agent.max_tool_output_chars
         truncated = truncate_tool_output(output, cap)
-        keep_raw = raw if truncated is output else None
+        # A big result is not kept twice (as text and raw value) in the transcript and checkpoints.
+        keep_raw = raw if truncated is output and len(output) <= RAW_KEEP_LIMIT else None
         entry = ToolResultEntry(call_id=call.id, output=truncated, raw=keep_raw, parts=parts)
         await self._record(call, entry, raw=raw)
 

@@ -76,6 +76,7 @@ async def model_turn(
             session_id=options.session_id,
             overflow=True,
             reported_window=exc.reported_window,
+            budget=options.budget,
         )
         if not result.compacted:
             raise
@@ -111,6 +112,7 @@ async def _view(
         session_id=options.session_id,
         overflow=overflow,
         reported_window=reported_window,
+        budget=options.budget,
     )
     return await inject(result.entries, active, state.ctx)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..context.base import CompactionRequest, ContextPolicy, ContextResult
 from ..events import CompactionNotice, ContextCompacted, Event
+from ..reliability import RunBudget
 from ..transcript import InputEntry, TranscriptEntry, leading_system_count
 from .activate import Active
 from .state import RunState
@@ -31,14 +32,19 @@ async def compact(
     session_id: str | None,
     overflow: bool = False,
     reported_window: int | None = None,
+    budget: RunBudget | None = None,
 ) -> ContextResult:
-    """Ask the policy for the view; a compaction is announced (``ContextCompacted``) and noted."""
+    """Ask the policy for the view; a compaction is announced (``ContextCompacted``) and noted.
+
+    The policy gets a copy of the transcript. Tokens it spent itself (``request.usage``) are added
+    to the run's usage and checked against ``budget`` before the model is called.
+    """
     transcript = state.transcript
     system = transcript[0]
     empty_system = isinstance(system, InputEntry) and not system.content
     base = transcript[1:] if empty_system else transcript  # an empty system prompt is left out
     request = CompactionRequest(
-        entries=base,
+        entries=list(base),  # the policy's own copy: changing it cannot change the transcript
         provider=active.provider,
         model=getattr(active.provider, "model", None),
         tools=list(active.tools.values()),
@@ -52,6 +58,10 @@ async def compact(
     result = await policy.compact(request)
     if request.usage.total_tokens:
         state.usage.add(request.usage)  # what the policy spent itself (a summary call) counts to the run
+        if budget is not None:
+            budget.check(state.usage)  # before the model call: over budget, the model is not asked
+    if not result.changed and not result.compacted:
+        result.entries = list(base)  # "unchanged" means the live transcript, whatever the copy became
     head = base[: leading_system_count(base)]
     if head and not leading_system_count(result.entries):
         result.entries = [*head, *result.entries]  # a policy that dropped the system head gets it back

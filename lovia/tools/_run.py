@@ -32,16 +32,18 @@ async def run_tool(
 ) -> Any:
     """Run ``tool`` and return its raw result; the last failure is raised.
 
-    Retries and the timeout wrap the whole policy chain. Invalid arguments, cancellation and
-    budget stops are never retried. Backoff is exponential, capped at 5 seconds.
+    Retries and the timeout wrap the whole policy chain; every attempt starts from a fresh copy of
+    the top-level ``args``. Invalid arguments, cancellation and budget stops are never retried.
+    Backoff is exponential, capped at 5 seconds.
     """
     invoke = apply_tool_policies(tool.invoke, tool.policies)
     attempt = 0
     while True:
+        fresh = dict(args)  # each attempt gets its own top-level arguments: a policy's edit stays in it
         try:
             if timeout is not None:
-                return await asyncio.wait_for(invoke(args, ctx), timeout)
-            return await invoke(args, ctx)
+                return await asyncio.wait_for(invoke(fresh, ctx), timeout)
+            return await invoke(fresh, ctx)
         except (InvalidToolArguments, RunCancelled, BudgetExceeded):
             raise
         except asyncio.TimeoutError:

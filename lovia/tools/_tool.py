@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
+import decimal
+import enum
 import functools
 import inspect
 import json
+import pathlib
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from ..exceptions import InvalidToolArguments, UserError
 from ..messages import FilePart, ImagePart, TextPart
-from ..transcript import to_json_safe
 from ._schema import FunctionSignature, inspect_function
 
 if TYPE_CHECKING:
@@ -259,21 +264,70 @@ def parse_arguments(text: str) -> dict[str, Any]:
 
 
 def default_result_renderer(raw: Any, ctx: RunContext[Any] | None = None) -> str:
-    """Strings pass through; everything else becomes JSON (usable as a ``(raw, ctx)`` renderer)."""
+    """Strings pass through; everything else becomes JSON (usable as a ``(raw, ctx)`` renderer).
+
+    Before encoding, values JSON cannot hold are converted (see :func:`result_to_text`).
+    """
     if isinstance(raw, str):
         return raw
-    dump = getattr(raw, "model_dump_json", None)
-    if callable(dump):
-        return str(dump())
+    tree = _jsonable(raw)
     try:
-        return json.dumps(raw, ensure_ascii=False, default=str) if raw is not None else "null"
+        return json.dumps(tree, ensure_ascii=False)
     except (TypeError, ValueError):
-        return json.dumps(to_json_safe(raw), ensure_ascii=False)
+        return str(tree)
 
 
 def result_to_text(result: Any) -> str:
-    """The default text for a tool's return value: strings as they are, anything else as JSON."""
+    """The default text for a tool's return value: strings as they are, anything else as JSON.
+
+    Converted first: an Enum becomes its value (also as a dict key), a dataclass or pydantic
+    model a dict (JSON mode), a datetime/date/time its ISO string, Decimal/UUID/Path ``str()``,
+    bytes their UTF-8 text, a set/frozenset/tuple a list. When the tree still cannot be encoded
+    the result is ``str()`` of it, never an exception.
+    """
     return default_result_renderer(result)
+
+
+def _jsonable(value: Any, depth: int = 0) -> Any:
+    """``value`` with every part JSON cannot hold converted (see :func:`result_to_text`)."""
+    if depth > 100:
+        return str(value)
+    if isinstance(value, enum.Enum):  # before the scalars: IntEnum / StrEnum give their value
+        return _jsonable(value.value, depth + 1)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {_json_key(k): _jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v, depth + 1) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            return _jsonable(dump(mode="json"), depth + 1)
+        except Exception:  # noqa: BLE001 - fall back to the other conversions
+            pass
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)}
+    return _leaf(value)
+
+
+def _leaf(value: Any) -> Any:
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (decimal.Decimal, uuid.UUID, pathlib.PurePath)):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
+    return value
+
+
+def _json_key(key: Any) -> Any:
+    if isinstance(key, enum.Enum):
+        key = key.value
+    if key is None or isinstance(key, (str, int, float, bool)):
+        return key
+    converted = _jsonable(key)
+    return converted if isinstance(converted, (str, int, float, bool)) else str(converted)
 
 
 def render_tool_result(raw: Any, ctx: RunContext[Any], *, renderer: Renderer | None) -> tuple[str, list[Any] | None]:
@@ -287,7 +341,9 @@ def render_tool_result(raw: Any, ctx: RunContext[Any], *, renderer: Renderer | N
         text = "\n".join(p.text for p in parts if isinstance(p, TextPart)) or f"[{len(parts)} attachment(s)]"
         return text, parts
     if renderer is not None:
-        return str(renderer(raw, ctx)), None
+        rendered = renderer(raw, ctx)
+        # A renderer that returns something other than text is rendered once more, as JSON.
+        return (rendered if isinstance(rendered, str) else default_result_renderer(rendered)), None
     return default_result_renderer(raw), None
 
 

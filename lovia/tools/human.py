@@ -62,10 +62,14 @@ class HumanChannel:
         return list(self._questions.values())
 
     async def questions(self) -> AsyncIterator[HumanQuestion]:
-        """Queued questions as they arrive; ends when the channel is closed."""
-        while True:
+        """Queued questions as they arrive; ends when the channel is closed.
+
+        On a closed channel it ends at once, on the first and on every later iteration.
+        """
+        while self._closed is None:
             item = await self._queue.get()
             if item is _END:
+                self._queue.put_nowait(_END)  # so any other iteration ends too
                 return
             assert isinstance(item, HumanQuestion)
             if item.id in self._questions:
@@ -152,7 +156,8 @@ def ask_human(channel: HumanChannel, *, name: str = "ask_human") -> Tool[Any]:
             id=f"q-{uuid.uuid4().hex[:10]}",
             question=text.strip(),
             options=options,
-            multi_select=bool(args.get("multi_select", False)),
+            # Several picks need options to pick from: without any it is a plain question.
+            multi_select=bool(args.get("multi_select", False)) and bool(options),
             session_id=getattr(ctx, "session_id", None),
             run_id=getattr(ctx, "run_id", None),
         )

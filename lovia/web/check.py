@@ -18,6 +18,7 @@ from typing import Any
 from ..agent import Agent
 from ..exceptions import LoviaError, ProviderError, UserError
 from ..providers import ModelSettings, Provider, provider_from_string
+from ..providers.base import provider_label
 from ..transcript import InputEntry, TextDelta
 from .agents import AgentSet, default_agents, load_app, resolve_agents
 
@@ -76,7 +77,7 @@ async def probe(
 
 
 def _describe(agent: Agent[Any], provider: Provider) -> str:
-    model = agent.model if isinstance(agent.model, str) else f"{provider.name}:{provider.model}"
+    model = agent.model if isinstance(agent.model, str) else provider_label(provider)
     base_url = getattr(provider, "base_url", None) or "(no base URL)"
     key = getattr(provider, "_api_key", _UNKNOWN)  # never printed: only whether there is one
     key_state = "API key n/a" if key is _UNKNOWN else "API key set" if key else "no API key"

@@ -1431,7 +1431,7 @@ async def test_crash_mid_tool_then_reissue_from_fresh_processes(tmp_path: Path) 
     assert out["output"] == "done: charged and boomed" and not out["replayed"]
     assert out["model_calls"] == {"worker": 1}, "only the turn after the drain calls the model"
     assert out["turns"] == 3
-    assert out["usage"]["input_tokens"] == 30, "usage of the two pre-crash model calls is carried by the snapshot"
+    assert out["usage"]["input_tokens"] == 3, "the pre-crash model calls (1 token each) are carried by the snapshot"
     log = effects(tmp_path)
     assert [e["tool"] for e in log if e["tool"] == "charge"] == ["charge"], "the stored result is never re-run"
     boom_starts = [e for e in log if e["tool"] == "boom" and e["phase"] == "start"]
@@ -1453,7 +1453,7 @@ async def test_crash_mid_tool_then_reissue_from_fresh_processes(tmp_path: Path) 
     assert rc == 0, err
     assert out["replayed"] and out["model_calls"] == {} and out["output"] == "done: charged and boomed"
     assert out["events"] == ["RunStarted", "RunCompleted"] and out["finish_reason"] is None
-    assert out["usage"]["input_tokens"] == 30
+    assert out["usage"]["input_tokens"] == 3
     segs, _ = await stored(tmp_path)
     assert len(segs) == 1, "the session holds the run once"
     assert len(effects(tmp_path)) == len(log), "a replay runs no tool"

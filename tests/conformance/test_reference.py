@@ -2205,9 +2205,9 @@ async def test_cancel_max_turns_budget_classify_as_interrupted() -> None:
         )
     with pytest.raises(BudgetExceeded):
         await Runner.run(
-            mk(ScriptedProvider([text("xxxxxxxxxxxxxxxx")])),
+            mk(ScriptedProvider([text("xxxxxxxxxxxxxxxx")])),  # reports 1 + 1 tokens
             "hi",
-            budget=RunBudget(max_output_tokens=1),
+            budget=RunBudget(max_total_tokens=1),
             checkpoint=CheckpointOptions(cp, "b"),
         )
     for rid in ("m", "c", "b"):
@@ -2426,7 +2426,7 @@ async def test_agent_as_tool_child_sees_only_its_input_and_usage_folds_in() -> N
     result = await Runner.run(parent, "top secret parent prompt")
     assert [m.text for m in child_provider.calls[0]] == ["CHILD", "dig"]
     assert result.entries[2].output == "child answer"  # type: ignore[union-attr]
-    own = 10 + 5 + 10 + 1  # the parent's two scripted turns
+    own = 2 + 2  # the parent's two scripted turns, 1 + 1 tokens each
     assert result.usage.input_tokens + result.usage.output_tokens > own
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from lovia import Agent, RunResult, tool
+from lovia import Agent, RunResult, UserError, tool
 from lovia.eval import (
     Case,
     CaseResult,
@@ -482,12 +482,9 @@ def test_verdict_is_a_score_in_zero_to_one_with_reasoning() -> None:
 async def test_judge_never_falls_back_to_the_agent_under_test(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LOVIA_EVAL_JUDGE_MODEL", raising=False)
     subject = ScriptedProvider([text("an answer"), verdict(1.0)])  # a verdict it must never be asked for
-    agent = Agent(name="a", model=subject)
-    report = await evaluate(agent, [Case("question", checks=[llm_judge("anything")])])
-    assert not report.passed  # the check failed, the suite did not crash
-    [check] = report.cases[0].samples[0].checks
-    assert check.passed is False and check.reason
-    assert len(subject.calls) == 1  # only the run itself used the agent's model
+    with pytest.raises(UserError, match="no model configured"):  # refused while the suite is written
+        llm_judge("anything")
+    assert subject.calls == []  # the agent's model was never asked to judge
 
 
 async def test_judge_model_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

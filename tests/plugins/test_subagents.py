@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from lovia import Agent, RunContext, Runner, Subagents, events, tool
+from lovia import Agent, RunContext, Runner, Subagents, UserError, events, tool
 from lovia.plugins.subagents import SubagentReport
 from lovia.stores import SQLiteCheckpointer, SQLiteSession
 from lovia.testing import ScriptedProvider, call, text
@@ -82,7 +82,7 @@ async def test_spawns_beyond_max_concurrent_are_declined_and_unknown_agents_refu
     agent = Agent(name="p", model=parent, plugins=[Subagents([slow], max_concurrent=1)])
     result = await Runner.run(agent, "go")
     first, second, ghost, cancel = outputs(result)
-    assert first.startswith("Started subagent sa-")
+    assert first.startswith("Started subagent t1 ")
     assert second.startswith("Declined: 1 subagents are already running")
     assert ghost.startswith("Error: no subagent named 'ghost'; available: slow")
     assert cancel == "Error: subagent nope is not running."
@@ -150,7 +150,7 @@ async def test_a_report_arrives_as_a_user_message_at_a_turn_boundary() -> None:
     result = await handle.result()
     assert len(injected) == 1 and "child says hi" in str(injected[0])
     assert any(isinstance(e, InputEntry) and "child says hi" in str(e.content) for e in result.entries)
-    assert result.usage.input_tokens == 40  # 3 parent turns x 10 plus the child's 10
+    assert result.usage.input_tokens == 4  # 3 parent turns plus the child turn, 1 each
 
 
 async def test_steer_and_cancel_a_running_child() -> None:
@@ -258,10 +258,10 @@ async def test_lost_children_are_reported_after_a_resume_without_a_checkpointer(
     run = _Run(plugin, ctx, plugin._catalog(ctx))
     entries = [
         ToolCallEntry(call_id="s", name="spawn_subagent", arguments='{"prompt": "x", "agent": "c"}'),
-        ToolResultEntry(call_id="s", output="Started subagent sa-123 (c). Its report will arrive as a message."),
+        ToolResultEntry(call_id="s", output="Started subagent t1 (c). Its report will arrive as a message."),
     ]
     [reminder] = run.status(RunContext(context=None, agent=Agent(name="p"), run_id="r", entries=entries))
-    assert "sa-123: lost when this run was interrupted" in str(reminder.content)
+    assert "t1: lost when this run was interrupted" in str(reminder.content)
 
 
 async def test_cancelling_the_parent_cancels_its_children() -> None:
@@ -316,3 +316,88 @@ async def test_a_child_budget_is_fresh_per_spawn_and_enforced() -> None:
     [waited] = outputs(result, "wait_subagents")
     assert waited.count('status="failed"') == 2 and waited.count("BudgetExceeded") == 2
     assert plugin.budget is not None and plugin.budget.tool_calls == 0  # each child got its own copy
+
+
+# ----------------------------------------------------------------------------- 0.9.119 behaviours
+
+
+async def test_ids_count_t1_t2_per_parent_run_and_the_tools_take_them() -> None:
+    sleeper = Agent(name="z", model=ScriptedProvider(lambda e, t: text("never", delay=30)))
+    quick = Agent(name="q", model=ScriptedProvider(lambda e, t: text("quick answer")))
+
+    def parent_script() -> ScriptedProvider:
+        return ScriptedProvider(
+            [
+                call("spawn_subagent", {"prompt": "sleep", "agent": "z"}, call_id="a"),
+                call("spawn_subagent", {"prompt": "answer", "agent": "q"}, call_id="b"),
+                call("send_to_subagent", {"id": "t1", "message": "hurry"}, call_id="c"),
+                call("cancel_subagent", {"id": "t1"}, call_id="d"),
+                call("wait_subagents", {"ids": ["t1", "t2"], "timeout_seconds": 10}, call_id="e"),
+                text("done"),
+            ]
+        )
+
+    for _ in range(2):  # a second parent run numbers its children from t1 again
+        agent = Agent(name="p", model=parent_script(), plugins=[Subagents([sleeper, quick])])
+        result = await Runner.run(agent, "go")
+        started, second, sent, cancelled, waited = outputs(result)
+        assert started.startswith("Started subagent t1 (z)") and second.startswith("Started subagent t2 (q)")
+        assert sent == "Sent to t1." and cancelled == "Cancelled t1."
+        assert "t1: cancelled" in waited
+        everything = [str(getattr(e, "content", "")) + getattr(e, "output", "") for e in result.entries]
+        assert any('<subagent-report id="t2"' in x and "quick answer" in x for x in everything)
+
+
+async def test_two_child_agents_with_one_name_are_refused() -> None:
+    twins = [Agent(name="twin", model=ScriptedProvider([text("a")])), Agent(name="twin", model="openai:x")]
+    with pytest.raises(UserError) as info:
+        Subagents(twins)  # refused when the plugin is built, before any run
+    assert "twin" in str(info.value) and info.value.hint
+
+
+async def test_a_self_clone_child_is_named_after_its_parent() -> None:
+    names: list[str] = []
+
+    def turn(entries, tools):
+        if "spawn_subagent" not in {t.name for t in tools}:
+            return text("child")
+        done = [e for e in entries if isinstance(e, ToolResultEntry)]
+        if not done:
+            return call("spawn_subagent", {"prompt": "help"}, call_id="s")
+        if len(done) == 1:
+            return call("wait_subagents", {}, call_id="w")
+        names.extend(re.findall(r'agent="([^"]+)"', done[-1].output))
+        return text("ok")
+
+    await Runner.run(Agent(name="solo", model=ScriptedProvider(turn), plugins=[Subagents()]), "go")
+    assert names == ["solo-sub"]
+
+
+async def test_a_child_run_that_ends_cancelled_delivers_no_report() -> None:
+    from lovia import RunCancelled
+
+    async def cancelled_elsewhere(spec):
+        raise RunCancelled("stopped in its own chat")
+
+    parent = ScriptedProvider(
+        [
+            call("spawn_subagent", {"prompt": "x"}, call_id="s"),
+            call("wait_subagents", {"timeout_seconds": 5}, call_id="w"),
+            text("ok"),
+        ]
+    )
+    child = Agent(name="c", model=ScriptedProvider([text("never")]))
+    plugin = Subagents([child], run_child=cancelled_elsewhere)
+    result = await Runner.run(Agent(name="p", model=parent, plugins=[plugin]), "go")
+    [waited] = outputs(result, "wait_subagents")
+    assert waited == "t1: cancelled"
+    assert not any("subagent-report" in str(getattr(e, "content", "")) for e in result.entries)
+
+
+async def test_a_blank_prompt_spawns_nothing() -> None:
+    child_model = ScriptedProvider([text("never")])
+    parent = ScriptedProvider([call("spawn_subagent", {"prompt": "   "}, call_id="s"), text("ok")])
+    agent = Agent(name="p", model=parent, plugins=[Subagents([Agent(name="c", model=child_model)])])
+    result = await Runner.run(agent, "go")
+    [spawned] = outputs(result, "spawn_subagent")
+    assert spawned.startswith("Error:") and "empty" in spawned and child_model.requests == []

@@ -137,4 +137,22 @@ def test_list_helpers() -> None:
     cut = [ToolCallEntry(call_id="c1", name="todo_write", arguments='{"todos": [{"content": "z"}]}')]
     assert todos_from_entries(cut) == []  # a call without a stored result does not count
     store.rehydrate_from(cut, tool_name="todo_write")
-    assert store.items == []
+    assert store.items == [TodoItem(content="z")]  # the list method takes the newest valid call itself
+
+
+def test_rehydrate_from_takes_the_newest_call_that_validates() -> None:
+    entries = [
+        ToolCallEntry(call_id="c1", name="todo_write", arguments='{"todos": [{"content": "plan"}]}'),
+        ToolResultEntry(call_id="c1", output="ok"),
+        ToolCallEntry(
+            call_id="c2", name="todo_write", arguments='{"todos": [{"content": "ship", "status": "in_progress"}]}'
+        ),
+        ToolCallEntry(call_id="c3", name="todo_write", arguments='{"todos": [{"content": "x", "status": "maybe"}]}'),
+        ToolCallEntry(call_id="c4", name="todo_write", arguments="{not json"),
+        ToolCallEntry(call_id="c5", name="other_tool", arguments='{"todos": [{"content": "not mine"}]}'),
+    ]
+    store = TodoList()
+    store.rehydrate_from(entries, tool_name="todo_write")
+    assert store.items == [TodoItem(content="ship", status="in_progress")]
+    store.rehydrate_from(entries)  # tool_name defaults to "todo_write"
+    assert [i.content for i in store.items] == ["ship"]

@@ -31,6 +31,7 @@ HELLO = [InputEntry(role="user", content="hi")]
 
 def make(server: FakeServer, **kwargs) -> AnthropicProvider:
     kwargs.setdefault("api_key", "ak-test")
+    kwargs.setdefault("supports_vision", True)  # a local stand-in for a vision model
     return track(AnthropicProvider("claude-test", base_url=server.base_url, **kwargs))
 
 

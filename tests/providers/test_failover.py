@@ -110,7 +110,7 @@ async def test_three_503s_then_the_secondary_answers(server: FakeServer, second:
     result = await handle.result()
     assert result.output == "from the secondary"
     [switch] = [e for e in events if isinstance(e, ProviderFailedOver)]
-    assert switch.from_provider == "openai-compatible:primary-model"
+    assert switch.from_provider == "openai-chat:primary-model"
     assert switch.to_provider == "openai-responses:secondary-model"
     assert switch.attempts == 3 and isinstance(switch.error, ProviderError) and switch.error.status_code == 503
     assert events.index(switch) < [type(e).__name__ for e in events].index("MessageCompleted")
@@ -143,7 +143,7 @@ def test_capabilities_are_the_weakest_members(server: FakeServer, second: FakeSe
 async def test_string_members_are_built_and_closed(monkeypatch: pytest.MonkeyPatch, second: FakeServer) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", second.base_url)
     p = FailoverProvider(["openai:one", "openai-responses:two"])
-    assert [m.name for m in p.members] == ["openai-compatible", "openai-responses"]
+    assert [m.name for m in p.members] == ["openai-chat", "openai-responses"]
     await p.aclose()
     assert all(m._client.is_closed for m in p.members)
 

@@ -318,12 +318,24 @@ async def test_timeout_is_retryable(server: FakeServer) -> None:
 # --------------------------------------------------------------------------- configuration
 
 
-def test_official_host_needs_a_key() -> None:
+async def test_a_missing_key_fails_only_when_a_request_goes_to_the_official_host(server: FakeServer) -> None:
+    provider = track(OpenAIChatProvider("gpt-4.1-mini"))  # no key: building it is fine
+    assert provider.is_official and provider.name == "openai-chat" and provider.supports_json_schema
     with pytest.raises(UserError) as info:
-        OpenAIChatProvider("gpt-4.1-mini")
+        await collect(provider.stream(HELLO))
     assert "OPENAI_API_KEY" in (info.value.hint or "")
-    provider = track(OpenAIChatProvider("gpt-4.1-mini", api_key="k"))
-    assert provider.is_official and provider.name == "openai" and provider.supports_json_schema
+    # The official dialect on another host is not the official API: no key is asked for.
+    server.enqueue(Reply.sse(openai_text_stream("ok")))
+    local = track(OpenAIChatProvider("gpt-4.1-mini", base_url=server.base_url, official_dialect=True))
+    await collect(local.stream(HELLO))
+    assert "authorization" not in server.posts()[0].headers
+
+
+def test_provider_from_string_builds_an_official_provider_without_a_key() -> None:
+    from lovia.providers import provider_from_string
+
+    provider = track(provider_from_string("gpt-5"))
+    assert isinstance(provider, OpenAIChatProvider) and provider.is_official and provider.name == "openai-chat"
 
 
 async def test_env_base_url_and_key(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -331,7 +343,7 @@ async def test_env_base_url_and_key(server: FakeServer, monkeypatch: pytest.Monk
     monkeypatch.setenv("OPENAI_API_KEY", "env-key")
     server.enqueue(Reply.sse(openai_text_stream("ok")))
     provider = track(OpenAIChatProvider("m", default_headers={"X-Team": "lovia"}))
-    assert not provider.is_official and provider.name == "openai-compatible"
+    assert not provider.is_official and provider.name == "openai-chat"
     await collect(provider.stream(HELLO))
     headers = server.posts()[0].headers
     assert headers["authorization"] == "Bearer env-key" and headers["x-team"] == "lovia"

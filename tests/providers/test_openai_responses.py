@@ -120,10 +120,12 @@ async def test_response_failed_and_error_events(server: FakeServer) -> None:
     assert second.value.retryable is False
 
 
-async def test_the_official_host_needs_a_key() -> None:
+async def test_the_official_host_needs_a_key_when_a_request_is_made() -> None:
+    provider = OpenAIResponsesProvider("gpt-5", base_url="https://api.openai.com/v1")  # no key yet
     with pytest.raises(UserError) as info:
-        OpenAIResponsesProvider("gpt-5", base_url="https://api.openai.com/v1")
+        await collect(provider.stream(user("hi")))
     assert "OPENAI_API_KEY" in (info.value.hint or "")
+    await provider.aclose()
 
 
 async def test_previous_response_id_needs_store() -> None:

@@ -62,6 +62,40 @@ def test_bare_claude_warns(caplog: pytest.LogCaptureFixture) -> None:
     assert any("anthropic:claude-sonnet" in r.getMessage() and r.name == "lovia" for r in caplog.records)
 
 
+@pytest.mark.parametrize("spec", ["vendorx:model-1", "qwen2.5:7b"])
+def test_an_unknown_prefix_is_refused_never_taken_as_a_bare_name(spec: str) -> None:
+    with pytest.raises(UserError) as info:
+        provider_from_string(spec, base_url="http://127.0.0.1:9/v1")
+    hint = info.value.hint or ""
+    assert "register_provider" in hint and "lovia.providers" in hint and f"openai:{spec}" in hint
+
+
+@pytest.mark.parametrize("host", ["http://127.0.0.1:9/v1", "https://api.openai.com/v1"])
+def test_a_bare_name_is_an_openai_chat_provider_on_every_host(host: str) -> None:
+    provider = track(provider_from_string("my-model", base_url=host))
+    assert type(provider) is OpenAIChatProvider and provider.name == "openai-chat"
+
+
+@pytest.mark.parametrize(
+    ("base_url", "explicit", "expected"),
+    [
+        (None, None, True),
+        ("https://api.anthropic.com/v1", None, True),
+        ("http://127.0.0.1:9/v1", None, False),
+        ("http://127.0.0.1:9/v1", True, True),
+        ("https://api.anthropic.com/v1", False, False),
+    ],
+)
+def test_anthropic_vision_defaults_to_the_official_host(
+    base_url: str | None, explicit: bool | None, expected: bool
+) -> None:
+    direct = track(AnthropicProvider("claude-x", api_key="k", base_url=base_url, supports_vision=explicit))
+    assert direct.supports_vision is expected
+    spec_kwargs = {k: v for k, v in (("base_url", base_url), ("supports_vision", explicit)) if v is not None}
+    built = track(provider_from_string("anthropic:claude-x", api_key="k", **spec_kwargs))
+    assert built.supports_vision is expected
+
+
 def test_misspelt_prefix_lists_known_ones() -> None:
     with pytest.raises(UserError) as info:
         provider_from_string("opnai:model")
@@ -137,9 +171,9 @@ def test_timeout_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOVIA_PROVIDER_TIMEOUT", "12.5")
     assert _http.resolve_timeout(None).read == 12.5
     assert _http.resolve_timeout(3).read == 3
-    monkeypatch.setenv("LOVIA_PROVIDER_TIMEOUT", "soon")
-    with pytest.raises(UserError):
-        _http.resolve_timeout(None)
+    for junk in ("soon", "0", "-5", "nan"):
+        monkeypatch.setenv("LOVIA_PROVIDER_TIMEOUT", junk)
+        assert _http.resolve_timeout(None).read == 300.0  # ignored: the default applies
 
 
 def test_trust_env_and_tls_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:

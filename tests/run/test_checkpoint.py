@@ -24,10 +24,10 @@ from lovia import (
     tool,
 )
 from lovia.checkpointer import RunHead
-from lovia.exceptions import CorruptRecordError, StoreError
+from lovia.exceptions import CorruptRecordError, LoviaError, StoreError
 from lovia.testing import ScriptedProvider, call, fail, text
 from lovia.tools import RERUN
-from lovia.transcript import InputEntry, ToolCallEntry, ToolResultEntry
+from lovia.transcript import AssistantTextEntry, InputEntry, ToolCallEntry, ToolResultEntry
 
 
 @tool
@@ -489,3 +489,111 @@ async def test_usage_per_model_survives_a_resume_and_reaches_the_session():
     models = segment.meta["usage"]["models"]
     assert set(models) == {"scripted:m1", "scripted:m2"}  # nothing left unattributed ("?")
     assert Usage.from_dict(models["scripted:m2"]) == Usage(7, 3)
+
+
+# ---------------------------------------------------------------------- 0.9.119 behaviours
+
+
+async def test_a_failed_handoff_activation_keeps_the_handoff_pending_and_a_resume_completes_it():
+    from lovia import AgentHooks, events
+
+    broken = {"on": True}
+
+    def billing_rules(ctx):
+        if broken["on"]:
+            raise RuntimeError("billing instructions are unavailable")
+        return "You handle billing."
+
+    billing = Agent(name="billing", instructions=billing_rules, model=ScriptedProvider([text("Refund issued.")]))
+    failed_as: list[str] = []
+    hooks = AgentHooks()
+
+    @hooks.on(events.RunFailed)
+    def remember(event, ctx):
+        failed_as.append(ctx.agent.name)
+
+    def triage() -> Agent:
+        return Agent(
+            name="triage",
+            model=ScriptedProvider([call("transfer_to_billing", {})]),
+            handoffs=[billing],
+            hooks=hooks,
+        )
+
+    cp = InMemoryCheckpointer()
+    with pytest.raises(Exception, match="billing instructions are unavailable"):
+        await Runner.run(triage(), "refund please", checkpoint=CheckpointOptions(cp, "h1"))
+    snap = await cp.load("h1")
+    assert snap is not None and snap.head.agent_name == "triage" and snap.head.pending_handoff == "billing"
+    assert failed_as == ["triage"]
+    broken["on"] = False
+    result = await Runner.run(triage(), "refund please", checkpoint=CheckpointOptions(cp, "h1"))
+    assert result.output == "Refund issued." and result.final_agent.name == "billing"
+
+
+async def test_plugins_are_set_up_once_per_agent_per_run():
+    from lovia.plugins import PluginInstance
+
+    setups: list[str] = []
+
+    class Counted:
+        name = "counted"
+
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        async def setup(self, ctx):
+            setups.append(self.label)
+            return PluginInstance()
+
+    a = Agent(name="a", plugins=[Counted("a")])
+    b = Agent(name="b", plugins=[Counted("b")], handoffs=[a])
+    a.handoffs.append(b)
+    a.model = ScriptedProvider([call("transfer_to_b", {}, call_id="1"), text("back in a")])
+    b.model = ScriptedProvider([call("transfer_to_a", {}, call_id="2")])
+    result = await Runner.run(a, "go")
+    assert result.output == "back in a" and result.final_agent is a
+    assert setups == ["a", "b"]  # A -> B -> A: A is not set up again
+
+
+async def test_replaying_a_run_whose_output_was_not_json_safe_raises_after_settling_the_store():
+    cp, session = InMemoryCheckpointer(), InMemorySession()
+    await cp.append(
+        "ns",
+        [InputEntry(role="user", content="hi"), AssistantTextEntry(content="done")],
+        RunHead(
+            agent_name="calc",
+            status="completed",
+            turns=1,
+            error={"type": "OutputNotSerializable", "message": "Opaque is not JSON-serializable"},
+        ),
+    )
+    options = CheckpointOptions(cp, "ns", delete_on_success=True)
+    with pytest.raises(LoviaError, match="not JSON-safe") as info:
+        await Runner.run(calc(ScriptedProvider([])), "hi", session=session, session_id="u", checkpoint=options)
+    assert info.value.hint
+    assert [e.type for e in await session.load("u")] == ["input", "assistant_text"]  # the segment was written
+    assert await cp.load("ns") is None  # and delete_on_success applied
+
+
+async def test_replaying_with_an_output_type_the_output_does_not_fit_keeps_the_snapshot():
+    import pydantic
+
+    class Point(pydantic.BaseModel):
+        x: int
+
+    cp = InMemoryCheckpointer()
+    first = await Runner.run(
+        calc(ScriptedProvider([text('{"x": 1}')])), "p", output_type=Point, checkpoint=CheckpointOptions(cp, "pt")
+    )
+    assert first.output == Point(x=1)
+
+    class Other(pydantic.BaseModel):
+        name: str
+
+    options = CheckpointOptions(cp, "pt", delete_on_success=True)
+    with pytest.raises(pydantic.ValidationError):
+        await Runner.run(calc(ScriptedProvider([])), "p", output_type=Other, checkpoint=options)
+    assert await cp.load("pt") is not None
+    again = await Runner.run(calc(ScriptedProvider([])), "p", output_type=Point, checkpoint=options)
+    assert again.replayed and again.output == Point(x=1)

@@ -186,7 +186,7 @@ async def test_agent_as_tool_folds_usage_and_isolates_prompt():
     assert result.entries[2].output == "42"
     assert [m.role for m in child_provider.calls[0]] == ["system", "user"]
     assert child_provider.calls[0][1].content == "meaning of life?"
-    assert result.usage.input_tokens == 30  # parent 2 calls + child 1 call, 10 each
+    assert result.usage.input_tokens == 3  # parent 2 calls + child 1 call, 1 each
 
 
 async def test_dynamic_instructions_and_clone():

@@ -396,8 +396,6 @@ async def test_run_sync_and_misuse_errors():
     with pytest.raises(UserError):
         await Runner.run(Agent(name="nomodel"), "hi")
     with pytest.raises(UserError):
-        await Runner.run(agent_with(provider), "hi", session_id="orphan")
-    with pytest.raises(UserError):
         await Runner.run(agent_with(provider), "hi", max_turns=0)
 
 
@@ -445,3 +443,133 @@ async def test_tool_that_exhausts_the_budget_ends_the_run():
     assert sum(isinstance(ev, (events.RunFailed, events.RunCompleted)) for ev in seen) == 1
     with pytest.raises(BudgetExceeded):
         await handle
+
+
+class _NameAndStreamOnly:
+    """A hand-written provider with only what 0.9.119 code relies on: a name and stream()."""
+
+    name = "bare"
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    async def stream(self, entries, *, tools=None, response_format=None, settings=None):
+        from lovia.transcript import FinishDelta, TextDelta
+
+        yield TextDelta(self.answer)
+        yield FinishDelta("stop")
+
+
+async def test_a_provider_with_only_a_name_and_stream_runs_with_defaults():
+    duck = _NameAndStreamOnly('{"city": "Oslo"}')
+    # No model / supports_json_schema attributes: read as None and False (prompt contract used).
+    agent = Agent(name="duck", model=duck, output_type=dict)
+    assert agent.resolve_provider() is duck
+    result = await Runner.run(agent, "hi")
+    assert result.output == {"city": "Oslo"}
+
+
+async def test_a_list_of_models_is_refused_when_the_provider_is_resolved():
+    agent = Agent(name="two", model=[_NameAndStreamOnly("a"), _NameAndStreamOnly("b")])  # constructs
+    with pytest.raises(UserError) as info:
+        agent.resolve_provider()
+    assert "one model" in str(info.value) and "gateway" in (info.value.hint or "")
+    with pytest.raises(UserError, match="one model"):
+        await Runner.run(agent, "hi")
+
+
+@pytest.mark.parametrize("where", ["predicate", "handler"])
+async def test_an_approval_check_that_raises_is_a_denial(where):
+    def gate(args, ctx):
+        raise RuntimeError("approval service down")
+
+    def handler(call, ctx):
+        raise RuntimeError("approval service down")
+
+    ran: list[int] = []
+
+    @tool(needs_approval=gate if where == "predicate" else True)
+    def pay(cents: int) -> str:
+        """Pay."""
+        ran.append(cents)
+        return "paid"
+
+    provider = ScriptedProvider([call("pay", {"cents": 5}, call_id="p"), text("could not pay")])
+    agent = agent_with(provider, pay, approval_handler=handler if where == "handler" else None)
+    handle = Runner.stream(agent, "pay")
+    failed = [e async for e in handle if isinstance(e, events.ToolCallFailed)]
+    result = await handle.result()
+    assert result.output == "could not pay" and ran == []
+    [answer] = [e for e in result.entries if isinstance(e, ToolResultEntry)]
+    assert answer.call_id == "p" and answer.is_error and "not approved" in answer.output
+    assert [str(e.error) for e in failed] == ["approval service down"]
+
+
+async def test_an_unknown_tool_with_non_object_json_arguments_is_stored_as_raw():
+    provider = ScriptedProvider([call("ghost", "[1, 2]", call_id="g"), text("ok")])
+    result = await Runner.run(agent_with(provider, add), "go")
+    [stored] = [e for e in result.entries if isinstance(e, ToolCallEntry)]
+    assert stored.arguments == '{"_raw": "[1, 2]"}'
+    resent = provider.requests[1].entries
+    assert any(isinstance(e, ToolCallEntry) and e.arguments == '{"_raw": "[1, 2]"}' for e in resent)
+
+
+async def test_generated_tool_names_stay_within_64_characters_and_distinct():
+    long_a = "research-" + "a" * 80 + "-one"
+    long_b = "research-" + "a" * 80 + "-two"
+    first, second = Agent(name=long_a, model="openai:x"), Agent(name=long_b, model="openai:x")
+    parent = Agent(name="p", handoffs=[first, second], tools=[first.as_tool(), second.as_tool()])
+    names = [h.tool_name for h in parent.handoff_list] + [t.name for t in parent.tools]
+    assert all(len(n) <= 64 for n in names) and len(set(names)) == 4
+    assert names[0].startswith("transfer_to_research_aaa") and names[2].startswith("ask_research_aaa")
+    again = Agent(name="p2", handoffs=[Agent(name=long_a, model="openai:x")])
+    assert again.handoff_list[0].tool_name == names[0]  # stable: the same agent name, the same tool
+    assert Agent(name="short", model="openai:x").as_tool().name == "ask_short"
+
+
+async def test_a_session_id_without_a_session_is_accepted():
+    seen: list[str | None] = []
+
+    @tool
+    def whoami(ctx: RunContext) -> str:
+        """Say the session."""
+        seen.append(ctx.session_id)
+        return "ok"
+
+    provider = ScriptedProvider([call("whoami", {}), text("done")])
+    result = await Runner.run(agent_with(provider, whoami), "hi", session_id="s1")
+    assert result.output == "done" and seen == ["s1"]
+
+
+async def test_the_context_policy_works_on_a_copy_of_the_transcript():
+    from lovia.context import ContextResult
+
+    class Vandal:
+        async def compact(self, req):
+            req.entries.clear()  # mutating its copy changes nothing
+            req.entries.append(InputEntry(role="user", content="forged"))
+            return ContextResult(entries=req.entries, changed=False)
+
+    provider = ScriptedProvider([call("add", {"a": 1, "b": 2}), text("3")])
+    result = await Runner.run(agent_with(provider, add, context_policy=Vandal()), "1+2?")
+    assert result.output == "3"
+    assert [e.type for e in result.entries] == ["input", "tool_call", "tool_result", "assistant_text"]
+    second = provider.requests[1].entries
+    assert [e.type for e in second] == ["input", "input", "tool_call", "tool_result"]  # the live transcript
+    assert all(getattr(e, "content", "") != "forged" for e in second)
+
+
+async def test_tokens_a_policy_spends_count_against_the_budget_before_the_call():
+    from lovia import Usage
+    from lovia.context import ContextResult
+
+    class Summarizing:
+        async def compact(self, req):
+            req.usage.add(Usage(input_tokens=900, output_tokens=100))  # its own summary call
+            return ContextResult(entries=req.entries)
+
+    provider = ScriptedProvider([text("never")])
+    agent = agent_with(provider, context_policy=Summarizing())
+    with pytest.raises(BudgetExceeded):
+        await Runner.run(agent, "hi", budget=RunBudget(max_total_tokens=500))
+    assert provider.requests == []

@@ -143,8 +143,7 @@ def test_http_config_reads_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_
     monkeypatch.setenv("LOVIA_PROVIDER_TIMEOUT", "12.5")
     assert http_config.resolve_timeout(None) == 12.5 and http_config.resolve_timeout(3) == 3.0
     monkeypatch.setenv("LOVIA_PROVIDER_TIMEOUT", "soon")
-    with pytest.raises(UserError):
-        http_config.resolve_timeout(None)
+    assert http_config.resolve_timeout(None) == 300.0  # not a number: ignored
     monkeypatch.setenv("LOVIA_PROVIDER_TRUST_ENV", "1")
     assert http_config.resolve_trust_env(None) is True and http_config.resolve_trust_env(False) is False
     monkeypatch.setenv("LOVIA_HTTP_INSECURE", "1")
@@ -376,7 +375,7 @@ def test_render_system_prompt_and_resolve_provider(monkeypatch: pytest.MonkeyPat
     with pytest.raises(UserError, match="has no model"):
         agent.resolve_provider()
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    provider = Agent(name="b", model="local-model:q4").resolve_provider()
+    provider = Agent(name="b", model="openai:local-model:q4").resolve_provider()
     assert isinstance(provider, OpenAIChatProvider) and provider.model == "local-model:q4"
     scripted = ScriptedProvider([text("x")])
     assert Agent(name="c", model=scripted).resolve_provider() is scripted
@@ -390,7 +389,7 @@ def test_checkpoint_options_resolved_run_id() -> None:
 @pytest.mark.parametrize(
     ("spec", "kind", "model"),
     [
-        ("qwen2.5:7b", "OpenAIChatProvider", "qwen2.5:7b"),
+        ("openai:qwen2.5:7b", "OpenAIChatProvider", "qwen2.5:7b"),
         ("org/model:free", "OpenAIChatProvider", "org/model:free"),
         ("OpenAI:gpt-x", "OpenAIChatProvider", "gpt-x"),
         ("openai-chat:gpt-x", "OpenAIChatProvider", "gpt-x"),

@@ -108,6 +108,33 @@ async def test_cancel_and_close_become_tool_errors():
     assert not tool.parallel
 
 
+async def test_multi_select_without_options_is_a_plain_question():
+    channel = HumanChannel()
+    model = ScriptedProvider([call("ask_human", {"question": "Name?", "multi_select": True}, call_id="q"), text("ok")])
+
+    async def operator():
+        async for q in channel.questions():
+            assert q.options == [] and q.multi_select is False
+            channel.answer(q.id, "Ada")
+            return
+
+    task = asyncio.ensure_future(operator())
+    result = await asyncio.wait_for(Runner.run(Agent(name="a", model=model, tools=[ask_human(channel)]), "hi"), 5)
+    await task
+    assert next(e for e in result.entries if isinstance(e, ToolResultEntry)).output == "Ada"
+
+
+async def test_questions_on_a_closed_channel_end_at_once_every_time():
+    channel = HumanChannel()
+    channel.close("done")
+    for _ in range(3):
+        assert await asyncio.wait_for(_drain(channel), 1) == []
+
+
+async def _drain(channel: HumanChannel) -> list:
+    return [q async for q in channel.questions()]
+
+
 async def test_bad_options_are_invalid_arguments():
     tool = ask_human(HumanChannel())
     for options in ([{"label": "a\nb"}, {"label": "c"}], [{"label": "x"}, {"label": "x"}], [{"label": "only"}]):

@@ -153,3 +153,123 @@ def test_record_tool_call_counts_and_stops_at_the_limit():
     with pytest.raises(BudgetExceeded) as info:
         budget.record_tool_call()
     assert budget.tool_calls == 2 and info.value.hint
+
+
+# ---------------------------------------------------------------------- 0.9.119 behaviours
+
+
+def test_run_context_takes_the_deps_object_as_deps():
+    deps = {"tenant": "acme"}
+    made = RunContext(deps=deps, agent=Agent(name="a"), run_id="r1")
+    assert made.deps is deps and made.context is deps
+    assert RunContext(context=deps, agent=Agent(name="a")).deps is deps  # the older keyword still works
+    with pytest.raises(UserError) as info:
+        RunContext(deps=deps, context={"other": 1}, agent=Agent(name="a"))
+    assert info.value.hint
+
+
+async def test_each_retry_attempt_gets_a_fresh_copy_of_the_arguments():
+    seen: list[dict] = []
+
+    async def consume(inner, args, c):
+        seen.append(dict(args))
+        args.pop("n")  # a policy that eats an argument must not take it from the next attempt
+        args["extra"] = True
+        raise RuntimeError("try again")
+
+    @tool(retries=2, policies=[consume])
+    async def needs_n(n: int) -> int:
+        """Never reached."""
+        return n
+
+    original = {"n": 3}
+    with pytest.raises(RuntimeError):
+        await run_tool(needs_n, original, ctx())
+    assert seen == [{"n": 3}] * 3 and original == {"n": 3}
+
+
+async def test_a_renderer_that_returns_no_string_is_rendered_as_json():
+    rows = Tool(
+        name="rows",
+        description="",
+        parameters={"type": "object"},
+        invoke=_noop,
+        result_renderer=lambda raw, c: {"rows": [1, 2]},
+    )
+    assert await render_tool_result(rows, None, ctx()) == '{"rows": [1, 2]}'
+
+
+def test_result_to_text_converts_values_json_cannot_hold():
+    import dataclasses
+    import datetime
+    import decimal
+    import enum
+    import pathlib
+    import uuid
+
+    import pydantic
+
+    from lovia.tools import result_to_text
+
+    class Color(enum.Enum):
+        RED = "red"
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        when: datetime.date
+
+    class Item(pydantic.BaseModel):
+        price: decimal.Decimal
+        tags: set[str]
+
+    ident = uuid.UUID(int=7)
+    value = {
+        Color.RED: Color.RED,
+        "point": Point(1, datetime.date(2026, 1, 2)),
+        "item": Item(price=decimal.Decimal("1.50"), tags={"a"}),
+        "at": datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc),
+        "money": decimal.Decimal("2.5"),
+        "id": ident,
+        "path": pathlib.PurePosixPath("/tmp/x"),
+        "bytes": "héllo".encode(),
+        "pair": (1, 2),
+        "set": {3},
+    }
+    import json
+
+    assert json.loads(result_to_text(value)) == {
+        "red": "red",
+        "point": {"x": 1, "when": "2026-01-02"},
+        "item": {"price": "1.50", "tags": ["a"]},
+        "at": "2026-01-02T03:04:05+00:00",
+        "money": "2.5",
+        "id": str(ident),
+        "path": "/tmp/x",
+        "bytes": "héllo",
+        "pair": [1, 2],
+        "set": [3],
+    }
+
+    class Opaque:
+        def __repr__(self) -> str:
+            return "<opaque>"
+
+    assert result_to_text({"x": Opaque()}) == "{'x': <opaque>}"  # str() of the tree, no exception
+
+
+async def test_a_rendered_result_over_16000_chars_keeps_no_raw_value():
+    from lovia import Runner
+    from lovia.testing import ScriptedProvider, call, text
+    from lovia.transcript import ToolResultEntry
+
+    @tool
+    def big(n: int) -> list[int]:
+        """A long list."""
+        return list(range(n))
+
+    model = ScriptedProvider([call("big", {"n": 10}, call_id="a"), call("big", {"n": 5000}, call_id="b"), text("ok")])
+    result = await Runner.run(Agent(name="a", model=model, tools=[big]), "go")
+    small, large = [e for e in result.entries if isinstance(e, ToolResultEntry)]
+    assert small.raw == list(range(10))
+    assert len(large.output) > 16_000 and "truncated" not in large.output and large.raw is None

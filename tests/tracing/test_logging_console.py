@@ -112,5 +112,5 @@ async def test_in_memory_tracer_records_parents() -> None:
     assert tool_span.parent.parent is not None and tool_span.parent.parent.name == "run"
     assert tool_span.attrs["name"] == "add" and tool_span.exception is None and tool_span.duration_ms >= 0
     model = next(s for s in tracer.spans if s.name == "model_call")
-    assert model.attributes["input_tokens"] == 10 and model.attributes["finish_reason"] == "tool_calls"
+    assert model.attributes["input_tokens"] == 1 and model.attributes["finish_reason"] == "tool_calls"
     assert "output_text" not in model.attributes

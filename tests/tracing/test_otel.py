@@ -108,8 +108,8 @@ async def test_run_with_tools_handoff_and_retry_builds_the_expected_tree() -> No
     assert ok.attributes["gen_ai.request.model"] == "triage-1"
     assert ok.attributes["gen_ai.system"] == "scripted"
     assert ok.attributes["gen_ai.provider.name"] == "scripted"
-    assert ok.attributes["gen_ai.usage.input_tokens"] == 10
-    assert ok.attributes["gen_ai.usage.output_tokens"] == 5
+    assert ok.attributes["gen_ai.usage.input_tokens"] == 1
+    assert ok.attributes["gen_ai.usage.output_tokens"] == 1
     assert tuple(ok.attributes["gen_ai.response.finish_reasons"]) == ("tool_calls",)
     assert tool_span.attributes is not None
     assert tool_span.attributes["gen_ai.operation.name"] == "execute_tool"
@@ -176,7 +176,7 @@ async def test_content_is_exported_only_when_opted_in() -> None:
         model = ScriptedProvider([call("lookup", {"city": "Lima"}), text("secret answer")])
         await Runner.run(Agent(name="a", model=model, tools=[lookup]), "hi", tracer=tracer)
         spans = list(exporter.get_finished_spans())
-        chat = [s for s in spans if s.name == "chat scripted"][-1]
+        chat = [s for s in spans if s.name == "chat"][-1]
         tool_span = _one(spans, "execute_tool lookup")
         assert chat.attributes is not None and tool_span.attributes is not None
         assert ("gen_ai.output.messages" in chat.attributes) is capture

@@ -283,11 +283,11 @@ async def test_a_processor_added_after_the_tracer_gets_the_next_runs_spans() -> 
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     await Runner.run(Agent(name="a", model=ScriptedProvider([text("hi")])), "x", tracer=tracer)
-    assert [s.name for s in exporter.get_finished_spans()] == ["chat scripted", "turn 1", "invoke_agent a"]
+    assert [s.name for s in exporter.get_finished_spans()] == ["chat", "turn 1", "invoke_agent a"]
     watcher = StartWatcher()
     provider.add_span_processor(watcher)  # from the next run on, spans start as SDK spans again
     await Runner.run(Agent(name="a", model=ScriptedProvider([text("hi")])), "x", tracer=tracer)
-    assert watcher.started == ["invoke_agent a", "turn 1", "chat scripted"]
+    assert watcher.started == ["invoke_agent a", "turn 1", "chat"]
 
 
 async def test_other_providers_and_a_disabled_sdk_use_the_public_api(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -302,7 +302,7 @@ async def test_other_providers_and_a_disabled_sdk_use_the_public_api(monkeypatch
         counted = OpenTelemetryTracer(tracer_provider=metered)
         assert counted._pipe is None
         assert (await Runner.run(agent, "x", tracer=counted)).output == "hi"
-        assert [s.name for s in metered_exporter.get_finished_spans()] == ["chat scripted", "turn 1", "invoke_agent a"]
+        assert [s.name for s in metered_exporter.get_finished_spans()] == ["chat", "turn 1", "invoke_agent a"]
 
     agent = Agent(name="a", model=ScriptedProvider([text("hi")]))
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")

@@ -110,7 +110,7 @@ def test_agents_introspection(server: ThreadServer) -> None:
     assert listed == [
         {
             "name": "scripted",
-            "model": "scripted:scripted",
+            "model": "scripted",
             "tools": ["lookup", "slow", "remove"],
             "memory": False,
             "workspace": False,

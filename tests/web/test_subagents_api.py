@@ -70,7 +70,7 @@ def test_child_runs_in_its_own_chat_and_reports_back(server: ThreadServer, relea
         for e in httpx.get(f"{server.url}/api/sessions/{parent}").json()["transcript"]
         if e["type"] == "input"
     ]
-    assert inputs[-1].startswith('<subagent-report id="sa-') and "Child finished: job the sums." in inputs[-1]
+    assert inputs[-1].startswith('<subagent-report id="t1"') and "Child finished: job the sums." in inputs[-1]
     # A task chat is listed under its parent, not in the chat list; it has no children of its own.
     assert child["id"] not in [s["id"] for s in httpx.get(f"{server.url}/api/sessions").json()]
     assert httpx.get(f"{server.url}/api/sessions/{child['id']}").status_code == 200

@@ -8,6 +8,7 @@ from fastapi import APIRouter
 
 from ...agent import Agent
 from ...handoff import Handoff
+from ...providers.base import provider_label
 from ..errors import ApiRoute, WebError
 from ..schemas import AgentInfo, ServerInfo
 from .deps import RouterDeps
@@ -22,7 +23,7 @@ def model_name(agent: Agent[Any]) -> str | None:
     model = agent.model
     if model is None or isinstance(model, str):
         return model
-    return f"{model.name}:{model.model}"
+    return provider_label(model)
 
 
 def resolve_context_window(agent: Agent[Any], server_policy: Any) -> int | None:

@@ -17,7 +17,7 @@ from ...agent import Agent
 from ...context import Compaction
 from ...exceptions import UserError
 from ...providers import model_from_env
-from ...providers.base import Provider
+from ...providers.base import Provider, provider_label
 from ...tools.human import HumanChannel
 from ..builder import DEFAULT_AGENT_NAME, build_default_agent, resolve_provider_timeout
 from ..demo_model import DemoModel, demo_agent
@@ -246,6 +246,4 @@ def _compaction(agent: Agent[Any]) -> Compaction:
 
 def _model_label(agent: Agent[Any]) -> str | None:
     model = agent.model
-    if model is None or isinstance(model, str):
-        return model
-    return f"{model.name}:{model.model}"
+    return model if model is None or isinstance(model, str) else provider_label(model)

@@ -54,6 +54,25 @@ logger = logging.getLogger("lovia")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 OFFICIAL_HOST = "api.openai.com"
+
+
+def openai_request_headers(
+    extra: dict[str, str], api_key: str | None, host: str | None, *, elsewhere: str
+) -> dict[str, str]:
+    """Headers for one request to an OpenAI API. The key is required here, when a request is made,
+    not at construction, and only by the official host (``elsewhere`` names the alternative in the hint)."""
+    headers = {"Accept": "text/event-stream", **extra}
+    key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    if key:
+        headers.setdefault("Authorization", f"Bearer {key}")
+    elif host == OFFICIAL_HOST and not any(h.lower() == "authorization" for h in headers):
+        raise UserError(
+            "the official OpenAI API needs an API key",
+            hint=f"set OPENAI_API_KEY or pass api_key=; for {elsewhere} set OPENAI_BASE_URL",
+        )
+    return headers
+
+
 PROVIDER_TAG = "openai-chat"
 _VENDOR_KEYS = ("openai", "openai-chat")
 _WINDOW_CACHE: dict[tuple[str, str], int | None] = {}
@@ -145,18 +164,9 @@ class OpenAIChatProvider(HTTPProviderBase):
         return self._official
 
     def _request_headers(self) -> dict[str, str]:
-        """Headers for one request; the key is only required (here, not at construction) by
-        the official host."""
-        headers = {"Accept": "text/event-stream", **self._headers}
-        key = self._api_key or os.environ.get("OPENAI_API_KEY") or None
-        if key:
-            headers.setdefault("Authorization", f"Bearer {key}")
-        elif self._host == OFFICIAL_HOST and not any(h.lower() == "authorization" for h in headers):
-            raise UserError(
-                "the official OpenAI API needs an API key",
-                hint="set OPENAI_API_KEY or pass api_key=; for a local OpenAI-compatible server set OPENAI_BASE_URL",
-            )
-        return headers
+        return openai_request_headers(
+            self._headers, self._api_key, self._host, elsewhere="a local OpenAI-compatible server"
+        )
 
     def build_payload(
         self,

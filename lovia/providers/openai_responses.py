@@ -49,7 +49,7 @@ from ._http import HTTPProviderBase, apply_options, error_body_text
 from ._openai import as_int, error_fields, overflow_from, window_from_models
 from ._windows import known_window
 from .base import ModelSettings, ToolDefinition, request_extras
-from .openai_chat import OFFICIAL_HOST
+from .openai_chat import OFFICIAL_HOST, openai_request_headers
 
 __all__ = ["PROVIDER_TAG", "OpenAIResponsesProvider", "entries_to_responses_input"]
 
@@ -154,18 +154,7 @@ class OpenAIResponsesProvider(HTTPProviderBase):
         return self._vision
 
     def _request_headers(self) -> dict[str, str]:
-        """Headers for one request; the key is only required (here, not at construction) by
-        the official host."""
-        headers = {"Accept": "text/event-stream", **self._headers}
-        key = self._api_key or os.environ.get("OPENAI_API_KEY") or None
-        if key:
-            headers.setdefault("Authorization", f"Bearer {key}")
-        elif self._host == OFFICIAL_HOST and not any(h.lower() == "authorization" for h in headers):
-            raise UserError(
-                "the official OpenAI API needs an API key",
-                hint="set OPENAI_API_KEY or pass api_key=; for another Responses server set OPENAI_BASE_URL",
-            )
-        return headers
+        return openai_request_headers(self._headers, self._api_key, self._host, elsewhere="another Responses server")
 
     def build_payload(
         self,

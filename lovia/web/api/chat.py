@@ -4,6 +4,7 @@ approve, the blocking turn, and the agent's ``ask_human`` question and its answe
 from __future__ import annotations
 
 import asyncio
+import base64
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -85,7 +86,8 @@ async def _file_parts(deps: RouterDeps, agent_name: str | None, agent: Agent[Any
     unreadable: list[WebError] = []
     for item in wanted:
         try:
-            path, rel = await attachment_file(deps, agent_name, item.path)
+            wants_image = item.kind == "image" and supports_vision(agent.model)
+            rel, data = await attachment_file(deps, agent_name, item.path, read=wants_image)
         except WebError as exc:
             if exc.status_code not in (400, 403, 404) or exc.code == "feature_unavailable":
                 raise
@@ -93,9 +95,9 @@ async def _file_parts(deps: RouterDeps, agent_name: str | None, agent: Agent[Any
             continue
         label = item.name or rel.rsplit("/", 1)[-1]
         parts.append(TextPart(f"[Attached {item.kind} {label!r} ({item.mime}): {rel}]"))
-        if item.kind == "image" and supports_vision(agent.model):
+        if data is not None:
             mime = model_image_mime(rel) or item.mime
-            parts.append(await asyncio.to_thread(ImagePart.from_path, str(path), mime_type=mime))
+            parts.append(ImagePart(data=base64.b64encode(data).decode("ascii"), mime_type=mime))
     if wanted and len(unreadable) == len(wanted) and not _upload_ids(body):
         raise WebError(
             422,

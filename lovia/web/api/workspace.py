@@ -704,11 +704,12 @@ def _upload_routes(router: APIRouter, deps: RouterDeps) -> None:
 # --------------------------------------------------------------------------- attachments
 
 
-async def attachment_file(deps: RouterDeps, agent: str | None, raw: str) -> tuple[Path, str]:
-    """``(absolute path, workspace-relative path)`` of a file a chat message attaches by path.
+async def attachment_file(deps: RouterDeps, agent: str | None, raw: str, *, read: bool) -> tuple[str, bytes | None]:
+    """``(workspace-relative path, its bytes when read)`` of a file a chat message attaches by path.
 
     The file is judged as the panel judges a read: inside the agent's workspace root, not denied,
-    not hidden, a regular file.
+    not hidden, a regular file. The bytes come from the very descriptor that was judged, never
+    from a second open by name (a link swapped in between cannot hand over another file).
 
     Raises:
         WebError: 404 ``feature_unavailable`` (no local workspace), 403 ``path_denied``,
@@ -716,10 +717,10 @@ async def attachment_file(deps: RouterDeps, agent: str | None, raw: str) -> tupl
     """
     panel = await _panel(deps, agent, None)
 
-    def judge() -> tuple[Path, str]:
+    def judge() -> tuple[str, bytes | None]:
         fd, _st, rel = _open_file(panel, raw)
-        os.close(fd)
-        return panel.root / rel, rel
+        with os.fdopen(fd, "rb") as opened:
+            return rel, opened.read() if read else None
 
     return await asyncio.to_thread(judge)
 

@@ -335,13 +335,16 @@ class RewindRequest(BaseModel):
 
     Name the message by exactly one of ``ref`` (``"<run_id>:<n>"``, from the chat's detail) or
     ``user_turn`` (its zero-based index among the chat's user messages). ``keep_answer`` (a
-    regenerate) keeps that message's answer as an earlier variant of the turn; without it (an
-    edit) the turn's variants go too.
+    regenerate) keeps that message's answer as an earlier variant of the turn. ``keep_question``
+    (an edit) keeps the earlier version of the turn, the message with its answer, as a variant
+    that starts with the message, beside the turn's earlier versions; the answers kept for the
+    replaced message go. With neither, the turn's variants go too.
     """
 
     ref: str | None = Field(default=None, max_length=_MAX_ID_CHARS)
     user_turn: int | None = Field(default=None, ge=0)
     keep_answer: bool = False
+    keep_question: bool = False
 
     @model_validator(mode="after")
     def _one_target(self) -> RewindRequest:

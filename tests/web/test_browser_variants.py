@@ -33,7 +33,7 @@ def visible_answer(page: Any) -> str:
     return str(
         page.evaluate(
             """() => [...document.querySelectorAll('.msg.assistant')]
-                .filter((m) => m.style.display !== 'none')
+                .filter((m) => m.checkVisibility())
                 .map((m) => m.querySelector('.body').innerText.trim()).pop()"""
         )
     )
@@ -88,7 +88,8 @@ def test_regenerated_answers_stay_reachable(server: ThreadServer, page: Any) -> 
     assert texts(page, "message-assistant") == ["Answer number 3.", "You said: hello again"]
     assert page.get_by_test_id("variant-pager").count() == 3  # three answers of the first message
 
-    # Editing the first message replaces the question: its earlier answers go.
+    # Editing the first message replaces the question: its earlier answers go, but the earlier
+    # version of the turn (the message as it was, with its latest answer) stays a click away.
     page.get_by_test_id("edit").first.click()
     page.get_by_test_id("edit-box").fill("count anew")
     page.get_by_test_id("save-edit").click()
@@ -97,3 +98,12 @@ def test_regenerated_answers_stay_reachable(server: ThreadServer, page: Any) -> 
     page.reload()
     page.get_by_text("Answer number 4.").wait_for()
     assert page.get_by_test_id("variant-pager").count() == 0
+    users = page.get_by_test_id("message-user").locator("visible=true")
+    assert [u.locator(".body").inner_text().strip() for u in users.all()] == ["count anew"]
+    assert page.get_by_test_id("edit-count").locator("visible=true").inner_text() == "2/2"
+    page.get_by_test_id("edit-prev").locator("visible=true").click()
+    assert [u.locator(".body").inner_text().strip() for u in users.all()] == ["count please"]
+    assert visible_answer(page) == "Answer number 3."
+    assert page.get_by_test_id("edit-count").locator("visible=true").inner_text() == "1/2"
+    page.get_by_test_id("edit-next").locator("visible=true").click()
+    assert visible_answer(page) == "Answer number 4."

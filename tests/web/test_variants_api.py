@@ -62,6 +62,31 @@ def test_edits_drop_the_variants_they_invalidate(db: str) -> None:
         assert _detail(srv.url, sid)["variants"] == []
 
 
+def _edit(base: str, sid: str, turn: int, message: str) -> None:
+    r = httpx.post(f"{base}/api/sessions/{sid}/rewind", json={"user_turn": turn, "keep_question": True})
+    assert r.status_code == 200, r.text
+    sse(base, "/api/chat/stream", {"message": message, "session_id": sid})
+
+
+def _questions(answers: list[dict[str, Any]]) -> list[str]:
+    return [a["entries"][0]["content"] for a in answers if a["entries"][0]["type"] == "input"]
+
+
+def test_an_edit_keeps_each_earlier_version_of_the_turn(db: str) -> None:
+    with ThreadServer(create_app(scripted_agent(), db_path=db)) as srv:
+        sid = sse(srv.url, "/api/chat/stream", {"message": "count one"}).of("session")[0]["session_id"]
+        _regenerate(srv.url, sid, 0, "count one")  # an earlier answer of the first question
+        sse(srv.url, "/api/chat/stream", {"message": "count two", "session_id": sid})
+        _edit(srv.url, sid, 0, "count uno")
+        (turn,) = _detail(srv.url, sid)["variants"]  # turn 1 went; turn 0 keeps one version
+        assert turn["user_turn"] == 0 and _questions(turn["answers"]) == ["count one"]
+        assert _texts(turn["answers"]) == ["Answer number 2."]  # the version's answer as it stood
+        _edit(srv.url, sid, 0, "count eins")
+        (turn,) = _detail(srv.url, sid)["variants"]
+        assert _questions(turn["answers"]) == ["count one", "count uno"]  # oldest first, none lost
+        assert [e["content"] for e in _detail(srv.url, sid)["transcript"] if e["type"] == "input"] == ["count eins"]
+
+
 def test_variants_go_with_the_chat_and_stay_out_of_a_branch(db: str) -> None:
     with ThreadServer(create_app(scripted_agent(), db_path=db)) as srv:
         sid = sse(srv.url, "/api/chat/stream", {"message": "count one"}).of("session")[0]["session_id"]

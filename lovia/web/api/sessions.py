@@ -410,12 +410,20 @@ def _rewind_route(router: APIRouter, deps: RouterDeps) -> None:
                 )
             keep = users[turn]
             kept = body.keep_answer and store.supports_variants
-            answer = flat[keep + 1 : users[turn + 1] if turn + 1 < len(users) else len(flat)]
+            versioned = body.keep_question and store.supports_variants
+            end = users[turn + 1] if turn + 1 < len(users) else len(flat)
+            answer = flat[keep + 1 : end]
+            # An edit keeps the turn's earlier versions (variants that start with the message).
+            earlier = [v["entries"] for v in (await store.variants(session_id)).get(turn, []) if _is_version(v)]
             removed = await store.session.rewind(session_id, keep_entries=keep)  # type: ignore[attr-defined]
             # Later turns are gone, so are their variants; an edit replaces this turn's question too.
             await store.drop_variants(session_id, from_turn=turn + 1 if kept else turn)
             if kept and answer:
                 await store.add_variant(session_id, turn, [entry_to_dict(e) for e in answer])
+            if versioned:
+                for entries in earlier:
+                    await store.add_variant(session_id, turn, entries)
+                await store.add_variant(session_id, turn, [entry_to_dict(e) for e in flat[keep:end]])
             await _drop_rewound_checkpoints(deps, segments, keep)
             if meta.active_run_id:
                 await store.checkpointer.delete(meta.active_run_id)
@@ -428,6 +436,12 @@ def _rewind_route(router: APIRouter, deps: RouterDeps) -> None:
             "keep_entries": keep,
             "kept_answer": bool(kept and answer),
         }
+
+
+def _is_version(variant: dict[str, Any]) -> bool:
+    """A kept variant that is a whole earlier version of its turn (it starts with the user's message)."""
+    entries = variant.get("entries") or []
+    return bool(entries) and isinstance(entries[0], dict) and entries[0].get("type") == "input"
 
 
 async def _delete_chat(deps: RouterDeps, session_id: str) -> None:

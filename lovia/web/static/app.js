@@ -42,7 +42,7 @@ const state = {
 
 const transcript = new Transcript($("messages"), {
   jump: $("jump"),
-  onEdit: (turn, text) => resend(turn, text).catch(fail),
+  onEdit: (turn, text) => resend(turn, text, false, true).catch(fail), // the earlier version stays reachable
   onRegenerate: () => {
     const last = transcript.lastUser();
     if (last) resend(last.turn, last.text, true).catch(fail); // true: keep this answer as a variant
@@ -605,11 +605,14 @@ async function send(text, { fromComposer = true } = {}) {
   await runStream("/api/chat/stream", { message, session_id: state.sessionId, attachments, ...agent });
 }
 
-async function resend(turn, text, keepAnswer = false) {
+// keepAnswer: a regenerate keeps the answer as a variant; keepQuestion: an edit keeps the earlier
+// version of the turn (message and answer) for the version pager.
+async function resend(turn, text, keepAnswer = false, keepQuestion = false) {
   if (busy() || !state.sessionId) return;
   setPhase("starting");
   try {
-    await api("POST", `/api/sessions/${encodeURIComponent(state.sessionId)}/rewind`, { user_turn: turn, keep_answer: keepAnswer });
+    const body = { user_turn: turn, keep_answer: keepAnswer, keep_question: keepQuestion };
+    await api("POST", `/api/sessions/${encodeURIComponent(state.sessionId)}/rewind`, body);
   } catch (error) {
     setPhase("idle");
     throw error;

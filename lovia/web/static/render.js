@@ -362,7 +362,11 @@ export class Transcript {
 
   addEntry(entry) {
     if (entry.type === "input") {
-      if (entry.role === "user") this.hooks.userContent?.(this.addUser(contentText(entry.content)), entry.content);
+      if (entry.role === "user") {
+        // Not folded into `hooks.userContent?.(...)`: without a hook that would skip addUser too.
+        const msg = this.addUser(contentText(entry.content));
+        this.hooks.userContent?.(msg, entry.content);
+      }
       return;
     }
     const msg = this.assistant();

@@ -26,16 +26,84 @@ function earlierAnswer(answer) {
 export function initVariants(transcript) {
   const previous = transcript.hooks.controls;
   const shown = new Map(); // user turn -> index of the answer on screen, while the same render lasts
+  const shownVersions = new Map(); // user turn -> index of the version on screen
   let renderedFrom = null;
   transcript.hooks.controls = (root) => {
-    root.querySelectorAll(".msg.variant-old").forEach((n) => n.remove()); // redrawn below
+    root.querySelectorAll(".msg.variant-old, .msg.version-old").forEach((n) => n.remove()); // redrawn below
+    root.querySelectorAll(".version-hidden").forEach((n) => n.classList.remove("version-hidden"));
+    root.querySelectorAll(".version-pager").forEach((n) => n.remove());
     previous?.(root);
     if (transcript.variants !== renderedFrom) {
       renderedFrom = transcript.variants;
       shown.clear(); // a new render starts on the latest answers
+      shownVersions.clear();
     }
-    for (const { user_turn: turn, answers } of transcript.variants || []) decorate(root, turn, answers, shown);
+    for (const { user_turn: turn, answers } of transcript.variants || []) {
+      // An edit keeps whole earlier versions (they start with the message); a regenerate, answers.
+      const versions = answers.filter(isVersion);
+      decorate(root, turn, answers.filter((a) => !isVersion(a)), shown);
+      decorateVersions(root, turn, versions, shownVersions);
+    }
   };
+}
+
+function isVersion(kept) {
+  const first = (kept.entries || [])[0];
+  return Boolean(first && first.type === "input");
+}
+
+// An earlier version of a turn, drawn read-only: the message as it was, and the answer it got.
+function earlierVersion(kept) {
+  const scratch = el("div");
+  new Transcript(scratch, {}).render(kept.entries || [], [], false);
+  const nodes = [...scratch.querySelectorAll(".msg.user, .msg.assistant")];
+  for (const node of nodes) {
+    node.classList.add("version-old");
+    node.querySelectorAll(".toolbar button").forEach((button) => button.remove()); // nothing to act on
+  }
+  return nodes;
+}
+
+// The message's versions, oldest first and the one on screen last, switched by "‹ 1/2 ›" arrows
+// on the message. Only the latest is live: the chat goes on from it (edit it again to branch off).
+function decorateVersions(root, turn, versions, shownVersions) {
+  const user = root.querySelector(`.msg.user:not(.version-old)[data-user-turn="${turn}"]`);
+  if (!user || !versions.length) return;
+  const latest = [user];
+  for (let node = user.nextElementSibling; node && !node.matches(".msg.user:not(.version-old)"); node = node.nextElementSibling) {
+    latest.push(node);
+  }
+  const groups = versions.map(earlierVersion);
+  for (const group of groups) group.forEach((node) => user.before(node));
+  groups.push(latest);
+  const show = (index) => {
+    shownVersions.set(turn, index);
+    groups.forEach((group, i) => group.forEach((node) => node.classList.toggle("version-hidden", i !== index)));
+  };
+  groups.forEach((group, i) => {
+    const message = group.find((node) => node.matches(".msg.user"));
+    if (!message) return;
+    const bar = message.querySelector(":scope > .toolbar") || message.appendChild(el("div", "toolbar"));
+    const pager = el("span", "variant-pager version-pager");
+    pager.dataset.testid = "edit-pager";
+    const prev = el("button", "link", "‹");
+    const next = el("button", "link", "›");
+    prev.type = next.type = "button";
+    prev.dataset.testid = "edit-prev";
+    next.dataset.testid = "edit-next";
+    prev.setAttribute("aria-label", t("versions.earlier"));
+    next.setAttribute("aria-label", t("versions.later"));
+    prev.disabled = i === 0;
+    next.disabled = i === groups.length - 1;
+    prev.onclick = () => show(i - 1);
+    next.onclick = () => show(i + 1);
+    const count = el("span", "variant-count", `${i + 1}/${groups.length}`);
+    count.dataset.testid = "edit-count";
+    if (i < groups.length - 1) count.title = t("versions.readOnly");
+    pager.append(prev, count, next);
+    bar.prepend(pager);
+  });
+  show(Math.min(shownVersions.has(turn) ? shownVersions.get(turn) : groups.length - 1, groups.length - 1));
 }
 
 function decorate(root, turn, answers, shown) {

@@ -47,7 +47,8 @@ def test_the_page_works_under_a_path_prefix(proxied: tuple[ThreadServer, StripPr
     errors = page.evaluate(
         """async () => {
             const { apiError, url } = await import(new URL('static/api.js', document.baseURI).href);
-            const one = await apiError(await fetch(url('/api/sessions/nope')));
+            // (an unknown chat reads as an empty one, as in 0.9.119: reconnecting to it is an error)
+            const one = await apiError(await fetch(url('/api/chat/reconnect?session_id=nope'), { method: 'POST' }));
             const list = await apiError(await fetch(url('/api/sessions?limit=0')));
             return [url('/api/info'), one.status, one.code, one.hint, list.status, list.code, list.message];
         }"""

@@ -522,11 +522,13 @@ def test_edit_replaces_that_exchange(web: LoviaWeb, page: Any) -> None:
     expect(users.nth(0)).to_contain_text("keep this one")
     expect(users.nth(1)).to_contain_text("fixed this one")
     expect(bodies(page, "message-assistant")).to_have_count(2)
-    expect(page.locator("#messages")).not_to_contain_text("thsi")
+    # the earlier version is kept behind the message's arrows, not on screen
+    expect(page.locator("#messages")).not_to_contain_text("thsi", use_inner_text=True)
+    expect(page.get_by_test_id("edit-count").locator("visible=true")).to_have_text("2/2")
     expect(page.get_by_test_id("edit-box")).to_have_count(0)
     page.reload()
     expect(bodies(page, "message-user")).to_have_count(2)
-    expect(page.locator("#messages")).not_to_contain_text("thsi")
+    expect(page.locator("#messages")).not_to_contain_text("thsi", use_inner_text=True)
     expect(bodies(page, "message-assistant").last).to_contain_text("Reply 1 to: fixed this one")
 
 
@@ -547,8 +549,8 @@ def test_edit_the_first_message_replaces_everything_after_it(web: LoviaWeb, page
     assert "Reply 1 to: opening line two" in bodies(page, "message-assistant").last.inner_text()
     expect(bodies(page, "message-user")).to_have_count(1)
     expect(bodies(page, "message-assistant")).to_have_count(1)
-    expect(page.locator("#messages")).not_to_contain_text("follow-up")
-    expect(page.locator("#messages")).not_to_contain_text("line one")
+    expect(page.locator("#messages")).not_to_contain_text("follow-up")  # not kept: a later turn
+    expect(page.locator("#messages")).not_to_contain_text("line one", use_inner_text=True)
 
 
 def test_regenerate_replaces_the_last_answer(web: LoviaWeb, page: Any) -> None:

@@ -98,7 +98,7 @@ def test_regenerated_answers_stay_reachable(server: ThreadServer, page: Any) -> 
     page.reload()
     page.get_by_text("Answer number 4.").wait_for()
     assert page.get_by_test_id("variant-pager").count() == 0
-    users = page.get_by_test_id("message-user").locator("visible=true")
+    users = page.locator(".msg.user").locator("visible=true")  # the turn's version on screen
     assert [u.locator(".body").inner_text().strip() for u in users.all()] == ["count anew"]
     assert page.get_by_test_id("edit-count").locator("visible=true").inner_text() == "2/2"
     page.get_by_test_id("edit-prev").locator("visible=true").click()

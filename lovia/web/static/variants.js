@@ -59,6 +59,8 @@ function earlierVersion(kept) {
   const nodes = [...scratch.querySelectorAll(".msg.user, .msg.assistant")];
   for (const node of nodes) {
     node.classList.add("version-old");
+    // Not the chat's messages: scripts and tests that count those (message-user/-assistant) skip them.
+    node.dataset.testid = node.matches(".msg.user") ? "version-message" : "version-answer";
     node.querySelectorAll(".toolbar button").forEach((button) => button.remove()); // nothing to act on
   }
   return nodes;

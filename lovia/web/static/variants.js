@@ -23,31 +23,6 @@ function earlierAnswer(answer) {
   return node;
 }
 
-// "‹ i/n ›" arrows, for an answer's earlier answers or a message's earlier versions.
-const ANSWER_PAGER = { cls: "variant-pager", id: "variant", earlier: "variants.earlier", later: "variants.later", old: "variants.readOnly" };
-const VERSION_PAGER = { cls: "variant-pager version-pager", id: "edit", earlier: "versions.earlier", later: "versions.later", old: "versions.readOnly" };
-
-function pager(kind, i, total, show) {
-  const box = el("span", kind.cls);
-  box.dataset.testid = `${kind.id}-pager`;
-  const prev = el("button", "link", "‹");
-  const next = el("button", "link", "›");
-  prev.type = next.type = "button";
-  prev.dataset.testid = `${kind.id}-prev`;
-  next.dataset.testid = `${kind.id}-next`;
-  prev.setAttribute("aria-label", t(kind.earlier));
-  next.setAttribute("aria-label", t(kind.later));
-  prev.disabled = i === 0;
-  next.disabled = i === total - 1;
-  prev.onclick = () => show(i - 1);
-  next.onclick = () => show(i + 1);
-  const count = el("span", "variant-count", `${i + 1}/${total}`);
-  count.dataset.testid = `${kind.id}-count`;
-  if (i < total - 1) count.title = t(kind.old);
-  box.append(prev, count, next);
-  return box;
-}
-
 export function initVariants(transcript) {
   const previous = transcript.hooks.controls;
   const shown = new Map(); // user turn -> index of the answer on screen, while the same render lasts
@@ -111,7 +86,24 @@ function decorateVersions(root, turn, versions, shownVersions) {
     const message = group.find((node) => node.matches(".msg.user"));
     if (!message) return;
     const bar = message.querySelector(":scope > .toolbar") || message.appendChild(el("div", "toolbar"));
-    bar.prepend(pager(VERSION_PAGER, i, groups.length, show));
+    const pager = el("span", "variant-pager version-pager");
+    pager.dataset.testid = "edit-pager";
+    const prev = el("button", "link", "‹");
+    const next = el("button", "link", "›");
+    prev.type = next.type = "button";
+    prev.dataset.testid = "edit-prev";
+    next.dataset.testid = "edit-next";
+    prev.setAttribute("aria-label", t("versions.earlier"));
+    next.setAttribute("aria-label", t("versions.later"));
+    prev.disabled = i === 0;
+    next.disabled = i === groups.length - 1;
+    prev.onclick = () => show(i - 1);
+    next.onclick = () => show(i + 1);
+    const count = el("span", "variant-count", `${i + 1}/${groups.length}`);
+    count.dataset.testid = "edit-count";
+    if (i < groups.length - 1) count.title = t("versions.readOnly");
+    pager.append(prev, count, next);
+    bar.prepend(pager);
   });
   show(Math.min(shownVersions.has(turn) ? shownVersions.get(turn) : groups.length - 1, groups.length - 1));
 }
@@ -131,7 +123,24 @@ function decorate(root, turn, answers, shown) {
   };
   nodes.forEach((node, i) => {
     const bar = node.querySelector(":scope > .toolbar") || node.appendChild(el("div", "toolbar"));
-    bar.prepend(pager(ANSWER_PAGER, i, nodes.length, show));
+    const pager = el("span", "variant-pager");
+    pager.dataset.testid = "variant-pager";
+    const prev = el("button", "link", "‹");
+    const next = el("button", "link", "›");
+    prev.type = next.type = "button";
+    prev.dataset.testid = "variant-prev";
+    next.dataset.testid = "variant-next";
+    prev.setAttribute("aria-label", t("variants.earlier"));
+    next.setAttribute("aria-label", t("variants.later"));
+    prev.disabled = i === 0;
+    next.disabled = i === nodes.length - 1;
+    prev.onclick = () => show(i - 1);
+    next.onclick = () => show(i + 1);
+    const count = el("span", "variant-count", `${i + 1}/${nodes.length}`);
+    count.dataset.testid = "variant-count";
+    if (i < nodes.length - 1) count.title = t("variants.readOnly");
+    pager.append(prev, count, next);
+    bar.prepend(pager);
   });
   show(Math.min(shown.has(turn) ? shown.get(turn) : nodes.length - 1, nodes.length - 1));
 }

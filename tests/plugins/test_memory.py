@@ -34,7 +34,7 @@ def archive(root: Path) -> list[tuple[str, str]]:
     if not path.exists():
         return []
     with sqlite3.connect(path) as conn:
-        return sorted(conn.execute("SELECT id, text FROM docs").fetchall())
+        return sorted(conn.execute("SELECT id, text FROM memory_fts").fetchall())
 
 
 def without_stamps(lines: list[str]) -> list[str]:

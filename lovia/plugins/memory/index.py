@@ -1,8 +1,9 @@
 """The archive's retrieval seam: plain docs in, scored hits out; arms compose with ``|``.
 
 :class:`KeywordIndex` is SQLite FTS5 (bm25, Porter stemming, CJK text indexed as overlapping
-bigrams so Chinese or Japanese queries match without a segmenter). :class:`HybridIndex` fuses
-several arms by Reciprocal Rank Fusion; a failing arm is skipped on reads.
+bigrams so Chinese or Japanese queries match without a segmenter) in lovia 0.9.119's table, so
+either version reads the other's archive. :class:`HybridIndex` fuses several arms by Reciprocal Rank
+Fusion; a failing arm is skipped on reads.
 """
 
 from __future__ import annotations
@@ -100,6 +101,19 @@ def fts_query(text: str) -> str | None:
 KEYWORD_STORE = "memory_archive"
 """The keyword index's row in ``lovia_schema``."""
 
+# The archive's table: lovia 0.9.119's columns, with the Porter stemmer over FTS5's default
+# tokenizer (0.9.119 used the default alone). FTS5 keeps the tokenizer with the table and applies it
+# to every write and every query, whichever lovia runs them, so a query word matches its stored
+# word in both versions; ours also matches other forms of it ("launches" finds "launch").
+_MEMORY_FTS = """CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
+    id UNINDEXED,
+    text UNINDEXED,
+    search,
+    when_ts UNINDEXED,
+    meta UNINDEXED,
+    tokenize = 'porter unicode61'
+)"""
+
 KEYWORD_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -122,6 +136,24 @@ KEYWORD_MIGRATIONS: tuple[Migration, ...] = (
         ),
         already_applied="SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'memory_fts')",
     ),
+    # The archive takes 0.9.119's table and columns as its own, so a file either version wrote
+    # reads the same in the other. On a file 0.9.119 wrote, step 2 has just moved its rows into
+    # ``docs``, re-indexed through ``lexify``; they come back here. A ``memory_fts`` 0.9.119 created
+    # beside our ``docs`` (it ignores our version row) is kept, with its rows re-indexed through
+    # ``lexify`` and its own tokenizer, and ours join it.
+    Migration(
+        3,
+        "archive_in_0_9_119_memory_fts",
+        (
+            _MEMORY_FTS,
+            "INSERT INTO memory_fts (id, text, search, when_ts, meta) "
+            "SELECT id, COALESCE(text, ''), COALESCE(body, lovia_lexify(COALESCE(text, ''))), COALESCE(at, 0.0), "
+            "COALESCE(meta, '{}') FROM docs WHERE id NOT IN (SELECT id FROM memory_fts)",
+            "DROP TABLE docs",
+            "UPDATE memory_fts SET search = lovia_lexify(COALESCE(text, '')) "
+            "WHERE search IS NOT lovia_lexify(COALESCE(text, ''))",
+        ),
+    ),
 )
 """Numbered steps of the keyword index file (``archive.db``); append, never edit a released one."""
 
@@ -129,8 +161,9 @@ KEYWORD_MIGRATIONS: tuple[Migration, ...] = (
 class KeywordIndex(Fusable, SQLiteStore):
     """bm25 full-text search in one SQLite file (stdlib FTS5).
 
-    The file's layout is versioned in ``lovia_schema`` (:data:`KEYWORD_MIGRATIONS`); an archive
-    lovia 0.9.119 wrote is adopted, its docs re-indexed, on first open.
+    The file's layout is versioned in ``lovia_schema`` (:data:`KEYWORD_MIGRATIONS`) and is lovia
+    0.9.119's: docs live in ``memory_fts(id, text, search, when_ts, meta)``, ``search`` holding
+    :func:`lexify`'s tokens. An archive 0.9.119 wrote is re-indexed through ``lexify`` on first open.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -145,10 +178,10 @@ class KeywordIndex(Fusable, SQLiteStore):
 
         def write(conn: sqlite3.Connection) -> None:
             for d in docs:
-                conn.execute("DELETE FROM docs WHERE id = ?", (d.id,))
+                conn.execute("DELETE FROM memory_fts WHERE id = ?", (d.id,))
                 conn.execute(
-                    "INSERT INTO docs (id, body, text, at, meta) VALUES (?, ?, ?, ?, ?)",
-                    (d.id, lexify(d.text), d.text, d.when, json.dumps(d.meta)),
+                    "INSERT INTO memory_fts (id, text, search, when_ts, meta) VALUES (?, ?, ?, ?, ?)",
+                    (d.id, d.text, lexify(d.text), d.when, json.dumps(d.meta)),
                 )
 
         if docs:
@@ -158,7 +191,7 @@ class KeywordIndex(Fusable, SQLiteStore):
         """Delete by id."""
 
         def delete(conn: sqlite3.Connection) -> None:
-            conn.executemany("DELETE FROM docs WHERE id = ?", [(i,) for i in ids])
+            conn.executemany("DELETE FROM memory_fts WHERE id = ?", [(i,) for i in ids])
 
         if ids:
             await self._run(delete)
@@ -171,7 +204,8 @@ class KeywordIndex(Fusable, SQLiteStore):
 
         def read(conn: sqlite3.Connection) -> list[Hit]:
             rows = conn.execute(
-                "SELECT id, text, at, meta, bm25(docs) FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT ?",
+                "SELECT id, text, when_ts, meta, bm25(memory_fts) FROM memory_fts WHERE memory_fts MATCH ? "
+                "ORDER BY bm25(memory_fts) LIMIT ?",
                 (match, k),
             ).fetchall()
             return [Hit(Doc(r[0], r[1], float(r[2] or 0.0), json.loads(r[3] or "{}")), -float(r[4])) for r in rows]
@@ -180,7 +214,7 @@ class KeywordIndex(Fusable, SQLiteStore):
 
     async def count(self) -> int:
         """How many docs are stored."""
-        return await self._run(lambda conn: int(conn.execute("SELECT count(*) FROM docs").fetchone()[0]))
+        return await self._run(lambda conn: int(conn.execute("SELECT count(*) FROM memory_fts").fetchone()[0]))
 
 
 class HybridIndex(Fusable):

@@ -137,6 +137,19 @@ def _norm(vec: list[float]) -> list[float]:
 VECTOR_STORE = "memory_vectors"
 """The vector index's row in ``lovia_schema``."""
 
+# The two tables as lovia 0.9.119 creates them (SQLite records them without ``IF NOT EXISTS``).
+_MEMORY_VECTORS = """CREATE TABLE IF NOT EXISTS memory_vectors (
+    id TEXT PRIMARY KEY,
+    text TEXT NOT NULL,
+    when_ts REAL NOT NULL,
+    meta TEXT NOT NULL,
+    vec BLOB NOT NULL
+)"""
+_MEMORY_VECTORS_META = """CREATE TABLE IF NOT EXISTS memory_vectors_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+)"""
+
 VECTOR_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -161,6 +174,26 @@ VECTOR_MIGRATIONS: tuple[Migration, ...] = (
         ),
         already_applied="SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'memory_vectors')",
     ),
+    # The vectors take 0.9.119's layout as their own (its very table statements), so either version
+    # reads the file the other wrote. On a file 0.9.119 wrote, step 2 has just moved its rows into
+    # ``vectors``; they come back here unchanged. Tables 0.9.119 created beside ours (it ignores our
+    # version row) keep their rows; ours join them only when made by the same embedder.
+    Migration(
+        3,
+        "vectors_in_0_9_119_memory_vectors",
+        (
+            _MEMORY_VECTORS,
+            _MEMORY_VECTORS_META,
+            "INSERT OR IGNORE INTO memory_vectors (id, text, when_ts, meta, vec) "
+            "SELECT id, COALESCE(text, ''), COALESCE(at, 0.0), COALESCE(meta, '{}'), vec FROM vectors "
+            "WHERE vec IS NOT NULL AND NOT EXISTS (SELECT 1 FROM memory_vectors_meta WHERE key = 'embedder_id' "
+            "AND value IS NOT (SELECT value FROM vec_meta WHERE key = 'embedder'))",
+            "INSERT OR IGNORE INTO memory_vectors_meta (key, value) "
+            "SELECT 'embedder_id', value FROM vec_meta WHERE key = 'embedder' AND value IS NOT NULL",
+            "DROP TABLE vectors",
+            "DROP TABLE vec_meta",
+        ),
+    ),
 )
 """Numbered steps of the vector index file (``vectors.db``); append, never edit a released one."""
 
@@ -168,8 +201,10 @@ VECTOR_MIGRATIONS: tuple[Migration, ...] = (
 class VectorIndex(Fusable, SQLiteStore):
     """Cosine search over embeddings stored in SQLite (exact scan: fine for a personal archive).
 
-    The file's layout is versioned in ``lovia_schema`` (:data:`VECTOR_MIGRATIONS`); vectors lovia
-    0.9.119 stored are kept, and served while the embedder's ``id`` is the one they were made with.
+    The file's layout is versioned in ``lovia_schema`` (:data:`VECTOR_MIGRATIONS`) and is lovia
+    0.9.119's: ``memory_vectors(id, text, when_ts, meta, vec)`` and the embedder's ``id`` under
+    ``embedder_id`` in ``memory_vectors_meta``. Stored vectors are served while the embedder's
+    ``id`` is the one they were made with.
     """
 
     def __init__(self, path: str | os.PathLike[str], embedder: Embedder) -> None:
@@ -178,10 +213,13 @@ class VectorIndex(Fusable, SQLiteStore):
 
     def _schema(self, conn: sqlite3.Connection) -> None:
         ensure_schema(conn, VECTOR_STORE, path=str(self.path), migrations=VECTOR_MIGRATIONS)
-        row = conn.execute("SELECT value FROM vec_meta WHERE key = 'embedder'").fetchone()
+        row = conn.execute("SELECT value FROM memory_vectors_meta WHERE key = 'embedder_id'").fetchone()
         if row is None or row[0] != self.embedder.id:
-            conn.execute("DELETE FROM vectors")  # another vector space: start over rather than mix
-            conn.execute("INSERT OR REPLACE INTO vec_meta VALUES ('embedder', ?)", (self.embedder.id,))
+            conn.execute("DELETE FROM memory_vectors")  # another vector space: start over rather than mix
+            conn.execute(
+                "INSERT OR REPLACE INTO memory_vectors_meta (key, value) VALUES ('embedder_id', ?)",
+                (self.embedder.id,),
+            )
 
     async def add(self, docs: list[Doc]) -> None:
         """Embed and upsert ``docs``."""
@@ -193,7 +231,7 @@ class VectorIndex(Fusable, SQLiteStore):
             for d, v in zip(docs, vectors, strict=True):
                 blob = array.array("f", _norm(v)).tobytes()
                 conn.execute(
-                    "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO memory_vectors (id, text, when_ts, meta, vec) VALUES (?, ?, ?, ?, ?)",
                     (d.id, d.text, d.when, json.dumps(d.meta), blob),
                 )
 
@@ -202,7 +240,7 @@ class VectorIndex(Fusable, SQLiteStore):
     async def remove(self, ids: list[str]) -> None:
         """Delete by id."""
         if ids:
-            await self._run(lambda conn: conn.executemany("DELETE FROM vectors WHERE id = ?", [(i,) for i in ids]))
+            await self._run(lambda conn: conn.executemany("DELETE FROM memory_vectors WHERE id = ?", [(i,) for i in ids]))
 
     async def search(self, query: str, k: int = 5) -> list[Hit]:
         """The ``k`` stored docs nearest to the query's embedding."""
@@ -213,7 +251,7 @@ class VectorIndex(Fusable, SQLiteStore):
 
         def read(conn: sqlite3.Connection) -> list[Hit]:
             scored: list[tuple[float, Doc]] = []
-            for id_, text, at, meta, blob in conn.execute("SELECT id, text, at, meta, vec FROM vectors"):
+            for id_, text, at, meta, blob in conn.execute("SELECT id, text, when_ts, meta, vec FROM memory_vectors"):
                 vec = array.array("f")
                 vec.frombytes(blob)
                 if len(vec) != len(q):

@@ -106,7 +106,13 @@ async def test_the_notes_are_read_and_the_archive_is_re_indexed_and_searched(
     db = folder / "archive.db"
     assert _rows(db, "SELECT store, version FROM lovia_schema") == [(KEYWORD_STORE, KEYWORD_MIGRATIONS[-1].version)]
     assert _rows(db, "SELECT id, text, search, when_ts, meta FROM memory_fts WHERE id LIKE 'r1:%' ORDER BY id") == [
-        ("r1:0", "We discussed the Atlas launch date in March", "we discussed the atlas launch date in march", 1.0, '{"session_id": "u1"}'),
+        (
+            "r1:0",
+            "We discussed the Atlas launch date in March",
+            "we discussed the atlas launch date in march",
+            1.0,
+            '{"session_id": "u1"}',
+        ),
         ("r1:1", "Weather small talk", "weather small talk", 2.0, '{"session_id": "u1"}'),
     ]
 

@@ -240,7 +240,9 @@ class VectorIndex(Fusable, SQLiteStore):
     async def remove(self, ids: list[str]) -> None:
         """Delete by id."""
         if ids:
-            await self._run(lambda conn: conn.executemany("DELETE FROM memory_vectors WHERE id = ?", [(i,) for i in ids]))
+            await self._run(
+                lambda conn: conn.executemany("DELETE FROM memory_vectors WHERE id = ?", [(i,) for i in ids])
+            )
 
     async def search(self, query: str, k: int = 5) -> list[Hit]:
         """The ``k`` stored docs nearest to the query's embedding."""

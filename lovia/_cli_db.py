@@ -124,7 +124,7 @@ KNOWN: dict[str, KnownStore] = {
     "checkpoint": KnownStore("snapshot_heads", _core_migrations("checkpoint"), _checkpoint_damage),
     "schedule": KnownStore("web_schedules", _schedule_migrations),
     "chat": KnownStore("chat_sessions", _chat_migrations),
-    # The memory indexes, found by 0.9.119's table names (ours record their store in lovia_schema).
+    # The memory indexes: both versions keep them in 0.9.119's tables (and ours also record a row).
     "memory_archive": KnownStore("memory_fts", _keyword_migrations, prepare=_keyword_prepare),
     "memory_vectors": KnownStore("memory_vectors", _vector_migrations),
 }

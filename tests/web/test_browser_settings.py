@@ -160,4 +160,4 @@ def test_first_launch_adds_a_model_from_the_notice(home: Path, page: Any) -> Non
             composer.fill("first message")
             page.get_by_test_id("send").click()
             page.get_by_test_id("message-assistant").get_by_text("answer from B").wait_for()
-            assert page.get_by_test_id("model").inner_text() == "openai-chat:m"
+            assert page.get_by_test_id("model").inner_text() == "m"

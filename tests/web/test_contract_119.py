@@ -55,6 +55,34 @@ def test_collections_are_bare_json_arrays(http: httpx.Client) -> None:
     assert unknown.status_code == 200 and unknown.json() == []
 
 
+class _Unnamed:
+    """A hand-written provider that names no model (no ``model`` attribute at all)."""
+
+    name = "homemade"
+
+    async def stream(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise NotImplementedError
+        yield
+
+
+def test_an_agent_reads_back_with_its_providers_own_model_name(tmp_path: Path) -> None:
+    agents = {
+        "named": Agent(name="named", model=ScriptedProvider(lambda _e, _t: text("ok"), model="m-1")),
+        "scripted": _agent(name="scripted"),
+        "homemade": Agent(name="homemade", model=_Unnamed()),  # type: ignore[arg-type]
+        "by-string": Agent(name="by-string", model="openai:gpt-x"),
+    }
+    with ThreadServer(create_app(agents, db_path=str(tmp_path / "a.db"))) as srv:
+        details = {name: httpx.get(f"{srv.url}/api/agents/{name}").json() for name in agents}
+        listed = {a["name"]: a["model"] for a in httpx.get(f"{srv.url}/api/agents").json()}
+    keys = {"name", "instructions", "tools", "workspace", "memory", "context_window", "model"}
+    for name, detail in details.items():
+        assert keys <= set(detail), name
+    models = {name: detail["model"] for name, detail in details.items()}
+    assert models == {"named": "m-1", "scripted": None, "homemade": None, "by-string": "openai:gpt-x"}
+    assert listed == models  # the list describes each agent the same way
+
+
 def test_blank_messages_oversized_contexts_and_unreadable_attachments_are_422(http: httpx.Client) -> None:
     for path in ("/api/chat", "/api/chat/stream"):
         blank = http.post(path, json={"message": "  \n"})

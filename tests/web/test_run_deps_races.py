@@ -7,6 +7,7 @@ threading events the test sets, so nothing depends on timing.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,9 @@ from lovia.web import create_app
 from lovia.web.run_deps import RunTrigger
 
 from .helpers import ThreadServer, sse, wait_for
+from .test_browser import CHROMIUM, idle, page, send, texts
+
+__all__ = ["page"]  # the fixture, re-used (``browser`` comes from conftest.py)
 
 SID = "chat_race"
 WAIT = 20.0
@@ -141,6 +145,25 @@ def test_a_message_that_joins_a_run_in_its_last_turn_starts_the_next_run(tmp_pat
         assert [t.source for t in stage.triggers] == ["user"]  # the next run keeps the deps the message joined
 
 
+def test_a_stop_drops_what_is_still_queued(tmp_path: Path) -> None:
+    stage = Stage(hold_model=("first",))
+    with _server(tmp_path, stage) as srv:
+        first = _in_background(sse, srv.url, "/api/chat/stream", {"message": "first", "session_id": SID})
+        assert stage.model_in.wait(WAIT)
+        sent = httpx.post(f"{srv.url}/api/chat/inject", json={"session_id": SID, "message": "second"})
+        assert sent.json()["accepted"] is True
+        stopped = httpx.post(f"{srv.url}/api/chat/cancel", params={"session_id": SID}, timeout=WAIT)
+        assert stopped.json() == {"stopped": True}
+        stage.model_go.set()
+        first.join(WAIT)
+        # Were "second" handed on, its run would hold the chat by now and this would be refused (409).
+        third = httpx.post(f"{srv.url}/api/chat", json={"message": "third", "session_id": SID}, timeout=WAIT)
+        assert third.status_code == 200 and third.json()["output"] == "answer: third"
+        assert sorted(r["status"] for r in _runs(srv.url)) == ["cancelled", "completed"]
+        assert ("user", "second") not in _said(srv.url)
+        assert stage.model_calls == 2
+
+
 def test_a_message_sent_while_the_first_ones_hook_runs_joins_that_run(tmp_path: Path) -> None:
     stage = Stage(hold_hook=1, hold_model=("via tool first",))
     with _server(tmp_path, stage) as srv:
@@ -222,3 +245,21 @@ def test_a_stop_while_a_reconnects_hook_runs_keeps_the_run_from_resuming(tmp_pat
         assert httpx.get(f"{srv.url}/api/sessions/{SID}").json()["active_run_id"] is None
         assert _said(srv.url)[0] == ("user", "via tool first")  # what the run had done is kept
         assert stage.model_calls == 0  # the run did not go on
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing (apt-get install chromium)")
+def test_the_page_shows_the_next_run_a_late_message_started(tmp_path: Path, page: Any) -> None:
+    stage = Stage(hold_model=("first",))
+    with _server(tmp_path, stage) as srv:
+        page.goto(srv.url)
+        send(page, "first")
+        assert stage.model_in.wait(WAIT)  # the run is giving its last answer
+        joined = "/api/chat/stream"
+        with page.expect_response(lambda r: joined in r.url and "second" in (r.request.post_data or "")):
+            send(page, "second")  # sent while the run is live: it joins it
+        stage.model_go.set()
+        page.get_by_test_id("message-assistant").get_by_text("answer: second", exact=True).wait_for()
+        idle(page)
+        assert texts(page, "message-user") == ["first", "second"]
+        assert texts(page, "message-assistant") == ["answer: first", "answer: second"]

@@ -47,6 +47,7 @@ from ..transcript import (
     to_json_safe,
 )
 from ..types import JsonObject
+from .carry_over import carry_over
 from .components import bind_ui_data
 from .run_deps import RunTrigger, build_run_deps
 from .serialization import Runs, segment_timing, segments_runs, snapshot_views
@@ -827,6 +828,7 @@ class RunSupervisor:
                 "source": live.source,
             }
             self.hub.publish(frame("run_finished", finished))
+            carry_over(self, live)  # messages that joined too late start the chat's next run
 
     async def _events(self, live: RunController) -> AsyncIterator[ev.Event]:
         """The run's events after the bookkeeping each needs; its end is settled here, not passed on."""

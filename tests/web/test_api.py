@@ -213,7 +213,7 @@ def test_unconfigured_server_offers_the_labelled_demo_model(db: str, monkeypatch
     with ThreadServer(create_app(db_path=db)) as srv:
         info = httpx.get(f"{srv.url}/api/info").json()
         assert info["configured"] is False and info["demo"] is True
-        assert httpx.get(f"{srv.url}/api/agents").json()[0]["model"] == "demo:offline-demo"
+        assert httpx.get(f"{srv.url}/api/agents").json()[0]["model"] == "offline-demo"
         s = sse(srv.url, "/api/chat/stream", {"message": "what time is it?"})
         assert s.of("tool_call")[0]["name"] == "clock"
         assert "offline demo model" in s.text().lower() or "Offline demo model" in s.text()

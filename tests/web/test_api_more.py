@@ -110,7 +110,7 @@ def test_agents_introspection(server: ThreadServer) -> None:
     assert listed == [
         {
             "name": "scripted",
-            "model": "scripted",
+            "model": None,  # the provider's own model name: a ScriptedProvider names none
             "tools": ["lookup", "slow", "remove"],
             "memory": False,
             "workspace": False,

@@ -207,6 +207,42 @@ def test_no_workspace_and_no_memory_means_no_buttons(tmp_path: Path, page: Any) 
         assert page.get_by_test_id("files-panel").is_hidden()
 
 
+PANEL_PARTS = ("memory", "files-toggle", "schedules", "settings", "tasks", "todo-panel", "files-panel")
+
+
+def test_the_served_regions_are_filled_in_place_not_drawn_twice(tmp_path: Path, root: Path, page: Any) -> None:
+    agent = Agent(
+        name="coder",
+        model=reply_ok(),
+        workspace=Workspace.local(str(root)),
+        plugins=[Memory(tmp_path / "memory", index=None, auto_curate=False)],
+    )
+    with ThreadServer(create_app(agent, db_path=str(tmp_path / "web.db"))) as srv:
+        page.goto(srv.url)
+        page.evaluate("window.lovia.ready")
+        page.get_by_test_id("files-toggle").wait_for()
+        page.get_by_test_id("memory-open").wait_for()
+        page.get_by_test_id("schedules-open").wait_for()
+        send(page, "hello")
+        page.get_by_test_id("message-assistant").get_by_text("ok", exact=True).wait_for()
+        idle(page)
+        for part in PANEL_PARTS:
+            assert page.locator(f'[data-part="{part}"]').count() == 1, part
+        # where the scripts used to put them: the openers in the top bar, in this order
+        openers = page.locator(".topbar > .panel-buttons > button")
+        assert [b.get_attribute("data-part") for b in openers.all()] == ["memory", "files-toggle", "schedules"]
+        assert page.locator(".topbar > .settings-open").is_hidden()  # no model settings on this server
+        order = "[...document.querySelector('main').children].map((n) => n.dataset.part || n.className)"
+        assert page.evaluate(order)[-4:] == ["tasks", "todo-panel", "messages-wrap", "composer"]
+        assert page.evaluate("document.querySelector('#app').lastElementChild.dataset.part") == "files-panel"
+        turns = page.locator('[data-part="turn"]')
+        assert [t.get_attribute("data-role") for t in turns.all()] == ["user", "assistant"]
+        assert page.get_by_test_id("message-user").locator(".body").inner_text().strip() == "hello"
+        page.get_by_test_id("files-toggle").click()
+        page.get_by_test_id("files-panel").get_by_test_id("file-entry").first.wait_for()
+        assert page.locator(".files-panel .files-head").count() == 1  # the panel was filled once
+
+
 # --------------------------------------------------------------------------- the Memory dialog
 
 NOTES = "- [2026-01] Prefers tea over coffee\n- [2026-02] Lives in Oslo\n- [2026-02] lives in Oslo, Norway\n"

@@ -73,7 +73,7 @@ def test_switcher_picks_the_agent_of_new_chats(two: ThreadServer, page: Any) -> 
     assert page.locator('[data-part="agent-switcher"] select option').all_inner_texts() == ["alpha", "beta"]
     assert switcher.input_value() == "alpha"
     assert page.evaluate("window.lovia.state.agent") == "alpha"
-    assert page.get_by_test_id("model").inner_text() == "scripted:alpha-model"
+    assert page.get_by_test_id("model").inner_text() == "alpha-model"
     assert page.locator('[data-part="sessions-label"]').inner_text().strip().lower() == "chats"
 
     # A first chat with the default agent.
@@ -90,7 +90,7 @@ def test_switcher_picks_the_agent_of_new_chats(two: ThreadServer, page: Any) -> 
     assert page.evaluate("window.__agents") == [{"agent": "beta"}]
     assert page.evaluate("window.lovia.state.agent") == "beta"
     assert page.evaluate("window.lovia.state.sessionId") is None
-    assert page.get_by_test_id("model").inner_text() == "scripted:beta-model"
+    assert page.get_by_test_id("model").inner_text() == "beta-model"
 
     send(page, "second question")
     page.get_by_text("beta heard: second question").wait_for()
@@ -104,7 +104,7 @@ def test_switcher_picks_the_agent_of_new_chats(two: ThreadServer, page: Any) -> 
     page.wait_for_function(f"() => window.lovia.state.sessionId === {json.dumps(first)}")
     page.wait_for_function("() => window.lovia.state.agent === 'alpha'")
     assert switcher.input_value() == "alpha"
-    assert page.get_by_test_id("model").inner_text() == "scripted:alpha-model"
+    assert page.get_by_test_id("model").inner_text() == "alpha-model"
     page.locator(f'[data-session-id="{second}"]').click()
     page.wait_for_function("() => window.lovia.state.agent === 'beta'")
     assert switcher.input_value() == "beta"

@@ -151,7 +151,7 @@ def test_zh_locale_translates_the_schedules_dialog_and_the_page_without_settings
     with ThreadServer(create_app(scripted_agent(), db_path=str(tmp_path / "web.db"))) as srv:
         page.goto(srv.url)
         page.get_by_text("开始对话。").wait_for()
-        assert page.get_by_test_id("settings-open").count() == 0  # no model_config: no Settings
+        assert page.get_by_test_id("settings-open").is_hidden()  # no model_config: no Settings
         opener = page.get_by_test_id("schedules-open")
         assert opener.inner_text() == "定时任务"
         assert opener.get_attribute("title") == "定时运行"

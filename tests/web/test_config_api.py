@@ -169,7 +169,7 @@ def test_info_reports_the_feature_only_with_a_runtime(home: Path, app_a: tuple[T
     srv, _ = app_a
     info = httpx.get(f"{srv.url}/api/info").json()
     assert info["features"]["model_config"] is True and info["configured"] is True
-    assert httpx.get(f"{srv.url}/api/agents").json()[0]["model"] == "openai-chat:m"
+    assert httpx.get(f"{srv.url}/api/agents").json()[0]["model"] == "m"
     with ThreadServer(create_app(scripted_agent(), db_path=str(home / "plain.db"))) as plain:
         assert httpx.get(f"{plain.url}/api/info").json()["features"]["model_config"] is False
         assert httpx.get(f"{plain.url}/api/config").status_code == 404

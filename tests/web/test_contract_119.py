@@ -55,6 +55,34 @@ def test_collections_are_bare_json_arrays(http: httpx.Client) -> None:
     assert unknown.status_code == 200 and unknown.json() == []
 
 
+class _Unnamed:
+    """A hand-written provider that names no model (no ``model`` attribute at all)."""
+
+    name = "homemade"
+
+    async def stream(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise NotImplementedError
+        yield
+
+
+def test_an_agent_reads_back_with_its_providers_own_model_name(tmp_path: Path) -> None:
+    agents = {
+        "named": Agent(name="named", model=ScriptedProvider(lambda _e, _t: text("ok"), model="m-1")),
+        "scripted": _agent(name="scripted"),
+        "homemade": Agent(name="homemade", model=_Unnamed()),  # type: ignore[arg-type]
+        "by-string": Agent(name="by-string", model="openai:gpt-x"),
+    }
+    with ThreadServer(create_app(agents, db_path=str(tmp_path / "a.db"))) as srv:
+        details = {name: httpx.get(f"{srv.url}/api/agents/{name}").json() for name in agents}
+        listed = {a["name"]: a["model"] for a in httpx.get(f"{srv.url}/api/agents").json()}
+    keys = {"name", "instructions", "tools", "workspace", "memory", "context_window", "model"}
+    for name, detail in details.items():
+        assert keys <= set(detail), name
+    models = {name: detail["model"] for name, detail in details.items()}
+    assert models == {"named": "m-1", "scripted": None, "homemade": None, "by-string": "openai:gpt-x"}
+    assert listed == models  # the list describes each agent the same way
+
+
 def test_blank_messages_oversized_contexts_and_unreadable_attachments_are_422(http: httpx.Client) -> None:
     for path in ("/api/chat", "/api/chat/stream"):
         blank = http.post(path, json={"message": "  \n"})
@@ -317,6 +345,48 @@ def test_chat_ui_takes_one_script_and_protocol_relative_urls(tmp_path: Path) -> 
         page = httpx.get(srv.url + "/", timeout=30)
     assert "//cdn.example.com/x.js" in page.text
     assert re.search(r"script-src [^\"]*cdn\.example\.com", page.text)  # the page's CSP lets it in
+
+
+# The regions 0.9.119's web-server docs list for styling ("Region | data-part"), less the three
+# drawn per step of a run (`tool`, `activity`, `message-actions`): the served page carries these.
+DOCUMENTED_PARTS = (
+    *("sidebar", "sidebar-header", "agent-switcher", "sidebar-nav", "new-chat", "memory", "schedules"),
+    *("settings", "sessions-label", "sessions-search", "sessions"),
+    *("topbar", "chat-title", "topbar-actions", "tasks", "export", "files-toggle"),
+    *("view", "transcript", "welcome", "todo-panel", "turn", "composer", "attach", "context-ring"),
+    *("files-panel", "language"),
+)
+
+
+def _served_parts(html: str) -> list[tuple[str, str | None]]:
+    """``(data-part, data-role)`` of every element of ``html``, ``<template>`` contents included."""
+    from html.parser import HTMLParser
+
+    found: list[tuple[str, str | None]] = []
+
+    class Parts(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            named = dict(attrs)
+            part = named.get("data-part")
+            if part:
+                found.append((part, named.get("data-role")))
+
+    Parts().feed(html)
+    return found
+
+
+def test_the_served_page_carries_every_documented_region(tmp_path: Path) -> None:
+    assert len(DOCUMENTED_PARTS) == 27 == len(set(DOCUMENTED_PARTS))
+    with ThreadServer(create_app(_agent(), db_path=str(tmp_path / "p.db"))) as srv:
+        page = httpx.get(srv.url + "/", timeout=30)
+    assert page.status_code == 200
+    found = _served_parts(page.text)
+    parts = [part for part, _role in found]
+    assert sorted(set(DOCUMENTED_PARTS) - set(parts)) == []
+    for part in DOCUMENTED_PARTS:
+        if part != "turn":
+            assert parts.count(part) == 1, part  # one region each, nothing drawn twice
+    assert sorted(role or "" for part, role in found if part == "turn") == ["assistant", "user"]
 
 
 def test_chat_ui_default_lang_needs_strings() -> None:

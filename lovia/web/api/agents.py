@@ -8,7 +8,7 @@ from fastapi import APIRouter
 
 from ...agent import Agent
 from ...handoff import Handoff
-from ...providers.base import provider_label
+from ...providers.base import provider_model
 from ..errors import ApiRoute, WebError
 from ..schemas import AgentInfo, ServerInfo
 from .deps import RouterDeps
@@ -19,11 +19,12 @@ __all__ = ["agent_info", "build_agents_router", "model_name", "resolve_context_w
 
 
 def model_name(agent: Agent[Any]) -> str | None:
-    """The agent's model as a string (``vendor:model`` for a provider instance)."""
+    """The agent's model as a string: the string it was given (``vendor:model``), or a provider
+    instance's own ``.model`` (``None`` for one that names no model, as ``ScriptedProvider`` by default)."""
     model = agent.model
     if model is None or isinstance(model, str):
         return model
-    return provider_label(model)
+    return provider_model(model)
 
 
 def resolve_context_window(agent: Agent[Any], server_policy: Any) -> int | None:

@@ -77,7 +77,7 @@ export function showQuestion(transcript, data, send) {
 const MARKS = { pending: "○", in_progress: "◐", completed: "●" };
 
 function todoPanel() {
-  let panel = document.getElementById("todo-panel");
+  let panel = document.getElementById("todo-panel"); // the served page has it (empty)
   if (!panel) {
     panel = node("aside", "todo-panel");
     panel.id = "todo-panel";

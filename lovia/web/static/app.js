@@ -38,6 +38,7 @@ const state = {
   streamError: null, // the last run-level `error` frame of the current stream (kept across the final re-render)
   renaming: false, // a rename box is open: notifications must not re-render the list under it
   refreshTimer: null,
+  lateRun: null, // { sessionId, runId }: a run of the open chat that started while a stream was still shown
 };
 
 const transcript = new Transcript($("messages"), {
@@ -341,8 +342,11 @@ async function watchEvents() {
 function onNotification(event, data) {
   if (event === "session_deleted" && data.session_id === state.sessionId && !busy()) newChat();
   else if (event === "sessions_cleared" && !busy()) newChat();
-  else if (event === "run_started" && data.session_id === state.sessionId && !busy()) {
-    openSession(state.sessionId).catch(fail); // another tab or client started a run in this chat: follow it
+  else if (event === "run_started" && data.session_id === state.sessionId) {
+    // Another tab or client started a run in this chat: follow it. While a stream is still shown
+    // (the chat's next run, on messages the last one left unread), follow it once that ends.
+    if (!busy()) openSession(state.sessionId).catch(fail);
+    else state.lateRun = { sessionId: data.session_id, runId: data.run_id };
   }
   lineage.notify(event);
   schedules?.notify(event);
@@ -485,9 +489,11 @@ async function runStream(path, body) {
   let started = false;
   let lost = false; // the server went away mid-stream: a shutdown frame, or the connection broke
   let outcome = { status: "detached", usage: null };
+  const runs = new Set(); // the runs this stream showed
   try {
     await streamFrames(path, body, (event, data) => {
       if (generation !== state.generation) return;
+      if (typeof data?.run_id === "string") runs.add(data.run_id);
       if (event === "error" && data.type === "ServerShutdown" && data.resumable) {
         lost = true; // the run is kept for the next server: no error card, the page reconnects
         return;
@@ -529,6 +535,9 @@ async function runStream(path, body) {
   setPhase("idle");
   refreshSessions().catch(fail);
   panels.runFinished(state.sessionId, !shown);
+  const late = state.lateRun;
+  state.lateRun = null;
+  if (late && late.sessionId === state.sessionId && !runs.has(late.runId)) openSession(late.sessionId).catch(fail);
 }
 
 // A request that never got an answer (the server is down or restarting), as opposed to an

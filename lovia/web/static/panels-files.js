@@ -9,6 +9,7 @@ import { api, apiError, authHeaders, check, url } from "./api.js";
 import { CONFIG } from "./i18n.js";
 import { enhance, renderMarkdown } from "./markdown.js";
 import hljs from "./vendor/highlight.min.js";
+import { servedPart } from "./parts.js";
 import { button, el, t } from "./panels-strings.js";
 
 const MARKDOWN_EXT = new Set(["md", "markdown"]);
@@ -54,7 +55,8 @@ function dataUrl(blob) {
 
 /** Build the panel (hidden) next to the chat; `page.sessionId()` scopes requests to the chat's agent. */
 export function createFilesPanel(page) {
-  const panel = el("aside", "files-panel");
+  const panel = servedPart("files-panel") || el("aside", "files-panel"); // the served page has it (empty)
+  panel.replaceChildren();
   panel.id = "files-panel";
   panel.dataset.testid = "files-panel";
   panel.dataset.part = "files-panel";

@@ -8,6 +8,7 @@ import { loadTodos } from "./agentviews.js";
 import { createFilesPanel } from "./panels-files.js";
 import { createMemoryDialog } from "./panels-memory.js";
 import { createProcessesSection } from "./panels-processes.js";
+import { servedPart } from "./parts.js";
 import { button, el, t } from "./panels-strings.js";
 
 /**
@@ -15,24 +16,26 @@ import { button, el, t } from "./panels-strings.js";
  * Returns `{ setInfo(info), runFinished(sessionId, ok) }`.
  */
 export function initPanels(page) {
+  // The served page carries the buttons (hidden); a page of your own without them gets new ones.
   const topbar = document.querySelector(".topbar");
-  const tools = el("span", "panel-buttons");
-  const filesToggle = button("", t("files.toggle"), "files-toggle");
+  const tools = topbar.querySelector(".panel-buttons") || topbar.appendChild(el("span", "panel-buttons"));
+  const filesToggle = servedPart("files-toggle") || button("", "", "files-toggle");
+  filesToggle.textContent = t("files.toggle");
   filesToggle.title = t("files.toggleTitle");
   filesToggle.setAttribute("aria-controls", "files-panel");
   filesToggle.setAttribute("aria-pressed", "false");
   filesToggle.dataset.part = "files-toggle";
   filesToggle.hidden = true;
-  const memoryOpen = button("", t("memory.open"), "memory-open");
+  const memoryOpen = servedPart("memory") || button("", "", "memory-open");
+  memoryOpen.textContent = t("memory.open");
   memoryOpen.title = t("memory.openTitle");
   memoryOpen.dataset.part = "memory";
   memoryOpen.hidden = true;
-  tools.append(memoryOpen, filesToggle);
-  topbar.append(tools);
+  for (const made of [memoryOpen, filesToggle]) if (!made.isConnected) tools.append(made);
 
   let agentName = null;
   const files = createFilesPanel(page);
-  document.getElementById("app").append(files.element);
+  if (!files.element.isConnected) document.getElementById("app").append(files.element);
   const processes = createProcessesSection(page);
   files.element.querySelector(".files-browse").append(processes.element);
   const memory = createMemoryDialog(() => agentName);

@@ -88,6 +88,20 @@ function welcome() {
   return node;
 }
 
+// One message of the transcript ([data-part="turn"], data-role "user" or "assistant"): a copy of
+// the served page's <template id="turn-template"> element for the role, or the same markup made
+// here when the page has no such template (a page of your own).
+function turnNode(role) {
+  const made = document.getElementById("turn-template")?.content.querySelector(`[data-role="${role}"]`);
+  if (made) return made.cloneNode(true);
+  const node = el("div", `msg ${role}`);
+  node.dataset.testid = `message-${role}`;
+  node.dataset.part = "turn";
+  node.dataset.role = role;
+  node.append(el("div", "body"));
+  return node;
+}
+
 function iconNode(icon, label) {
   const span = el("span", "action-icon");
   if (!icon) span.textContent = label;
@@ -389,14 +403,10 @@ export class Transcript {
 
   addUser(text) {
     this.root.querySelector(".empty")?.remove();
-    const msg = el("div", "msg user");
-    msg.dataset.testid = "message-user";
+    const msg = turnNode("user");
     msg.dataset.userTurn = String(this.userCount++);
-    const body = el("div", "body", text);
-    msg.append(body);
+    msg.querySelector(".body").textContent = text;
     msg.dataset.text = text;
-    msg.dataset.part = "turn";
-    msg.dataset.role = "user";
     if (this.nextRef) msg.dataset.ref = this.nextRef;
     this.lastRef = this.nextRef || null;
     this.nextRef = null;
@@ -409,13 +419,9 @@ export class Transcript {
   assistant() {
     if (this.current) return this.current;
     this.root.querySelector(".empty")?.remove();
-    const node = el("div", "msg assistant");
-    node.dataset.testid = "message-assistant";
-    node.dataset.part = "turn";
-    node.dataset.role = "assistant";
+    const node = turnNode("assistant");
     if (this.lastRef) node.dataset.ref = this.lastRef;
-    const body = el("div", "body");
-    node.append(body);
+    const body = node.querySelector(".body");
     this.root.append(node);
     this.current = { node, body };
     return this.current;

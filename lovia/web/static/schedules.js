@@ -3,6 +3,7 @@
 // (with its hint) is shown as is.
 
 import { t } from "./i18n.js";
+import { servedPart } from "./parts.js";
 
 // Read when the form is drawn, so the strings are in the page's language.
 const kinds = () => ({
@@ -47,13 +48,15 @@ function statusText(row) {
 // null), openSession(id).
 export function initSchedules(deps) {
   const dialog = buildDialog();
-  const open = el("button", "schedules-open", t("schedules.open"));
+  const open = servedPart("schedules") || el("button", "schedules-open"); // the served page has it (hidden)
+  open.textContent = t("schedules.open");
   open.type = "button";
   open.dataset.testid = "schedules-open";
   open.dataset.part = "schedules";
   open.title = t("schedules.openTitle");
+  open.hidden = false;
   // Beside the other panel buttons when the page has them, else at the end of the top bar.
-  (document.querySelector(".topbar .panel-buttons") || document.querySelector(".topbar")).append(open);
+  if (!open.isConnected) (document.querySelector(".topbar .panel-buttons") || document.querySelector(".topbar")).append(open);
   const view = new SchedulesView(dialog, deps);
   open.onclick = () => view.show().catch((e) => view.showError(e));
   return view;

@@ -4,6 +4,7 @@
 
 import { api } from "./api.js";
 import { t } from "./i18n.js";
+import { servedPart } from "./parts.js";
 
 const el = (tag, props = {}, ...children) => {
   const node = document.createElement(tag);
@@ -354,10 +355,14 @@ async function init() {
   if (!info.features || !info.features.model_config) return;
   view.configured = info.configured;
   view.dialog = buildDialog();
-  const button = el("button", { type: "button", class: "settings-open", testid: "settings-open", onclick: () => run(openDialog) }, t("settings.open"));
+  // The served page has the button (hidden until now); a page of your own without it gets one.
+  const button = servedPart("settings") || el("button", { type: "button", class: "settings-open", testid: "settings-open" });
+  button.textContent = t("settings.open");
   button.dataset.part = "settings";
+  button.onclick = () => run(openDialog);
+  button.hidden = false;
   const bar = document.querySelector(".topbar");
-  if (bar) bar.append(button);
+  if (bar && !button.isConnected) bar.append(button);
   offerInNotice();
 }
 

@@ -4,6 +4,7 @@
 // Opening one follows its run live, like any chat.
 
 import { t } from "./i18n.js";
+import { servedPart } from "./parts.js";
 
 // Read when drawn, so the strings are in the page's language.
 const originText = () => ({
@@ -29,12 +30,14 @@ function el(tag, cls, text) {
 
 // `deps`: api(method, path, body), sessionId() (the chat shown, or null), openSession(id), fail(error).
 export function initLineage(deps) {
-  const panel = el("section", "lineage");
+  const panel = servedPart("tasks") || el("section", "lineage"); // the served page has it (empty)
   panel.dataset.testid = "lineage";
   panel.dataset.part = "tasks";
   panel.hidden = true;
-  const wrap = document.querySelector(".messages-wrap");
-  wrap.parentNode.insertBefore(panel, wrap);
+  if (!panel.isConnected) {
+    const wrap = document.querySelector(".messages-wrap");
+    wrap.parentNode.insertBefore(panel, wrap);
+  }
   let shownFor = null; // the chat whose origin and children are drawn
   let origin = null;
   let children = [];

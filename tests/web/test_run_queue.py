@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +22,7 @@ from lovia.transcript import TranscriptEntry
 from lovia.web import create_app
 from lovia.web.run_queue import RunQueue
 
-from .helpers import Frame, ThreadServer, last_user, sse, wait_for
+from .helpers import ROOT, Frame, ProcessServer, ThreadServer, last_user, sse, wait_for
 
 
 class Held:
@@ -270,6 +273,49 @@ def test_a_shutdown_ends_waiting_chats_with_a_clear_error(tmp_path: Path, held: 
     (error,) = second.of("error")
     assert error["type"] == "ServerShutdown" and error["resumable"] is False and error["hint"]
     assert first.ended()[-1] == "error" and first.of("error")[-1]["resumable"] is True
+
+
+# --------------------------------------------------------------------------- lovia web flags
+
+
+def test_lovia_web_takes_the_cap_from_its_flag_before_the_environment(tmp_path: Path) -> None:
+    log = tmp_path / "tools.log"
+    env = {"LOVIA_MAX_RUNS": "5", "LOVIA_RUN_QUEUE": "1", "LOVIA_FIXTURE_SLOW": "60", "LOVIA_FIXTURE_LOG": str(log)}
+    args = ("--db", str(tmp_path / "cli.db"), "--app", "tests.web.app_fixture:agent", "--no-workspace")
+    with ProcessServer(*args, "--max-runs", "1", env=env) as srv:
+        sse(srv.url, "/api/chat/stream", {"message": "first"}, until="tool_call")  # it runs on, detached
+        wait_for(lambda: log.exists() and "slow:start" in log.read_text(), timeout=30)
+        waiting = sse(srv.url, "/api/chat/stream", {"message": "second"}, until="run_waiting")
+        assert waiting.of("run_waiting")[0]["position"] == 1  # the environment's line of 1
+        refused = httpx.post(f"{srv.url}/api/chat/stream", json={"message": "third"}, timeout=30)
+        assert refused.status_code == 429
+        assert "limit of 1 concurrent runs and its 1 waiting places" in refused.json()["detail"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "needle", "hint"),
+    [
+        (("--max-runs", "0"), {}, "--max-runs 0 must be at least 1", "hint: e.g. --max-runs 8"),
+        (("--max-runs", "lots"), {}, "--max-runs 'lots' is not a whole number", "hint: e.g. --max-runs 8"),
+        ((), {"LOVIA_MAX_RUNS": "-2"}, "LOVIA_MAX_RUNS=-2 must be at least 1", "hint: e.g. --max-runs 8"),
+        ((), {"LOVIA_RUN_QUEUE": "few"}, "LOVIA_RUN_QUEUE='few' is not a whole number", "hint: e.g. --run-queue"),
+        (("--run-queue", "-1"), {}, "--run-queue -1 must be at least 0", "hint: e.g. --run-queue"),
+    ],
+)
+def test_lovia_web_refuses_a_bad_cap_with_a_hint(
+    tmp_path: Path, flags: tuple[str, ...], env: dict[str, str], needle: str, hint: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "lovia.web", "--db", str(tmp_path / "x.db"), *flags],
+        cwd=ROOT,
+        env={**os.environ, **env, "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert needle in done.stderr and hint in done.stderr
+    assert not (tmp_path / "x.db").exists()  # refused before anything was opened
 
 
 # --------------------------------------------------------------------------- the line itself

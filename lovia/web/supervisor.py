@@ -51,7 +51,7 @@ from ..transcript import (
 from ..types import JsonObject
 from .components import bind_ui_data
 from .run_deps import RunTrigger, build_run_deps
-from .run_queue import RunQueue, default_queue_size, waiting_frame
+from .run_queue import WaitingLine, default_queue_size
 from .serialization import Runs, segment_timing, segments_runs, snapshot_views
 from .sse import (
     KEEPALIVE_FRAME,
@@ -490,7 +490,7 @@ class RunSupervisor:
         self._resuming: asyncio.Task[int] | None = None
         self._in_hook: dict[str, int] = {}  # chats whose run start waits on create_app(run_deps=...)
         self._stopped_in_hook: set[str] = set()
-        self._waiting: RunQueue[RunController] = RunQueue()
+        self._waiting: WaitingLine[RunController] = WaitingLine()
         self._dropping: set[asyncio.Task[None]] = set()  # waiting runs being taken out of the line
 
     # ------------------------------------------------------------------ what it reads
@@ -793,42 +793,30 @@ class RunSupervisor:
 
     def _enqueue(self, live: RunController) -> None:
         """Put ``live`` at the end of the waiting line; its streams get ``run_waiting``."""
-        place = self._waiting.push(live, limit=self.max_queued_runs)
+        live.waiting = True
+        place = self._waiting.join(live, limit=self.max_queued_runs)
         if place is None:
             raise self._too_many(queue=True)
-        live.waiting = True
         self._live[live.session_id] = live
-        live.broadcast(waiting_frame(live.session_id, live.run_id, place))
         logger.info("run %s of chat %s waits for a free slot (place %d)", live.run_id, live.session_id, place)
 
     def _start_waiting(self) -> None:
-        """Give the free slots to the head of the line, in order; then tell the rest their new places."""
-        moved = False
+        """Give the free slots to the head of the line, in order."""
         while not self._closing and self.running < self.max_background_runs:
-            live = self._waiting.pop()
+            live = self._waiting.next()
             if live is None:
                 break
-            moved = True
-            live.buffer.clear()  # its late streams see the run, not its old place
             live.started_at = time.time()
             try:
                 self._launch(live)
             except Exception as exc:
                 logger.exception("run %s of chat %s could not leave the waiting line", live.run_id, live.session_id)
                 self._drop(live, error=error_data(ev.RunFailed(error=exc)), failed=True)
-        if moved:
-            self._announce_places()
-
-    def _announce_places(self) -> None:
-        for place, live in enumerate(self._waiting, start=1):
-            live.buffer.clear()
-            live.broadcast(waiting_frame(live.session_id, live.run_id, place))
 
     def _drop(self, live: RunController, *, error: ErrorData | None = None, failed: bool = False) -> None:
         """Take a waiting run out of the line for good: a stop (no ``error``), a shutdown (its
         ``error`` frame), a start that failed (``failed``: the chat keeps it as failed)."""
-        if self._waiting.remove(live):
-            self._announce_places()
+        self._waiting.leave(live)
         live.stop_requested = True
         task = asyncio.ensure_future(self._settle_dropped(live, error, failed=failed))
         self._dropping.add(task)

@@ -222,6 +222,20 @@ def test_places_move_up_as_the_line_moves(tmp_path: Path, held: Held) -> None:
         assert third.ended()[-1] == "done" and third.text() == "You said: third"
 
 
+def test_a_message_for_a_waiting_chat_joins_its_first_turn(server: ThreadServer, held: Held) -> None:
+    first = busy_with(server, held)
+    second = Streaming(server.url, {"message": "second"})
+    second.wait("run_waiting")
+    joined = httpx.post(
+        f"{server.url}/api/chat/inject", json={"session_id": second.session_id, "message": "and this"}, timeout=30
+    )
+    assert joined.json()["accepted"] is True
+    held.release.set()
+    assert first.ended()[-1] == "done"
+    assert second.ended()[-1] == "done" and second.text() == "You said: and this"
+    assert user_texts(server, second.session_id) == ["second", "and this"]
+
+
 # --------------------------------------------------------------------------- stopped while waiting
 
 

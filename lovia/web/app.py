@@ -100,6 +100,7 @@ def create_app(
     retry: RetryPolicy | None = None,
     tracer: Tracer | None = None,
     max_background_runs: int = 8,
+    max_queued_runs: int | None = None,
     approval_timeout: float | None = None,
     question_channel: HumanChannel | None = None,
     question_timeout: float | None = None,
@@ -146,7 +147,10 @@ def create_app(
         budget: limits every run gets a fresh copy of.
         retry: the retry posture of every run (``None``: the agent's).
         tracer: records the spans of every served run.
-        max_background_runs: runs live at once; starting one more answers 429 ``too_many_runs``.
+        max_background_runs: runs live at once. A chat started from a stream past it waits in
+            line for a slot (its stream sends ``run_waiting``); other starts answer 429 ``too_many_runs``.
+        max_queued_runs: places in that line (``None``: four per run of ``max_background_runs``;
+            ``0``: no line). With the line full, a chat answers 429 ``too_many_runs`` too.
         approval_timeout: seconds a gated tool call waits for the user before it is denied.
         question_channel: the channel the agents' ``ask_human`` tool asks through; its questions
             appear in the page and ``POST /api/chat/answer`` answers them.
@@ -217,6 +221,7 @@ def create_app(
         retry=retry,
         tracer=tracer,
         max_background_runs=max_background_runs,
+        max_queued_runs=max_queued_runs,
         approval_timeout=approval_timeout,
         config_runtime=config_runtime,
         run_deps=run_deps,
@@ -344,6 +349,8 @@ def serve(
     max_turns: int = 50,
     followups: bool = False,
     config_runtime: Any = None,
+    max_background_runs: int = 8,
+    max_queued_runs: int | None = None,
     **uvicorn_kwargs: Any,
 ) -> None:
     """Serve the chat app until interrupted (Ctrl+C / SIGTERM: live runs keep their checkpoints).
@@ -369,6 +376,8 @@ def serve(
         max_turns: when building the app: the per-run turn limit.
         followups: when building the app: follow-up suggestions with the built-in suggester.
         config_runtime: when building the app: the CLI's :class:`~lovia.web.config.ConfigRuntime`.
+        max_background_runs: when building the app: runs live at once (``lovia web --max-runs``).
+        max_queued_runs: when building the app: chats that may wait for a slot (``--run-queue``).
         **uvicorn_kwargs: passed to ``uvicorn.Config`` (``ssl_certfile``, ``timeout_keep_alive``...).
 
     Raises:
@@ -383,7 +392,8 @@ def serve(
         app = target
         given = {"db_path": db_path, "store": store, "token": token}
         extra = [name for name, value in given.items() if value is not None]
-        if extra or title != "lovia" or max_turns != 50 or followups or config_runtime is not None:
+        limits = max_background_runs != 8 or max_queued_runs is not None
+        if extra or title != "lovia" or max_turns != 50 or followups or config_runtime is not None or limits:
             raise UserError(
                 "serve() got app options together with a ready app",
                 hint="pass them to create_app(...) instead",
@@ -407,6 +417,8 @@ def serve(
             max_turns=max_turns,
             followups=followups,
             config_runtime=config_runtime,
+            max_background_runs=max_background_runs,
+            max_queued_runs=max_queued_runs,
         )
     policy = getattr(app.state, "host_policy", None)
     if policy is not None:

@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_AGENT_NAME",
     "DEFAULT_INSTRUCTIONS_FILE",
     "DEFAULT_MEMORY_DIR",
+    "DEFAULT_MAX_RUNS",
     "DEFAULT_MAX_TURNS",
     "DEFAULT_RETRIES",
     "DEFAULT_WORKSPACE_MODE",
@@ -42,10 +43,12 @@ __all__ = [
     "resolve_followups",
     "resolve_instructions",
     "resolve_max_retries",
+    "resolve_max_runs",
     "resolve_max_tokens",
     "resolve_max_turns",
     "resolve_memory",
     "resolve_provider_timeout",
+    "resolve_run_queue",
     "resolve_tools",
     "resolve_vision_tool",
 ]
@@ -54,6 +57,7 @@ DEFAULT_AGENT_NAME = "lovia"
 """The name the default agent is served under (kept across model switches)."""
 
 DEFAULT_MAX_TURNS = 50
+DEFAULT_MAX_RUNS = 8
 DEFAULT_RETRIES = RetryPolicy().max_attempts - 1
 DEFAULT_INSTRUCTIONS_FILE = "AGENTS.md"
 GENERIC_INSTRUCTIONS = (
@@ -97,6 +101,19 @@ def resolve_max_turns(cli: int | str | None) -> int:
     """The turn limit per run: ``--max-turns``, else ``LOVIA_MAX_TURNS``, else 50."""
     value = _number("--max-turns", "LOVIA_MAX_TURNS", cli, kind=int, minimum=1, example="--max-turns 50")
     return DEFAULT_MAX_TURNS if value is None else int(value)
+
+
+def resolve_max_runs(cli: int | str | None) -> int:
+    """Runs live at once: ``--max-runs``, else ``LOVIA_MAX_RUNS``, else 8."""
+    value = _number("--max-runs", "LOVIA_MAX_RUNS", cli, kind=int, minimum=1, example="--max-runs 8")
+    return DEFAULT_MAX_RUNS if value is None else int(value)
+
+
+def resolve_run_queue(cli: int | str | None) -> int | None:
+    """Chats that may wait for a free slot: ``--run-queue``, else ``LOVIA_RUN_QUEUE``, else ``None``
+    (the server's default, four per live run; ``0``: none wait)."""
+    value = _number("--run-queue", "LOVIA_RUN_QUEUE", cli, kind=int, minimum=0, example="--run-queue 32")
+    return None if value is None else int(value)
 
 
 def resolve_max_tokens(cli: int | str | None) -> int | None:

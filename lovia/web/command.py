@@ -17,9 +17,11 @@ from .builder import (
     resolve_followups,
     resolve_instructions,
     resolve_max_retries,
+    resolve_max_runs,
     resolve_max_tokens,
     resolve_max_turns,
     resolve_provider_timeout,
+    resolve_run_queue,
 )
 
 __all__ = [
@@ -102,6 +104,17 @@ def add_web_parser(sub: Any) -> argparse.ArgumentParser:
     )
     web.add_argument("--max-turns", metavar="N", help="turn limit per run (env LOVIA_MAX_TURNS; default 50)")
     web.add_argument(
+        "--max-runs",
+        metavar="N",
+        help="runs live at once; past it a new chat waits for a free slot (env LOVIA_MAX_RUNS; default 8)",
+    )
+    web.add_argument(
+        "--run-queue",
+        metavar="N",
+        help="chats that may wait for a free slot; past it a new chat is refused with 429 (env LOVIA_RUN_QUEUE; "
+        "default 4 x --max-runs; 0: none wait)",
+    )
+    web.add_argument(
         "--max-tokens",
         metavar="N",
         help="output token limit per model call of the default agent (env LOVIA_MAX_TOKENS; default: the "
@@ -160,6 +173,8 @@ def add_web_parser(sub: Any) -> argparse.ArgumentParser:
 def run_web(args: argparse.Namespace) -> int:
     """Serve the app (or, with ``--check``, probe the model endpoints); the exit status."""
     max_turns = check_model_flags(args)
+    max_runs = resolve_max_runs(getattr(args, "max_runs", None))
+    run_queue = resolve_run_queue(getattr(args, "run_queue", None))
     if args.check:
         return _check(args)
     from .agents import load_app
@@ -197,6 +212,8 @@ def run_web(args: argparse.Namespace) -> int:
         root_path=args.root_path,
         followups=resolve_followups(args.no_followups),
         config_runtime=runtime,
+        max_background_runs=max_runs,
+        max_queued_runs=run_queue,
     )
     return 0
 

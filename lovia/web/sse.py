@@ -5,7 +5,7 @@ already encoded as one line of JSON. The run supervisor keeps and fans out these
 routes turn them into ``event:`` / ``data:`` lines (:func:`encode_frame`). A dict with a
 ``comment`` key instead is a keep-alive line (``: ...``).
 
-Chat frames (see ``docs/web.md``): ``session``, ``snapshot``, ``turn_started``, ``text_delta``,
+Chat frames (see ``docs/web.md``): ``session``, ``snapshot``, ``run_waiting``, ``turn_started``, ``text_delta``,
 ``reasoning_delta``, ``output_discarded``, ``message_completed``, ``user_injected``, ``tool_call``,
 ``tool_result``, ``todo``, ``approval_required``, ``question``, ``handoff``, ``context_compacted``,
 ``retrying``, ``error``, ``refs``, ``timing``, ``done`` (:data:`FRAME_NAMES`). The ``*Data``
@@ -81,6 +81,7 @@ __all__ = [
 FRAME_NAMES = (
     "session",
     "snapshot",
+    "run_waiting",
     "turn_started",
     "text_delta",
     "reasoning_delta",

@@ -6,6 +6,8 @@
   live tail (:func:`forward`).
 * A user stop finalizes what the run completed (dangling tool calls dropped) into the session
   and deletes the checkpoint; a discarding stop (the chat is being deleted) keeps nothing.
+* At most ``max_background_runs`` runs are live; a page's chat past that waits in a bounded line
+  (:mod:`lovia.web.run_queue`, ``max_queued_runs`` places) and starts when a run ends.
 * A graceful shutdown cancels cooperatively and keeps the checkpoint; the chat's
   ``active_run_id`` lets the next process resume it (``if_run_exists="resume_only"``, input ``[]``)
   when a client reconnects. A crash (SIGKILL) leaves the same state behind.
@@ -50,6 +52,7 @@ from ..types import JsonObject
 from .carry_over import carry_over
 from .components import bind_ui_data
 from .run_deps import RunTrigger, build_run_deps
+from .run_queue import WaitingLine, default_queue_size
 from .serialization import Runs, segment_timing, segments_runs, snapshot_views
 from .sse import (
     KEEPALIVE_FRAME,
@@ -102,6 +105,7 @@ class SupervisorDeps(Protocol):
     approvals: ApprovalRegistry
     max_turns: int
     max_background_runs: int
+    max_queued_runs: int | None
     retry: RetryPolicy | None
     context_policy: ContextPolicy | None
     tracer: Tracer | None
@@ -120,7 +124,8 @@ class SupervisorDeps(Protocol):
 
 
 class TooManyRuns(LoviaError):
-    """The server is at its concurrent-run cap (``max_background_runs``); the API answers 429."""
+    """The server is at its concurrent-run cap (``max_background_runs``) and, for a start that
+    may wait, its waiting line is full too; the API answers 429."""
 
 
 # --------------------------------------------------------------------------- logging
@@ -371,6 +376,8 @@ class RunController:
         self.finished = asyncio.Event()
         self.status = "running"
         """How it ended: completed, cancelled, failed or interrupted (``running`` while live)."""
+        self.waiting = False
+        """In the supervisor's waiting line: no slot yet, nothing runs (``handle`` is ``None``)."""
         self.stop_requested = False
         self.shutting_down = False
         self.discard = False
@@ -398,7 +405,7 @@ class RunController:
             "session_id": self.session_id,
             "run_id": self.run_id,
             "agent": self.agent.name,
-            "status": "blocked_on_approval" if self.awaiting else "running",
+            "status": "waiting" if self.waiting else "blocked_on_approval" if self.awaiting else "running",
             "turns": self.turns,
             "source": self.source,
             "started_at": self.started_at,
@@ -484,6 +491,8 @@ class RunSupervisor:
         self._resuming: asyncio.Task[int] | None = None
         self._in_hook: dict[str, int] = {}  # chats whose run start waits on create_app(run_deps=...)
         self._stopped_in_hook: set[str] = set()
+        self._waiting: WaitingLine[RunController] = WaitingLine()
+        self._dropping: set[asyncio.Task[None]] = set()  # waiting runs being taken out of the line
 
     # ------------------------------------------------------------------ what it reads
 
@@ -512,6 +521,12 @@ class RunSupervisor:
         """The concurrent-run cap."""
         return self.deps.max_background_runs
 
+    @property
+    def max_queued_runs(self) -> int:
+        """Places in the waiting line (``deps.max_queued_runs``; unset: four per slot of the cap)."""
+        size = self.deps.max_queued_runs
+        return default_queue_size(self.max_background_runs) if size is None else size
+
     # ------------------------------------------------------------------ queries
 
     def get(self, session_id: str) -> RunController | None:
@@ -520,23 +535,38 @@ class RunSupervisor:
 
     @property
     def live_runs(self) -> list[RunController]:
-        """Every run in flight."""
+        """Every run in flight, and every one waiting for a slot (``waiting``)."""
         return list(self._live.values())
+
+    @property
+    def running(self) -> int:
+        """How many runs hold a slot (the ones waiting for one are not counted)."""
+        return sum(1 for live in self._live.values() if not live.waiting)
+
+    @property
+    def queued(self) -> int:
+        """How many runs wait for a slot."""
+        return len(self._waiting)
 
     @property
     def closing(self) -> bool:
         """True once shutdown began (new runs are refused)."""
         return self._closing
 
-    def check_capacity(self) -> None:
-        """Raise :class:`TooManyRuns` when one more run would pass ``max_background_runs``."""
-        cap = self.max_background_runs
-        if len(self._live) >= cap:
-            raise TooManyRuns(
-                f"the server is at its limit of {cap} concurrent runs",
-                hint="retry once a run finishes (GET /api/runs lists them),"
-                " or raise create_app(max_background_runs=...)",
-            )
+    def check_capacity(self, *, queue: bool = False) -> None:
+        """Raise :class:`TooManyRuns` when one more run would pass ``max_background_runs``;
+        with ``queue``, only when the waiting line is full as well."""
+        if self.running < self.max_background_runs or (queue and self._waiting.has_room(self.max_queued_runs)):
+            return
+        raise self._too_many(queue=queue)
+
+    def _too_many(self, *, queue: bool) -> TooManyRuns:
+        line = f" and its {self.max_queued_runs} waiting places are taken" if queue else ""
+        return TooManyRuns(
+            f"the server is at its limit of {self.max_background_runs} concurrent runs{line}",
+            hint="retry once a run finishes (GET /api/runs lists them), or raise the limit:"
+            " lovia web --max-runs N (LOVIA_MAX_RUNS), create_app(max_background_runs=...)",
+        )
 
     def lock(self, session_id: str) -> asyncio.Lock:
         """The per-chat lock that serialises start / resume / rewind decisions."""
@@ -600,6 +630,7 @@ class RunSupervisor:
         run_deps: Any = None,
         await_approvals: bool = True,
         chat_created_at: float | None = None,
+        queue: bool = False,
     ) -> RunController:
         """Start a new run of chat ``session_id`` on ``input`` with ``agent``.
 
@@ -609,9 +640,10 @@ class RunSupervisor:
         report); when the chat already has a live run, the input joins it as a steering
         message and that run is returned. Without it a live run is an error. ``run_deps``
         becomes the run's ``RunContext.deps``; ``client`` is the client context it started with.
+        ``queue``: at the cap the run waits in the line (``waiting``) and starts when a slot frees.
 
         Raises:
-            TooManyRuns: at the concurrent-run cap.
+            TooManyRuns: at the concurrent-run cap (with ``queue``: and the line is full).
             UserError: the server is shutting down, or (without ``autostart``) a run is live.
         """
         current = self._live.get(session_id)
@@ -645,7 +677,10 @@ class RunSupervisor:
             await_approvals=await_approvals,
             chat_created_at=chat_created_at,
         )
-        self._launch(controller)
+        if queue and not self._closing and self.running >= self.max_background_runs:
+            self._enqueue(controller)
+        else:
+            self._launch(controller)
         return controller
 
     async def start_resume(
@@ -751,8 +786,63 @@ class RunSupervisor:
         )
         if live.await_approvals:
             _ = live.handle.approvals  # opt in: gated calls wait for a decision (deps.approvals)
+        live.waiting = False
         self._live[live.session_id] = live
         live.task = asyncio.ensure_future(self._drive(live))
+
+    # ------------------------------------------------------------------ the waiting line
+
+    def _enqueue(self, live: RunController) -> None:
+        """Put ``live`` at the end of the waiting line; its streams get ``run_waiting``."""
+        live.waiting = True
+        place = self._waiting.join(live, limit=self.max_queued_runs)
+        if place is None:
+            raise self._too_many(queue=True)
+        self._live[live.session_id] = live
+        logger.info("run %s of chat %s waits for a free slot (place %d)", live.run_id, live.session_id, place)
+
+    def _start_waiting(self) -> None:
+        """Give the free slots to the head of the line, in order."""
+        while not self._closing and self.running < self.max_background_runs:
+            live = self._waiting.next()
+            if live is None:
+                break
+            live.started_at = time.time()
+            try:
+                self._launch(live)
+            except Exception as exc:
+                logger.exception("run %s of chat %s could not leave the waiting line", live.run_id, live.session_id)
+                self._drop(live, error=error_data(ev.RunFailed(error=exc)), failed=True)
+
+    def _drop(self, live: RunController, *, error: ErrorData | None = None, failed: bool = False) -> None:
+        """Take a waiting run out of the line for good: a stop (no ``error``), a shutdown (its
+        ``error`` frame), a start that failed (``failed``: the chat keeps it as failed)."""
+        self._waiting.leave(live)
+        live.stop_requested = True
+        task = asyncio.ensure_future(self._settle_dropped(live, error, failed=failed))
+        self._dropping.add(task)
+        task.add_done_callback(self._dropping.discard)
+
+    async def _settle_dropped(self, live: RunController, error: ErrorData | None, *, failed: bool) -> None:
+        """End a run that never ran: its message stays in the chat (marked stopped, or failed;
+        nothing for a discarding stop); its streams get ``done`` (stopped) or ``error``."""
+        live.status = "failed" if failed else "cancelled" if error is None else "interrupted"
+        live.error = error if failed else None
+        usage = Usage()
+        try:
+            if not live.discard:
+                failure = dict(error) if failed and error is not None else None
+                usage = await self.finalize_partial(live.session_id, live.run_id, fallback=live.entries, error=failure)
+                await self.store.update(live.session_id)
+        except Exception:
+            logger.exception("could not keep the message of waiting run %s", live.run_id)
+        live.usage = usage_dict(usage)
+        if error is None:
+            done: DoneData = {"output": None, "usage": live.usage, "run_id": live.run_id, "stopped": True}
+            live.broadcast(frame("done", done))
+        else:
+            live.broadcast(frame("error", {**error, "run_id": live.run_id}))
+        self._close_run(live)
 
     # ------------------------------------------------------------------ subscribe
 
@@ -814,21 +904,27 @@ class RunSupervisor:
                 live.status, live.error = "failed", error_data(ev.RunFailed(error=exc))
             live.broadcast(frame("error", {"type": type(exc).__name__, "message": str(exc)}))
         finally:
-            self._live.pop(live.session_id, None)
-            for wait in list(live.approval_waits.values()):
-                wait.cancel()  # a decision nobody made: denied
-            live.finished.set()
-            for sub in list(live.subscribers):
-                sub.end()
-            finished: RunFinishedData = {
-                "session_id": live.session_id,
-                "run_id": live.run_id,
-                "status": live.status,
-                "error": _reason(live.error),
-                "source": live.source,
-            }
-            self.hub.publish(frame("run_finished", finished))
+            self._close_run(live)
             carry_over(self, live)  # messages that joined too late start the chat's next run
+
+    def _close_run(self, live: RunController) -> None:
+        """The run is over: free its slot (the next waiting run takes it), end its streams, tell the hub."""
+        if self._live.get(live.session_id) is live:
+            del self._live[live.session_id]
+        self._start_waiting()
+        for wait in list(live.approval_waits.values()):
+            wait.cancel()  # a decision nobody made: denied
+        live.finished.set()
+        for sub in list(live.subscribers):
+            sub.end()
+        finished: RunFinishedData = {
+            "session_id": live.session_id,
+            "run_id": live.run_id,
+            "status": live.status,
+            "error": _reason(live.error),
+            "source": live.source,
+        }
+        self.hub.publish(frame("run_finished", finished))
 
     async def _events(self, live: RunController) -> AsyncIterator[ev.Event]:
         """The run's events after the bookkeeping each needs; its end is settled here, not passed on."""
@@ -1036,6 +1132,11 @@ class RunSupervisor:
         chat, not in the checkpointer (for a chat about to be deleted).
         """
         live = self._live.get(session_id)
+        if live is not None and live.waiting:  # never started: it leaves the line
+            live.discard = live.discard or discard
+            if not live.stop_requested:
+                self._drop(live)
+            return True
         if live is None or live.handle is None:
             return False
         live.discard = live.discard or discard
@@ -1138,12 +1239,23 @@ class RunSupervisor:
             self._resuming.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._resuming
+        for waiting in self._waiting.clear():
+            self._drop(waiting, error=_SHUTDOWN_BEFORE_START)
         for live in list(self._live.values()):
             live.cancel_run(user=False)
         await self.drain(timeout=grace)
         await self._close_models()
         self.hub.close()  # end the /api/events streams too: they must not hold the shutdown up
         await self.workspaces.aclose()
+
+
+_SHUTDOWN_BEFORE_START: ErrorData = {
+    "type": "ServerShutdown",
+    "message": "the server shut down before the run got a free slot; it did not run",
+    "code": "cancelled",
+    "hint": "send the message again once the server is back",
+    "resumable": False,
+}
 
 
 def _live_elsewhere(status: str, owner: str | None) -> bool:

@@ -349,7 +349,7 @@ def test_nothing_live_is_run_not_found(tmp_path: Path) -> None:
 def test_run_failed_and_too_many_runs_and_run_active(tmp_path: Path) -> None:
     hold = Hold()
     agents = {"bot": hold_agent(hold), "broken": Agent(name="broken", model=RejectingProvider())}
-    with app_client(agents, tmp_path, max_background_runs=1) as client:
+    with app_client(agents, tmp_path, max_background_runs=1, max_queued_runs=0) as client:
         failed = client.post("/api/chat", json={"message": "hi", "agent": "broken"})
         detail = assert_error(failed, 500, "run_failed")
         assert "invalid api key" in detail["message"]

@@ -64,7 +64,7 @@ class Blocking:
 
 
 def test_the_run_cap_answers_429_for_chat_stream_and_schedules(tmp_path: Path, gate: Gate) -> None:
-    app = create_app(scripted_agent(gate), db_path=str(tmp_path / "a.db"), max_background_runs=1)
+    app = create_app(scripted_agent(gate), db_path=str(tmp_path / "a.db"), max_background_runs=1, max_queued_runs=0)
     with served(app) as http:
         assert app.state.deps.supervisor.max_background_runs == 1
         held = Blocking(str(http.base_url), {"message": "slow run"})

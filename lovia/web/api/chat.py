@@ -175,7 +175,7 @@ async def _start(
     # An existing chat keeps the agent it was created with, whatever the request names.
     agent_name = (meta.agent if meta is not None else None) or body.agent
     try:
-        sup.check_capacity()
+        sup.check_capacity(queue=not blocking)  # a streamed chat may wait in line for a slot
         agent = sup.agent_for(agent_name)
     except TooManyRuns as exc:
         raise too_many_runs(exc) from exc
@@ -214,6 +214,7 @@ async def _start(
             run_deps=run_deps,
             await_approvals=not blocking,
             chat_created_at=meta.created_at,
+            queue=not blocking,
         )
     except TooManyRuns as exc:
         raise too_many_runs(exc) from exc

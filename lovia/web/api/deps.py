@@ -83,8 +83,11 @@ class RouterDeps:
         budget: limits every run gets a fresh copy of (:meth:`fresh_budget`).
         retry: the retry posture of every run (``None``: the agent's).
         tracer: where every run's spans go.
-        max_background_runs: concurrent runs; one more start answers 429 ``too_many_runs`` (and
-            a scheduled fire at the cap is recorded as failed and moves on).
+        max_background_runs: concurrent runs. One more chat from a stream waits in line (see
+            ``max_queued_runs``); any other start answers 429 ``too_many_runs`` (and a scheduled
+            fire at the cap is recorded as failed and moves on).
+        max_queued_runs: places in the line where streamed chats wait for a slot at the cap
+            (``None``: four per run of ``max_background_runs``; ``0``: no line, 429 at once).
         approval_timeout: seconds a gated call waits for a decision before it is denied.
         config_runtime: the model-settings runtime (``create_app(config_runtime=...)``), kept for
             the routes that serve it.
@@ -108,6 +111,7 @@ class RouterDeps:
     retry: RetryPolicy | None = None
     tracer: Tracer | None = None
     max_background_runs: int = 8
+    max_queued_runs: int | None = None
     approval_timeout: float | None = None
     scheduler_poll: float = 1.0
     questions: QuestionRegistry | None = None
@@ -136,6 +140,11 @@ class RouterDeps:
             raise UserError(
                 f"max_background_runs must be at least 1, got {self.max_background_runs}",
                 hint="pass the number of runs that may be live at once, e.g. 8",
+            )
+        if self.max_queued_runs is not None and self.max_queued_runs < 0:
+            raise UserError(
+                f"max_queued_runs must be 0 or more, got {self.max_queued_runs}",
+                hint="pass how many chats may wait for a free slot (0: none wait), or None for the default",
             )
         if isinstance(self.store, PostgresChatStore):  # several processes serve one app: leased runs
             from ..replicas import ReplicaSupervisor

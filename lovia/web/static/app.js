@@ -424,6 +424,7 @@ const HANDLERS = {
     else if (data.status !== "running") setPhase("idle");
     if (data.status === "running") transcript.showWorking(); // until its first output arrives
   },
+  run_waiting: (data) => transcript.showWaiting(data.position), // at the run limit: in line for a slot
   turn_started: () => {},
   text_delta: (data) => transcript.textDelta(data.delta),
   reasoning_delta: (data) => transcript.reasoningDelta(data.delta),
@@ -466,6 +467,8 @@ if (missing.length) throw new Error(`the page handles no ${missing.join(", ")} f
 const QUIET_FRAMES = new Set(["session", "snapshot", "turn_started", "timing", "refs", "retrying", "output_discarded"]);
 
 function onFrame(event, data) {
+  // Any frame after the waiting ones means the run got its slot: "Working…" until its output.
+  if (event !== "run_waiting" && transcript.hideWaiting() && QUIET_FRAMES.has(event)) transcript.showWorking();
   if (!QUIET_FRAMES.has(event)) transcript.hideWorking();
   const handler = HANDLERS[event];
   if (handler) handler(data);

@@ -2,6 +2,7 @@
 export const FRAMES = [
   "session",
   "snapshot",
+  "run_waiting",
   "turn_started",
   "text_delta",
   "reasoning_delta",

@@ -636,6 +636,30 @@ export class Transcript {
     this.root.querySelectorAll(".working").forEach((n) => n.remove());
   }
 
+  // The server is at its live-run limit and the run waits in line (`run_waiting`): one status
+  // line where the answer will come, with the chat's place; it gives way to "Working…" once the
+  // run has a slot (hideWaiting says whether it was there).
+  showWaiting(position) {
+    this.hideWorking();
+    let line = this.root.querySelector(".waiting");
+    if (!line) {
+      line = el("div", "waiting", "");
+      line.dataset.part = "waiting";
+      line.dataset.testid = "waiting";
+      line.setAttribute("role", "status");
+      this.assistant().body.append(line);
+    }
+    line.dataset.position = String(position);
+    line.textContent = t("chat.waiting", { position });
+    this.scroll();
+  }
+
+  hideWaiting() {
+    const lines = this.root.querySelectorAll(".waiting");
+    lines.forEach((n) => n.remove());
+    return lines.length > 0;
+  }
+
   // A model call failed after streaming some text and is being retried: that text is void, but
   // it stays on screen, dimmed and marked, until the retry's own text (or the run's end) replaces it.
   supersedeLive() {

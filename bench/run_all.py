@@ -47,6 +47,8 @@ PACKAGES = (
     "langgraph-checkpoint",
     "langgraph-checkpoint-sqlite",
     "langchain-core",
+    "pydantic-ai-slim",
+    "pydantic-graph",
     "aiosqlite",
     "pydantic",
 )
@@ -273,11 +275,21 @@ LOOP_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "lovia, new Agent per run": ("lovia", {"fresh_agent": True}),
     "openai-agents": ("openai-agents", {}),
     "langgraph": ("langgraph", {}),
+    "pydantic-ai": ("pydantic-ai", {}),
     "lovia +session": ("lovia", {"session": True}),
     "lovia +session (wal)": ("lovia", {"session": True, "wal": True}),
     "lovia +session +checkpoint (wal)": ("lovia", {"session": True, "wal": True, "checkpoint": True}),
     "openai-agents +session": ("openai-agents", {"session": True}),
     "langgraph +checkpointer": ("langgraph", {"session": True}),
+    "pydantic-ai +history": ("pydantic-ai", {"session": True}),
+}
+LOOP_PEERS = ("openai-agents", "langgraph", "pydantic-ai")
+# the same framework's variant with persistence, by label without it
+WITH_PERSISTENCE = {
+    "lovia": "lovia +session",
+    "openai-agents": "openai-agents +session",
+    "langgraph": "langgraph +checkpointer",
+    "pydantic-ai": "pydantic-ai +history",
 }
 
 
@@ -334,42 +346,46 @@ def run_loop(cfg: Config, rep: Report) -> dict[str, list[float]]:
     rep.out("Ratio = lovia / peer, per repetition. lovia's agent is configured once and cloned with a fresh")
     rep.out("ScriptedProvider per run; the peers' agent / graph is built once.")
     rep.out()
-    header = ["persistence", "lovia", "openai-agents", "langgraph", "lovia / openai-agents", "lovia / langgraph"]
-    rows = [
-        [
-            "none",
-            cell(per["lovia"]),
-            cell(per["openai-agents"]),
-            cell(per["langgraph"]),
-            cell(ratios(per["lovia"], per["openai-agents"]), 1),
-            cell(ratios(per["lovia"], per["langgraph"]), 1),
-        ],
-        [
-            "SQLite (each framework's default)",
-            cell(per["lovia +session"]),
-            cell(per["openai-agents +session"]),
-            cell(per["langgraph +checkpointer"]),
-            cell(ratios(per["lovia +session"], per["openai-agents +session"]), 1),
-            cell(ratios(per["lovia +session"], per["langgraph +checkpointer"]), 1),
-        ],
-    ]
+    header = ["persistence", "lovia", *LOOP_PEERS, *(f"lovia / {p}" for p in LOOP_PEERS)]
+    rows = []
+    for title, key in (("none", lambda name: name), ("SQLite (each framework's default)", WITH_PERSISTENCE.get)):
+        mine = per[key("lovia")]
+        rows.append(
+            [
+                title,
+                cell(mine),
+                *(cell(per[key(p)]) for p in LOOP_PEERS),
+                *(cell(ratios(mine, per[key(p)]), 1) for p in LOOP_PEERS),
+            ]
+        )
     rep.table(header, rows)
+    fastest = fastest_peer(per)
+    rep.out(
+        "Fastest peer per repetition (no persistence): "
+        + ", ".join(f"{name} {value * 1e3:.2f} ms" for name, value in fastest)
+        + f"; lovia / fastest: {cell(ratios(per['lovia'], [v for _, v in fastest]), 1)}."
+    )
+    rep.out()
     rep.out("Other lovia variants, ms per run:")
     rep.out()
+
+    def peer_of(label: str, peer: str) -> list[float]:
+        return per[WITH_PERSISTENCE[peer] if "session" in label else peer]
+
     rep.table(
-        ["lovia variant", "ms per run", "/ openai-agents (same persistence row)", "/ langgraph (same persistence row)"],
+        ["lovia variant", "ms per run", *(f"/ {p} (same persistence row)" for p in LOOP_PEERS)],
         [
-            [
-                label,
-                cell(per[label]),
-                cell(ratios(per[label], per["openai-agents" + (" +session" if "session" in label else "")]), 1),
-                cell(ratios(per[label], per["langgraph" + (" +checkpointer" if "session" in label else "")]), 1),
-            ]
+            [label, cell(per[label]), *(cell(ratios(per[label], peer_of(label, p)), 1) for p in LOOP_PEERS)]
             for label in ("lovia, new Agent per run", "lovia +session (wal)", "lovia +session +checkpoint (wal)")
         ],
     )
     rep.data["loop"] = per
     return per
+
+
+def fastest_peer(per: dict[str, list[float]]) -> list[tuple[str, float]]:
+    """Per repetition, the peer with the lowest time per run without persistence, and that time."""
+    return [min(((p, per[p][r]) for p in LOOP_PEERS), key=lambda pv: pv[1]) for r in range(len(per["lovia"]))]
 
 
 def run_concurrency(cfg: Config, rep: Report) -> dict[str, list[float]]:
@@ -566,11 +582,9 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
     targets: list[Target] = []
     loop = rep.data.get("loop")
     if loop:
-        pairs = [
-            ("loop overhead, no persistence: lovia <= 1/2 openai-agents", "lovia", "openai-agents"),
-            ("loop overhead, no persistence: lovia <= 1/2 langgraph", "lovia", "langgraph"),
-            ("loop overhead, SQLite defaults: lovia <= 1/2 openai-agents", "lovia +session", "openai-agents +session"),
-            ("loop overhead, SQLite defaults: lovia <= 1/2 langgraph", "lovia +session", "langgraph +checkpointer"),
+        pairs = [(f"loop overhead, no persistence: lovia <= 1/2 {p}", "lovia", p) for p in LOOP_PEERS] + [
+            (f"loop overhead, SQLite defaults: lovia <= 1/2 {p}", "lovia +session", WITH_PERSISTENCE[p])
+            for p in LOOP_PEERS
         ]
         for name, a, b in pairs:
             rs = ratios(loop[a], loop[b])
@@ -582,6 +596,16 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
                     f"ratio {cell(rs, 1)} ({med(loop[a]) * 1e3:.2f} vs {med(loop[b]) * 1e3:.2f} ms/run)",
                 )
             )
+        fastest = fastest_peer(loop)
+        rs = ratios(loop["lovia"], [v for _, v in fastest])
+        targets.append(
+            Target(
+                "loop overhead, no persistence: lovia <= 1/8 of the fastest peer",
+                med(rs),
+                0.125,
+                f"ratio {cell(rs, 1)} (fastest per repetition: {', '.join(sorted({n for n, _ in fastest}))})",
+            )
+        )
     growth = rep.data.get("growth", {})
     kmax = max(growth) if growth else None
     if kmax is not None:
@@ -673,7 +697,7 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description="lovia vs OpenAI Agents SDK vs LangGraph, same workloads, same process."
+        description="lovia vs OpenAI Agents SDK, LangGraph and Pydantic AI, same workloads, same process."
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repetitions (smoke test)")
     parser.add_argument("--no-setup", action="store_true", help="do not run setup_peers.sh when bench/.peers exists")

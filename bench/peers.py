@@ -146,9 +146,10 @@ async def oai_runs(runs: int, *, session_path: str | None = None) -> float:
 
 def pai_agent() -> Any:
     """A Pydantic AI agent on its offline ``FunctionModel``: a call to ``add`` first, the answer once a
-    tool return is in the last request. The ``add`` tool is registered with ``tool_plain``. Both the
-    model function and the tool are ``async def``: Pydantic AI runs a plain ``def`` on a worker
-    thread (``run_in_executor``), which would add two thread hops per turn to its figure."""
+    tool return is in the last request. The ``add`` tool is a plain ``def`` registered with
+    ``tool_plain``, like the other frameworks' (each runs it on a worker thread). The model function
+    is ``async def``: a plain ``def`` would also go to a worker thread, which a real (HTTP) model
+    does not."""
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
     from pydantic_ai.models.function import FunctionModel
@@ -162,7 +163,7 @@ def pai_agent() -> Any:
     agent = Agent(FunctionModel(script), instructions="You add numbers.")
 
     @agent.tool_plain
-    async def add(a: int, b: int) -> int:
+    def add(a: int, b: int) -> int:
         """Add two integers."""
         return a + b
 

@@ -76,6 +76,7 @@ class Config:
     loop_repeats: int = 7
     conc_batches: int = 5
     conc_repeats: int = 5
+    save_steps: int = 1_000
 
 
 QUICK = Config(
@@ -87,6 +88,7 @@ QUICK = Config(
     loop_repeats=3,
     conc_batches=2,
     conc_repeats=3,
+    save_steps=200,
 )
 
 
@@ -521,6 +523,49 @@ def run_history(cfg: Config, rep: Report) -> dict[str, float]:
     return out
 
 
+def run_save(cfg: Config, rep: Report) -> dict[str, float]:
+    """Workload 7 (``checkpoint_growth.py``): a checkpoint save against a bare insert + commit of the same bytes."""
+    import tempfile
+    from pathlib import Path
+
+    import checkpoint_growth
+
+    rows, out = [], {}
+    for wal in (False, True):
+        progress(f"checkpoint saves against bare inserts, wal={wal}")
+        with tempfile.TemporaryDirectory(prefix="lovia-bench-") as tmp:
+            f = asyncio.run(checkpoint_growth.measure(Path(tmp), wal=wal, steps=cfg.save_steps))
+        out[f"wal={wal}"] = f.paired
+        out[f"wal={wal} medians"] = f.ratio
+        out[f"wal={wal} growth"] = f.growth
+        rows.append(
+            [
+                "default journal" if not wal else "wal=True",
+                f"{f.save * 1e3:.3f} ms",
+                f"{f.bare_median * 1e3:.3f} ms",
+                f"{f.ratio:.2f}",
+                f"{f.paired:.2f}",
+                f"{f.growth:.2f}",
+            ]
+        )
+    rep.out("### 7. Checkpoint save against a bare insert + commit")
+    rep.out()
+    rep.out(
+        f"One run of {cfg.save_steps:,} steps on SQLiteCheckpointer, each saving a 1 KB tool result; every save is "
+        "followed by a bare sqlite3"
+    )
+    rep.out(
+        "INSERT + COMMIT of the same bytes (entries + head) on a connection with the same pragmas. Medians; "
+        "growth = last tenth / first tenth."
+    )
+    rep.out()
+    rep.table(
+        ["journal", "save", "bare insert + commit", "ratio of medians", "median step-by-step ratio", "growth"], rows
+    )
+    rep.data["save"] = out
+    return out
+
+
 # --------------------------------------------------------------------------- targets
 
 
@@ -629,6 +674,26 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
                 f"({'grows' if lg > 1.5 else 'does not grow'})",
             )
         )
+    save = rep.data.get("save")
+    if save:
+        value = save["wal=False"]
+        targets.append(
+            Target(
+                "checkpoint save, default journal: lovia <= bare insert + commit + 25%",
+                value,
+                1.25,
+                f"median step-by-step ratio {value:.2f} (ratio of medians {save['wal=False medians']:.2f})",
+            )
+        )
+        value = save["wal=False growth"]
+        targets.append(
+            Target(
+                "checkpoint save, default journal: last tenth of the steps <= 1.3x the first",
+                value,
+                1.3,
+                f"{value:.2f}x",
+            )
+        )
     store = rep.data.get("store")
     if store:
         for name, key, limit in (
@@ -703,7 +768,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-setup", action="store_true", help="do not run setup_peers.sh when bench/.peers exists")
     parser.add_argument(
         "--only",
-        choices=["session", "growth", "loop", "concurrency", "store", "history"],
+        choices=["session", "growth", "loop", "concurrency", "store", "history", "save"],
         action="append",
         help="run only these workloads",
     )
@@ -731,6 +796,7 @@ def main(argv: list[str] | None = None) -> int:
         "concurrency": run_concurrency,
         "store": run_store,
         "history": run_history,
+        "save": run_save,
     }
     for name, fn in steps.items():
         if args.only and name not in args.only:

@@ -173,13 +173,16 @@ def pai_agent() -> Any:
 class PaiHistoryStore:
     """Pydantic AI's documented persistence, on SQLite: the messages a run added, serialised with
     ``ModelMessagesTypeAdapter`` (``result.new_messages_json()``), one row per run; a load validates
-    every row back. Pydantic AI bundles no SQLite store, so this is the code an application writes.
-    The file gets the same settings as the other peers' stores (WAL, SQLite's default
-    ``synchronous=FULL``), and the SQL runs on the calling thread (no thread hop: the cheapest way)."""
+    every row back. Pydantic AI bundles no SQLite store, so this is the code an application writes,
+    and the file keeps what ``sqlite3.connect`` gives it: SQLite's defaults (rollback journal in
+    ``DELETE`` mode, ``synchronous=FULL``). ``wal=True`` switches it to WAL, as the OpenAI Agents
+    SDK's and LangGraph's stores do (still ``synchronous=FULL``). The SQL runs on the calling thread
+    (no thread hop: the cheapest way)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, wal: bool = False) -> None:
         self.conn = sqlite3.connect(path, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode = WAL")
+        if wal:
+            self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute(
             "CREATE TABLE IF NOT EXISTS messages "
             "(id INTEGER PRIMARY KEY, conversation TEXT NOT NULL, body BLOB NOT NULL)"
@@ -204,7 +207,7 @@ class PaiHistoryStore:
         self.conn.close()
 
 
-async def pai_runs(runs: int, *, session_path: str | None = None) -> float:
+async def pai_runs(runs: int, *, session_path: str | None = None, wal: bool = False) -> float:
     """Seconds per run over ``runs`` sequential ``agent.run`` calls (the agent built once).
 
     With ``session_path``, each run is its own conversation in a :class:`PaiHistoryStore` on that
@@ -212,7 +215,7 @@ async def pai_runs(runs: int, *, session_path: str | None = None) -> float:
     messages are stored afterwards.
     """
     agent = pai_agent()
-    store = PaiHistoryStore(session_path) if session_path else None
+    store = PaiHistoryStore(session_path, wal=wal) if session_path else None
 
     async def one(i: int | str) -> Any:
         if store is None:
@@ -365,6 +368,7 @@ LOOP_RUNNERS = {
     "openai-agents": lambda runs, path: oai_runs(runs, session_path=path),
     "langgraph": lambda runs, path: lg_runs(runs, session_path=path),
     "pydantic-ai": lambda runs, path: pai_runs(runs, session_path=path),
+    "pydantic-ai (wal)": lambda runs, path: pai_runs(runs, session_path=path, wal=True),
 }
 
 

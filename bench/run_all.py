@@ -284,6 +284,7 @@ LOOP_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "openai-agents +session": ("openai-agents", {"session": True}),
     "langgraph +checkpointer": ("langgraph", {"session": True}),
     "pydantic-ai +history": ("pydantic-ai", {"session": True}),
+    "pydantic-ai +history (wal)": ("pydantic-ai (wal)", {"session": True}),
 }
 LOOP_PEERS = ("openai-agents", "langgraph", "pydantic-ai")
 # the same framework's variant with persistence, by label without it
@@ -381,6 +382,13 @@ def run_loop(cfg: Config, rep: Report) -> dict[str, list[float]]:
             for label in ("lovia, new Agent per run", "lovia +session (wal)", "lovia +session +checkpoint (wal)")
         ],
     )
+    wal_pai = per["pydantic-ai +history (wal)"]
+    rep.out(
+        f"pydantic-ai with its history file in WAL (as the other peers' stores): {cell(wal_pai)} ms per run; "
+        f"lovia +session / it: {cell(ratios(per['lovia +session'], wal_pai), 1)}, lovia +session (wal) / it: "
+        f"{cell(ratios(per['lovia +session (wal)'], wal_pai), 1)}."
+    )
+    rep.out()
     rep.data["loop"] = per
     return per
 

@@ -488,10 +488,57 @@ async def oai_session(path: str, n: int) -> SessionFigures:
     return SessionFigures(appended, load, len(loaded), file_bytes(path))
 
 
+def to_pai(run: list[dict[str, str]]) -> list[Any]:
+    """The Pydantic AI messages of such a run: a request with the question, a response with the tool
+    call, a request with its return, a response with the answer."""
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    out: list[Any] = []
+    for e in run:
+        if e["kind"] == "user":
+            out.append(ModelRequest(parts=[UserPromptPart(e["text"])]))
+        elif e["kind"] == "call":
+            out.append(ModelResponse(parts=[ToolCallPart(e["name"], e["arguments"], tool_call_id=e["call_id"])]))
+        elif e["kind"] == "result":
+            out.append(ModelRequest(parts=[ToolReturnPart("weather", e["output"], tool_call_id=e["call_id"])]))
+        else:
+            out.append(ModelResponse(parts=[TextPart(e["text"])]))
+    return out
+
+
+async def pai_session(path: str, n: int) -> SessionFigures:
+    """Pydantic AI's way: each run's messages dumped with ``ModelMessagesTypeAdapter`` into a
+    :class:`PaiHistoryStore` row (the serialisation is timed, as the other stores encode inside
+    their append); the load validates every row back into messages."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    runs = [to_pai(r) for r in session_runs(n)]
+    store = PaiHistoryStore(path)
+    try:
+        start = time.perf_counter()
+        for run in runs:
+            store.append("conv", ModelMessagesTypeAdapter.dump_json(run))
+        appended = time.perf_counter() - start
+        start = time.perf_counter()
+        loaded = store.load("conv")
+        load = time.perf_counter() - start
+    finally:
+        store.close()
+    return SessionFigures(appended, load, len(loaded), file_bytes(path))
+
+
 SESSION_RUNNERS = {
     "lovia": lovia_session,
     "lovia (wal)": lambda path, n: lovia_session(path, n, wal=True),
     "openai-agents": oai_session,
+    "pydantic-ai": pai_session,
 }
 
 

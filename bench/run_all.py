@@ -177,12 +177,15 @@ def run_session(cfg: Config, rep: Report) -> dict[int, dict[str, list[Any]]]:
         "lovia append",
         "lovia (wal) append",
         "openai-agents append",
-        "append ratio",
+        "pydantic-ai append",
+        "append ratio (oai)",
         "lovia load",
         "lovia (wal) load",
         "openai-agents load",
-        "load ratio",
-        "file lovia / oai",
+        "pydantic-ai load",
+        "load ratio (oai)",
+        "load ratio (pydantic-ai)",
+        "file lovia / oai / pydantic-ai",
     ]
     rows = []
     for n, per in results.items():
@@ -195,12 +198,15 @@ def run_session(cfg: Config, rep: Report) -> dict[int, dict[str, list[Any]]]:
                 cell(app["lovia"]),
                 cell(app["lovia (wal)"]),
                 cell(app["openai-agents"]),
+                cell(app["pydantic-ai"]),
                 cell(ratios(app["lovia"], app["openai-agents"]), 1),
                 cell(load["lovia"], digits=3),
                 cell(load["lovia (wal)"], digits=3),
                 cell(load["openai-agents"], digits=3),
+                cell(load["pydantic-ai"], digits=3),
                 cell(ratios(load["lovia"], load["openai-agents"]), 1),
-                f"{size_cell(size['lovia'])} / {size_cell(size['openai-agents'])}",
+                cell(ratios(load["lovia"], load["pydantic-ai"]), 1),
+                f"{size_cell(size['lovia'])} / {size_cell(size['openai-agents'])} / {size_cell(size['pydantic-ai'])}",
             ]
         )
         rep.data.setdefault("session", {})[n] = {"append": app, "load": load, "size": size}
@@ -730,15 +736,16 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
     nmax = max(session) if session else None
     if nmax is not None:
         s = session[nmax]["load"]
-        rs = ratios(s["lovia"], s["openai-agents"])
-        targets.append(
-            Target(
-                f"session load at {nmax:,} entries: lovia no slower than openai-agents",
-                med(rs),
-                1.0,
-                f"ratio {cell(rs, 1)} ({med(s['lovia']) * 1e3:.2f} vs {med(s['openai-agents']) * 1e3:.2f} ms)",
+        for peer in ("openai-agents", "pydantic-ai"):
+            rs = ratios(s["lovia"], s[peer])
+            targets.append(
+                Target(
+                    f"session load at {nmax:,} entries: lovia no slower than {peer}",
+                    med(rs),
+                    1.0,
+                    f"ratio {cell(rs, 1)} ({med(s['lovia']) * 1e3:.2f} vs {med(s[peer]) * 1e3:.2f} ms)",
+                )
             )
-        )
 
     rep.out("### Targets")
     rep.out()

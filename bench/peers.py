@@ -141,6 +141,103 @@ async def oai_runs(runs: int, *, session_path: str | None = None) -> float:
     return elapsed / runs
 
 
+# =========================================================================== Pydantic AI
+
+
+def pai_agent() -> Any:
+    """A Pydantic AI agent on its offline ``FunctionModel``: a call to ``add`` first, the answer once a
+    tool return is in the last request. The ``add`` tool is a plain ``def`` registered with
+    ``tool_plain``, like the other frameworks' (each runs it on a worker thread). The model function
+    is ``async def``: a plain ``def`` would also go to a worker thread, which a real (HTTP) model
+    does not."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+
+    async def script(messages: list[Any], info: Any) -> ModelResponse:
+        last = messages[-1]
+        if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
+            return ModelResponse(parts=[TextPart(ANSWER)])
+        return ModelResponse(parts=[ToolCallPart("add", {"a": 2, "b": 3}, tool_call_id="call_add")])
+
+    agent = Agent(FunctionModel(script), instructions="You add numbers.")
+
+    @agent.tool_plain
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    return agent
+
+
+class PaiHistoryStore:
+    """Pydantic AI's documented persistence, on SQLite: the messages a run added, serialised with
+    ``ModelMessagesTypeAdapter`` (``result.new_messages_json()``), one row per run; a load validates
+    every row back. Pydantic AI bundles no SQLite store, so this is the code an application writes,
+    and the file keeps what ``sqlite3.connect`` gives it: SQLite's defaults (rollback journal in
+    ``DELETE`` mode, ``synchronous=FULL``). ``wal=True`` switches it to WAL, as the OpenAI Agents
+    SDK's and LangGraph's stores do (still ``synchronous=FULL``). The SQL runs on the calling thread
+    (no thread hop: the cheapest way)."""
+
+    def __init__(self, path: str, *, wal: bool = False) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        if wal:
+            self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS messages "
+            "(id INTEGER PRIMARY KEY, conversation TEXT NOT NULL, body BLOB NOT NULL)"
+        )
+        self.conn.execute("CREATE INDEX IF NOT EXISTS messages_conversation ON messages (conversation, id)")
+
+    def load(self, conversation: str) -> list[Any]:
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        rows = self.conn.execute("SELECT body FROM messages WHERE conversation = ? ORDER BY id", (conversation,))
+        out: list[Any] = []
+        for (body,) in rows:
+            out += ModelMessagesTypeAdapter.validate_json(body)
+        return out
+
+    def append(self, conversation: str, body: bytes) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute("INSERT INTO messages (conversation, body) VALUES (?, ?)", (conversation, body))
+        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+async def pai_runs(runs: int, *, session_path: str | None = None, wal: bool = False) -> float:
+    """Seconds per run over ``runs`` sequential ``agent.run`` calls (the agent built once).
+
+    With ``session_path``, each run is its own conversation in a :class:`PaiHistoryStore` on that
+    file: its history is loaded (empty) and passed as ``message_history``, and the run's new
+    messages are stored afterwards.
+    """
+    agent = pai_agent()
+    store = PaiHistoryStore(session_path, wal=wal) if session_path else None
+
+    async def one(i: int | str) -> Any:
+        if store is None:
+            return await agent.run(QUESTION)
+        conversation = f"s{i}"
+        result = await agent.run(QUESTION, message_history=store.load(conversation) or None)
+        store.append(conversation, result.new_messages_json())
+        return result
+
+    try:
+        await one("warm")
+        start = time.perf_counter()
+        for i in range(runs):
+            result = await one(i)
+        elapsed = time.perf_counter() - start
+    finally:
+        if store is not None:
+            store.close()
+    assert result.output == ANSWER, result.output
+    return elapsed / runs
+
+
 # =========================================================================== LangGraph
 
 
@@ -270,6 +367,8 @@ LOOP_RUNNERS = {
     "lovia": lambda runs, path: lovia_runs(runs, session_path=path),
     "openai-agents": lambda runs, path: oai_runs(runs, session_path=path),
     "langgraph": lambda runs, path: lg_runs(runs, session_path=path),
+    "pydantic-ai": lambda runs, path: pai_runs(runs, session_path=path),
+    "pydantic-ai (wal)": lambda runs, path: pai_runs(runs, session_path=path, wal=True),
 }
 
 
@@ -389,10 +488,57 @@ async def oai_session(path: str, n: int) -> SessionFigures:
     return SessionFigures(appended, load, len(loaded), file_bytes(path))
 
 
+def to_pai(run: list[dict[str, str]]) -> list[Any]:
+    """The Pydantic AI messages of such a run: a request with the question, a response with the tool
+    call, a request with its return, a response with the answer."""
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    out: list[Any] = []
+    for e in run:
+        if e["kind"] == "user":
+            out.append(ModelRequest(parts=[UserPromptPart(e["text"])]))
+        elif e["kind"] == "call":
+            out.append(ModelResponse(parts=[ToolCallPart(e["name"], e["arguments"], tool_call_id=e["call_id"])]))
+        elif e["kind"] == "result":
+            out.append(ModelRequest(parts=[ToolReturnPart("weather", e["output"], tool_call_id=e["call_id"])]))
+        else:
+            out.append(ModelResponse(parts=[TextPart(e["text"])]))
+    return out
+
+
+async def pai_session(path: str, n: int) -> SessionFigures:
+    """Pydantic AI's way: each run's messages dumped with ``ModelMessagesTypeAdapter`` into a
+    :class:`PaiHistoryStore` row (the serialisation is timed, as the other stores encode inside
+    their append); the load validates every row back into messages."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    runs = [to_pai(r) for r in session_runs(n)]
+    store = PaiHistoryStore(path)
+    try:
+        start = time.perf_counter()
+        for run in runs:
+            store.append("conv", ModelMessagesTypeAdapter.dump_json(run))
+        appended = time.perf_counter() - start
+        start = time.perf_counter()
+        loaded = store.load("conv")
+        load = time.perf_counter() - start
+    finally:
+        store.close()
+    return SessionFigures(appended, load, len(loaded), file_bytes(path))
+
+
 SESSION_RUNNERS = {
     "lovia": lovia_session,
     "lovia (wal)": lambda path, n: lovia_session(path, n, wal=True),
     "openai-agents": oai_session,
+    "pydantic-ai": pai_session,
 }
 
 

@@ -47,6 +47,8 @@ PACKAGES = (
     "langgraph-checkpoint",
     "langgraph-checkpoint-sqlite",
     "langchain-core",
+    "pydantic-ai-slim",
+    "pydantic-graph",
     "aiosqlite",
     "pydantic",
 )
@@ -74,6 +76,7 @@ class Config:
     loop_repeats: int = 7
     conc_batches: int = 5
     conc_repeats: int = 5
+    save_steps: int = 1_000
 
 
 QUICK = Config(
@@ -85,6 +88,7 @@ QUICK = Config(
     loop_repeats=3,
     conc_batches=2,
     conc_repeats=3,
+    save_steps=200,
 )
 
 
@@ -173,12 +177,15 @@ def run_session(cfg: Config, rep: Report) -> dict[int, dict[str, list[Any]]]:
         "lovia append",
         "lovia (wal) append",
         "openai-agents append",
-        "append ratio",
+        "pydantic-ai append",
+        "append ratio (oai)",
         "lovia load",
         "lovia (wal) load",
         "openai-agents load",
-        "load ratio",
-        "file lovia / oai",
+        "pydantic-ai load",
+        "load ratio (oai)",
+        "load ratio (pydantic-ai)",
+        "file lovia / oai / pydantic-ai",
     ]
     rows = []
     for n, per in results.items():
@@ -191,12 +198,15 @@ def run_session(cfg: Config, rep: Report) -> dict[int, dict[str, list[Any]]]:
                 cell(app["lovia"]),
                 cell(app["lovia (wal)"]),
                 cell(app["openai-agents"]),
+                cell(app["pydantic-ai"]),
                 cell(ratios(app["lovia"], app["openai-agents"]), 1),
                 cell(load["lovia"], digits=3),
                 cell(load["lovia (wal)"], digits=3),
                 cell(load["openai-agents"], digits=3),
+                cell(load["pydantic-ai"], digits=3),
                 cell(ratios(load["lovia"], load["openai-agents"]), 1),
-                f"{size_cell(size['lovia'])} / {size_cell(size['openai-agents'])}",
+                cell(ratios(load["lovia"], load["pydantic-ai"]), 1),
+                f"{size_cell(size['lovia'])} / {size_cell(size['openai-agents'])} / {size_cell(size['pydantic-ai'])}",
             ]
         )
         rep.data.setdefault("session", {})[n] = {"append": app, "load": load, "size": size}
@@ -273,11 +283,22 @@ LOOP_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "lovia, new Agent per run": ("lovia", {"fresh_agent": True}),
     "openai-agents": ("openai-agents", {}),
     "langgraph": ("langgraph", {}),
+    "pydantic-ai": ("pydantic-ai", {}),
     "lovia +session": ("lovia", {"session": True}),
     "lovia +session (wal)": ("lovia", {"session": True, "wal": True}),
     "lovia +session +checkpoint (wal)": ("lovia", {"session": True, "wal": True, "checkpoint": True}),
     "openai-agents +session": ("openai-agents", {"session": True}),
     "langgraph +checkpointer": ("langgraph", {"session": True}),
+    "pydantic-ai +history": ("pydantic-ai", {"session": True}),
+    "pydantic-ai +history (wal)": ("pydantic-ai (wal)", {"session": True}),
+}
+LOOP_PEERS = ("openai-agents", "langgraph", "pydantic-ai")
+# the same framework's variant with persistence, by label without it
+WITH_PERSISTENCE = {
+    "lovia": "lovia +session",
+    "openai-agents": "openai-agents +session",
+    "langgraph": "langgraph +checkpointer",
+    "pydantic-ai": "pydantic-ai +history",
 }
 
 
@@ -334,42 +355,53 @@ def run_loop(cfg: Config, rep: Report) -> dict[str, list[float]]:
     rep.out("Ratio = lovia / peer, per repetition. lovia's agent is configured once and cloned with a fresh")
     rep.out("ScriptedProvider per run; the peers' agent / graph is built once.")
     rep.out()
-    header = ["persistence", "lovia", "openai-agents", "langgraph", "lovia / openai-agents", "lovia / langgraph"]
-    rows = [
-        [
-            "none",
-            cell(per["lovia"]),
-            cell(per["openai-agents"]),
-            cell(per["langgraph"]),
-            cell(ratios(per["lovia"], per["openai-agents"]), 1),
-            cell(ratios(per["lovia"], per["langgraph"]), 1),
-        ],
-        [
-            "SQLite (each framework's default)",
-            cell(per["lovia +session"]),
-            cell(per["openai-agents +session"]),
-            cell(per["langgraph +checkpointer"]),
-            cell(ratios(per["lovia +session"], per["openai-agents +session"]), 1),
-            cell(ratios(per["lovia +session"], per["langgraph +checkpointer"]), 1),
-        ],
-    ]
+    header = ["persistence", "lovia", *LOOP_PEERS, *(f"lovia / {p}" for p in LOOP_PEERS)]
+    rows = []
+    for title, key in (("none", lambda name: name), ("SQLite (each framework's default)", WITH_PERSISTENCE.get)):
+        mine = per[key("lovia")]
+        rows.append(
+            [
+                title,
+                cell(mine),
+                *(cell(per[key(p)]) for p in LOOP_PEERS),
+                *(cell(ratios(mine, per[key(p)]), 1) for p in LOOP_PEERS),
+            ]
+        )
     rep.table(header, rows)
+    fastest = fastest_peer(per)
+    rep.out(
+        "Fastest peer per repetition (no persistence): "
+        + ", ".join(f"{name} {value * 1e3:.2f} ms" for name, value in fastest)
+        + f"; lovia / fastest: {cell(ratios(per['lovia'], [v for _, v in fastest]), 1)}."
+    )
+    rep.out()
     rep.out("Other lovia variants, ms per run:")
     rep.out()
+
+    def peer_of(label: str, peer: str) -> list[float]:
+        return per[WITH_PERSISTENCE[peer] if "session" in label else peer]
+
     rep.table(
-        ["lovia variant", "ms per run", "/ openai-agents (same persistence row)", "/ langgraph (same persistence row)"],
+        ["lovia variant", "ms per run", *(f"/ {p} (same persistence row)" for p in LOOP_PEERS)],
         [
-            [
-                label,
-                cell(per[label]),
-                cell(ratios(per[label], per["openai-agents" + (" +session" if "session" in label else "")]), 1),
-                cell(ratios(per[label], per["langgraph" + (" +checkpointer" if "session" in label else "")]), 1),
-            ]
+            [label, cell(per[label]), *(cell(ratios(per[label], peer_of(label, p)), 1) for p in LOOP_PEERS)]
             for label in ("lovia, new Agent per run", "lovia +session (wal)", "lovia +session +checkpoint (wal)")
         ],
     )
+    wal_pai = per["pydantic-ai +history (wal)"]
+    rep.out(
+        f"pydantic-ai with its history file in WAL (as the other peers' stores): {cell(wal_pai)} ms per run; "
+        f"lovia +session / it: {cell(ratios(per['lovia +session'], wal_pai), 1)}, lovia +session (wal) / it: "
+        f"{cell(ratios(per['lovia +session (wal)'], wal_pai), 1)}."
+    )
+    rep.out()
     rep.data["loop"] = per
     return per
+
+
+def fastest_peer(per: dict[str, list[float]]) -> list[tuple[str, float]]:
+    """Per repetition, the peer with the lowest time per run without persistence, and that time."""
+    return [min(((p, per[p][r]) for p in LOOP_PEERS), key=lambda pv: pv[1]) for r in range(len(per["lovia"]))]
 
 
 def run_concurrency(cfg: Config, rep: Report) -> dict[str, list[float]]:
@@ -505,6 +537,49 @@ def run_history(cfg: Config, rep: Report) -> dict[str, float]:
     return out
 
 
+def run_save(cfg: Config, rep: Report) -> dict[str, float]:
+    """Workload 7 (``checkpoint_growth.py``): a checkpoint save against a bare insert + commit of the same bytes."""
+    import tempfile
+    from pathlib import Path
+
+    import checkpoint_growth
+
+    rows, out = [], {}
+    for wal in (False, True):
+        progress(f"checkpoint saves against bare inserts, wal={wal}")
+        with tempfile.TemporaryDirectory(prefix="lovia-bench-") as tmp:
+            f = asyncio.run(checkpoint_growth.measure(Path(tmp), wal=wal, steps=cfg.save_steps))
+        out[f"wal={wal}"] = f.paired
+        out[f"wal={wal} medians"] = f.ratio
+        out[f"wal={wal} growth"] = f.growth
+        rows.append(
+            [
+                "default journal" if not wal else "wal=True",
+                f"{f.save * 1e3:.3f} ms",
+                f"{f.bare_median * 1e3:.3f} ms",
+                f"{f.ratio:.2f}",
+                f"{f.paired:.2f}",
+                f"{f.growth:.2f}",
+            ]
+        )
+    rep.out("### 7. Checkpoint save against a bare insert + commit")
+    rep.out()
+    rep.out(
+        f"One run of {cfg.save_steps:,} steps on SQLiteCheckpointer, each saving a 1 KB tool result; every save is "
+        "followed by a bare sqlite3"
+    )
+    rep.out(
+        "INSERT + COMMIT of the same bytes (entries + head) on a connection with the same pragmas. Medians; "
+        "growth = last tenth / first tenth."
+    )
+    rep.out()
+    rep.table(
+        ["journal", "save", "bare insert + commit", "ratio of medians", "median step-by-step ratio", "growth"], rows
+    )
+    rep.data["save"] = out
+    return out
+
+
 # --------------------------------------------------------------------------- targets
 
 
@@ -566,11 +641,9 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
     targets: list[Target] = []
     loop = rep.data.get("loop")
     if loop:
-        pairs = [
-            ("loop overhead, no persistence: lovia <= 1/2 openai-agents", "lovia", "openai-agents"),
-            ("loop overhead, no persistence: lovia <= 1/2 langgraph", "lovia", "langgraph"),
-            ("loop overhead, SQLite defaults: lovia <= 1/2 openai-agents", "lovia +session", "openai-agents +session"),
-            ("loop overhead, SQLite defaults: lovia <= 1/2 langgraph", "lovia +session", "langgraph +checkpointer"),
+        pairs = [(f"loop overhead, no persistence: lovia <= 1/2 {p}", "lovia", p) for p in LOOP_PEERS] + [
+            (f"loop overhead, SQLite defaults: lovia <= 1/2 {p}", "lovia +session", WITH_PERSISTENCE[p])
+            for p in LOOP_PEERS
         ]
         for name, a, b in pairs:
             rs = ratios(loop[a], loop[b])
@@ -582,6 +655,16 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
                     f"ratio {cell(rs, 1)} ({med(loop[a]) * 1e3:.2f} vs {med(loop[b]) * 1e3:.2f} ms/run)",
                 )
             )
+        fastest = fastest_peer(loop)
+        rs = ratios(loop["lovia"], [v for _, v in fastest])
+        targets.append(
+            Target(
+                "loop overhead, no persistence: lovia <= 1/8 of the fastest peer",
+                med(rs),
+                0.125,
+                f"ratio {cell(rs, 1)} (fastest per repetition: {', '.join(sorted({n for n, _ in fastest}))})",
+            )
+        )
     growth = rep.data.get("growth", {})
     kmax = max(growth) if growth else None
     if kmax is not None:
@@ -603,6 +686,26 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
                 1.5,
                 f"lovia late/early {cell(g['growth']['lovia'], 1)}; langgraph {cell(g['growth']['langgraph'], 1)} "
                 f"({'grows' if lg > 1.5 else 'does not grow'})",
+            )
+        )
+    save = rep.data.get("save")
+    if save:
+        value = save["wal=False"]
+        targets.append(
+            Target(
+                "checkpoint save, default journal: lovia <= bare insert + commit + 25%",
+                value,
+                1.25,
+                f"median step-by-step ratio {value:.2f} (ratio of medians {save['wal=False medians']:.2f})",
+            )
+        )
+        value = save["wal=False growth"]
+        targets.append(
+            Target(
+                "checkpoint save, default journal: last tenth of the steps <= 1.3x the first",
+                value,
+                1.3,
+                f"{value:.2f}x",
             )
         )
     store = rep.data.get("store")
@@ -633,15 +736,16 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
     nmax = max(session) if session else None
     if nmax is not None:
         s = session[nmax]["load"]
-        rs = ratios(s["lovia"], s["openai-agents"])
-        targets.append(
-            Target(
-                f"session load at {nmax:,} entries: lovia no slower than openai-agents",
-                med(rs),
-                1.0,
-                f"ratio {cell(rs, 1)} ({med(s['lovia']) * 1e3:.2f} vs {med(s['openai-agents']) * 1e3:.2f} ms)",
+        for peer in ("openai-agents", "pydantic-ai"):
+            rs = ratios(s["lovia"], s[peer])
+            targets.append(
+                Target(
+                    f"session load at {nmax:,} entries: lovia no slower than {peer}",
+                    med(rs),
+                    1.0,
+                    f"ratio {cell(rs, 1)} ({med(s['lovia']) * 1e3:.2f} vs {med(s[peer]) * 1e3:.2f} ms)",
+                )
             )
-        )
 
     rep.out("### Targets")
     rep.out()
@@ -673,13 +777,13 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description="lovia vs OpenAI Agents SDK vs LangGraph, same workloads, same process."
+        description="lovia vs OpenAI Agents SDK, LangGraph and Pydantic AI, same workloads, same process."
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repetitions (smoke test)")
     parser.add_argument("--no-setup", action="store_true", help="do not run setup_peers.sh when bench/.peers exists")
     parser.add_argument(
         "--only",
-        choices=["session", "growth", "loop", "concurrency", "store", "history"],
+        choices=["session", "growth", "loop", "concurrency", "store", "history", "save"],
         action="append",
         help="run only these workloads",
     )
@@ -707,6 +811,7 @@ def main(argv: list[str] | None = None) -> int:
         "concurrency": run_concurrency,
         "store": run_store,
         "history": run_history,
+        "save": run_save,
     }
     for name, fn in steps.items():
         if args.only and name not in args.only:

@@ -14,6 +14,6 @@ fi
 "$venv/bin/python" -m pip install --quiet -e "$root" -r "$here/requirements-peers.txt"
 "$venv/bin/python" - <<'PY'
 import importlib.metadata as md
-for name in ("lovia", "openai-agents", "langgraph", "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres", "langchain-core"):
+for name in ("lovia", "openai-agents", "langgraph", "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres", "langchain-core", "pydantic-ai", "pydantic-ai-slim"):
     print(f"  {name} {md.version(name)}")
 PY

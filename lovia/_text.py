@@ -100,14 +100,23 @@ def clean_arguments(arguments: str) -> str:
     return json.dumps(cleaned, ensure_ascii=False)
 
 
+_INIT_FIELDS: dict[type, tuple[str, ...]] = {}
+"""Per dataclass type, the names of its ``__init__`` fields (``dataclasses.fields`` rebuilds them on each call)."""
+
+
+def _init_fields(cls: type) -> tuple[str, ...]:
+    names = _INIT_FIELDS.get(cls)
+    if names is None:
+        names = _INIT_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    return names
+
+
 def _clean_fields(obj: T) -> T:
     """A frozen dataclass with every str / container field cleaned (parts and entries)."""
     changes: dict[str, Any] = {}
-    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
-        if not f.init:
-            continue
-        old = getattr(obj, f.name)
-        if f.name == "arguments" and isinstance(old, str):
+    for name in _init_fields(type(obj)):
+        old = getattr(obj, name)
+        if name == "arguments" and isinstance(old, str):
             new: Any = clean_arguments(old)
         elif isinstance(old, list) and old and dataclasses.is_dataclass(old[0]):
             items = [_clean_fields(item) for item in old]
@@ -115,7 +124,7 @@ def _clean_fields(obj: T) -> T:
         else:
             new = clean_value(old)
         if new is not old:
-            changes[f.name] = new
+            changes[name] = new
     return dataclasses.replace(obj, **changes) if changes else obj  # type: ignore[type-var]
 
 

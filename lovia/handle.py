@@ -69,11 +69,16 @@ class RunHandle(Generic[T]):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _ensure_started(self) -> None:
+    def _ensure_started(self, *, unread: bool = False) -> None:
+        """Start the run; ``unread``: nobody will iterate, so events are dropped as they come
+        (no queue, and no task waking up to empty it)."""
         if self._task is not None:
             return
-        self._queue = asyncio.Queue()
-        self._task = asyncio.ensure_future(self._start(self._sink))
+        if unread:
+            self._task = asyncio.ensure_future(self._start(_drop))
+        else:
+            self._queue = asyncio.Queue()
+            self._task = asyncio.ensure_future(self._start(self._sink))
         self._task.add_done_callback(self._on_done)
 
     def _on_done(self, task: asyncio.Task[RunResult[T]]) -> None:
@@ -137,26 +142,12 @@ class RunHandle(Generic[T]):
         if self._task is not None and not self._task.done():
             self._cancel_token.cancel("stream abandoned before the run finished")
 
-    async def _drain(self) -> None:
-        assert self._queue is not None
-        while True:
-            item, ack = await self._queue.get()
-            if ack is not None and not ack.done():
-                ack.set_result(None)
-            if item is _END:
-                return
-
     async def result(self) -> RunResult[T]:
         """Wait for the run and return its result (or raise its error)."""
         if not self._iterated:
             self._iterated = True
-            self._ensure_started()
-            assert self._task is not None
-            drain = asyncio.ensure_future(self._drain())
-            try:
-                return await self._await_task()
-            finally:
-                drain.cancel()
+            self._ensure_started(unread=True)
+            return await self._await_task()
         ended = self._terminal_seen or (self._task is not None and self._task.done() and self._queue_drained())
         if self._abandoned or (not ended and not self._waiting):
             # The consumer stopped iterating before the terminal event (a `break`).
@@ -180,3 +171,7 @@ class RunHandle(Generic[T]):
 
     def __await__(self) -> Generator[Any, None, RunResult[T]]:
         return self.result().__await__()
+
+
+async def _drop(event: Event) -> None:
+    """The sink of a run nobody iterates: hooks saw the event already, the stream has no reader."""

@@ -121,7 +121,8 @@ class CancelToken:
     def __init__(self) -> None:
         self._reason: str | None = None
         self._cancelled = False
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        # (loop, callback) pairs called on their loop once the token fires
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, Callable[[], object]]] = []
 
     @property
     def is_cancelled(self) -> bool:
@@ -138,10 +139,10 @@ class CancelToken:
         if not self._cancelled:
             self._cancelled = True
             self._reason = reason
-            for loop, ev in list(self._waiters):
+            for loop, callback in list(self._waiters):
                 # cancel() may come from another thread (a sync tool, a web handler).
                 if not loop.is_closed():
-                    loop.call_soon_threadsafe(ev.set)
+                    loop.call_soon_threadsafe(callback)
 
     def check(self) -> None:
         """Raise :class:`RunCancelled` if cancelled."""
@@ -152,9 +153,24 @@ class CancelToken:
         """Return once the token is cancelled."""
         if self._cancelled:
             return
-        waiter = (asyncio.get_running_loop(), asyncio.Event())
-        self._waiters.append(waiter)
+        fired = asyncio.Event()
+        unsubscribe = self._on_cancel(asyncio.get_running_loop(), fired.set)
         try:
-            await waiter[1].wait()
+            await fired.wait()
         finally:
-            self._waiters.remove(waiter)
+            unsubscribe()
+
+    def _on_cancel(self, loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> Callable[[], None]:
+        """Internal: have ``loop`` call ``callback`` once the token fires (soon, when it already
+        has); returns the function that takes the callback back."""
+        if self._cancelled:
+            handle = loop.call_soon(callback)
+            return handle.cancel
+        waiter = (loop, callback)
+        self._waiters.append(waiter)
+
+        def unsubscribe() -> None:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+        return unsubscribe

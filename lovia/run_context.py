@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -121,6 +120,8 @@ class RunContext(Generic[T]):
 
     def for_call(self, call_id: str) -> RunContext[T]:
         """A view of this context for one tool call (shares the live transcript and usage)."""
-        view = copy.copy(self)
+        # What copy.copy does for a plain instance, without its generic protocol lookups.
+        view = object.__new__(type(self))
+        view.__dict__.update(self.__dict__)
         view.call_id = call_id
         return view

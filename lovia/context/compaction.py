@@ -262,10 +262,10 @@ class Compaction:
             cache.raw_total, cache.view_total = donor.raw_total, donor.view_total
         else:
             self._caches.move_to_end(key)
-        if not _continues(cache.body, req.entries):
+        n_sys = leading_system_count(req.entries)
+        if not _continues(cache.body, req.entries, n_sys):
             self._rebuild(cache, req.entries)
             return cache
-        n_sys = leading_system_count(req.entries)
         reused = False
         for entry in req.entries[n_sys + len(cache.body) :]:
             index = len(cache.body)
@@ -284,9 +284,15 @@ class Compaction:
 
     def _donor(self, entries: Sequence[TranscriptEntry], state: CompactionState) -> _RunCache | None:
         """The newest cached run whose body ``entries`` continue and whose decisions ``state`` has."""
-        wanted = _render_key(state)
+        n_sys = leading_system_count(entries)
+        room = len(entries) - n_sys
+        wanted: tuple[Any, ...] | None = None
         for cache in reversed(self._caches.values()):
-            if cache.body and _continues(cache.body, entries) and _render_key(cache.state) == wanted:
+            if not cache.body or len(cache.body) > room or not _continues(cache.body, entries, n_sys):
+                continue
+            if wanted is None:
+                wanted = _render_key(state)
+            if _render_key(cache.state) == wanted:
                 return cache
         return None
 
@@ -333,10 +339,12 @@ def _reason(compacted: bool, acted: list[str], has_decisions: bool, *, reactive:
     return "sticky_replay" if has_decisions else None
 
 
-def _continues(body: list[TranscriptEntry], entries: Sequence[TranscriptEntry]) -> bool:
-    """Whether ``entries`` extends the cached body (spot-checked: the transcript is append-only)."""
+def _continues(body: list[TranscriptEntry], entries: Sequence[TranscriptEntry], n_sys: int | None = None) -> bool:
+    """Whether ``entries`` extends the cached body (spot-checked: the transcript is append-only).
+    ``n_sys``: ``leading_system_count(entries)`` when the caller has it already."""
     n = len(body)
-    n_sys = leading_system_count(entries)
+    if n_sys is None:
+        n_sys = leading_system_count(entries)
     if len(entries) - n_sys < n:
         return False
     if n == 0:

@@ -22,15 +22,16 @@ async def cancel_scope(token: CancelToken) -> AsyncIterator[None]:
     task = asyncio.current_task()
     assert task is not None
     fired = False
+    inside = True
 
-    def on_fire(waiter: asyncio.Future[None]) -> None:
+    def on_fire() -> None:
         nonlocal fired
-        if not waiter.cancelled():
+        if inside:
             fired = True
             task.cancel()
 
-    watcher = asyncio.ensure_future(token.wait())
-    watcher.add_done_callback(on_fire)
+    # A callback on the token, not a task waiting on it: the block costs no task of its own.
+    unsubscribe = token._on_cancel(asyncio.get_running_loop(), on_fire)
     try:
         yield
     except asyncio.CancelledError:
@@ -44,5 +45,5 @@ async def cancel_scope(token: CancelToken) -> AsyncIterator[None]:
             ) from None
         raise
     finally:
-        watcher.remove_done_callback(on_fire)
-        watcher.cancel()
+        inside = False
+        unsubscribe()

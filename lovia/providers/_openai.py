@@ -1,15 +1,34 @@
-"""What the two OpenAI wire APIs share: error bodies, overflow detection, ``/models`` windows.
+"""What the two OpenAI wire APIs share: the endpoint and key, request headers, error bodies,
+overflow detection, ``/models`` windows.
 
 Internal; used by :mod:`~lovia.providers.openai_chat` and :mod:`~lovia.providers.openai_responses`
-(and by OpenAI-compatible servers that speak either). Pure functions over parsed JSON; no I/O.
+(and by OpenAI-compatible servers that speak either). Pure functions over settings, the
+environment and parsed JSON; no network I/O.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
+from urllib.parse import urlparse
 
-__all__ = ["as_int", "error_fields", "overflow_from", "window_from_models"]
+from ..exceptions import UserError
+from ._wire import as_int
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "OFFICIAL_HOST",
+    "as_int",
+    "error_fields",
+    "openai_endpoint",
+    "openai_request_headers",
+    "overflow_from",
+    "window_from_models",
+]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+OFFICIAL_HOST = "api.openai.com"
 
 _WINDOW_PATTERNS = (
     re.compile(r"maximum context length is (\d[\d,]*)", re.I),
@@ -27,8 +46,35 @@ _OVERFLOW_NEEDLES = (
 )
 
 
-def as_int(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+def openai_endpoint(
+    base_url: str | None, api_key: str | None, official_dialect: bool | None
+) -> tuple[str, bool, str | None]:
+    """(API URL, whether the official dialect is spoken, key) from the arguments, else the environment.
+
+    The URL is ``base_url``, else ``OPENAI_BASE_URL``, else the official API; the dialect follows
+    the host unless forced; the key is ``api_key``, else ``OPENAI_API_KEY`` (an empty one is none).
+    """
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    official = urlparse(url).hostname == OFFICIAL_HOST if official_dialect is None else official_dialect
+    key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+    return url, official, key or None
+
+
+def openai_request_headers(
+    extra: dict[str, str], api_key: str | None, host: str | None, *, elsewhere: str
+) -> dict[str, str]:
+    """Headers for one request to an OpenAI API. The key is required here, when a request is made,
+    not at construction, and only by the official host (``elsewhere`` names the alternative in the hint)."""
+    headers = {"Accept": "text/event-stream", **extra}
+    key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    if key:
+        headers.setdefault("Authorization", f"Bearer {key}")
+    elif host == OFFICIAL_HOST and not any(h.lower() == "authorization" for h in headers):
+        raise UserError(
+            "the official OpenAI API needs an API key",
+            hint=f"set OPENAI_API_KEY or pass api_key=; for {elsewhere} set OPENAI_BASE_URL",
+        )
+    return headers
 
 
 def error_fields(body: Any) -> tuple[str | None, str | None]:

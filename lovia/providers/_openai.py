@@ -1,5 +1,5 @@
-"""What the two OpenAI wire APIs share: the endpoint and key, request headers, error bodies,
-overflow detection, ``/models`` windows.
+"""What the two OpenAI wire APIs share: the endpoint and key, request headers, error bodies and
+the errors they become, overflow detection, ``/models`` windows.
 
 Internal; used by :mod:`~lovia.providers.openai_chat` and :mod:`~lovia.providers.openai_responses`
 (and by OpenAI-compatible servers that speak either). Pure functions over settings, the
@@ -13,7 +13,8 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
-from ..exceptions import UserError
+from ..exceptions import ContextOverflowError, ProviderError, UserError
+from ._http import RETRYABLE_STATUS, HTTPProviderBase, error_body_text
 from ._wire import as_int
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "OFFICIAL_HOST",
     "as_int",
     "error_fields",
+    "http_error",
     "openai_endpoint",
     "openai_request_headers",
     "overflow_from",
@@ -89,6 +91,24 @@ def error_fields(body: Any) -> tuple[str | None, str | None]:
     message = error.get("message") or body.get("message") or body.get("detail")
     code = error.get("code") or error.get("type")
     return (str(message) if message else None), (str(code) if code is not None else None)
+
+
+def http_error(
+    provider: HTTPProviderBase, status: int, body: Any, raw: str, *, not_found: str
+) -> ProviderError | ContextOverflowError:
+    """The error for a non-2xx answer of an OpenAI API (``not_found`` is the hint for a 404)."""
+    message, code = error_fields(body)
+    text = message or error_body_text(raw) or f"HTTP {status}"
+    is_overflow, window = overflow_from(text, code, body, status)
+    if is_overflow:
+        return provider._overflow_error(text, window)
+    hint = None
+    if status == 401:
+        hint = "check OPENAI_API_KEY / api_key="
+    elif status == 404:
+        hint = not_found
+    retryable = status in RETRYABLE_STATUS or status >= 500
+    return provider._error(f"HTTP {status}: {text}", status=status, retryable=retryable, hint=hint)
 
 
 def overflow_from(text: str, code: str | None, body: Any, status: int) -> tuple[bool, int | None]:

@@ -42,12 +42,12 @@ from ..transcript import (
     leading_system_count,
     messages_to_entries,
 )
-from ._http import RETRYABLE_STATUS, HTTPProviderBase, WindowCache, apply_options, error_body_text
+from ._http import HTTPProviderBase, WindowCache, apply_options, error_body_text
 from ._openai import (
     error_fields,
+    http_error,
     openai_endpoint,
     openai_request_headers,
-    overflow_from,
     window_from_models,
 )
 from ._windows import known_window
@@ -214,19 +214,7 @@ class OpenAIChatProvider(HTTPProviderBase):
             yield delta
 
     def _map_error(self, status: int, body: Any, raw: str) -> ProviderError | ContextOverflowError:
-        message, code = error_fields(body)
-        text = message or error_body_text(raw) or f"HTTP {status}"
-        is_overflow, window = overflow_from(text, code, body, status)
-        if is_overflow:
-            return self._overflow_error(text, window)
-        hint = None
-        if status == 401:
-            hint = "check OPENAI_API_KEY / api_key="
-        elif status == 404:
-            hint = f"check the model name and base_url ({self._base_url})"
-        return self._error(
-            f"HTTP {status}: {text}", status=status, retryable=status in RETRYABLE_STATUS or status >= 500, hint=hint
-        )
+        return http_error(self, status, body, raw, not_found=f"check the model name and base_url ({self._base_url})")
 
     def _stream_error(self, error: Any) -> ProviderError | ContextOverflowError:
         """An ``{"error": ...}`` object sent inside the event stream."""

@@ -48,6 +48,7 @@ from ._http import HTTPProviderBase, WindowCache, apply_options, error_body_text
 from ._openai import (
     OFFICIAL_HOST,
     error_fields,
+    http_error,
     openai_endpoint,
     openai_request_headers,
     overflow_from,
@@ -63,7 +64,6 @@ PROVIDER_TAG = "openai-responses"
 _VENDOR_KEYS = ("openai", "openai-responses")
 _WINDOW_CACHE: WindowCache = {}
 _RETRYABLE_CODES = ("server_error", "rate_limit", "overloaded", "timeout", "unavailable")
-_RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 # Why a response stopped early, in the words the rest of lovia uses for finish reasons.
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
@@ -231,18 +231,8 @@ class OpenAIResponsesProvider(HTTPProviderBase):
             self._last_response = (parser.response_id, len(entries))
 
     def _map_error(self, status: int, body: Any, raw: str) -> ProviderError | ContextOverflowError:
-        message, code = error_fields(body)
-        text = message or error_body_text(raw) or f"HTTP {status}"
-        is_overflow, window = overflow_from(text, code, body, status)
-        if is_overflow:
-            return self._overflow_error(text, window)
-        hint = None
-        if status == 401:
-            hint = "check OPENAI_API_KEY / api_key="
-        elif status == 404:
-            hint = f"check the model name and base_url ({self._base_url}); lovia posts to {{base_url}}/responses"
-        retryable = status in _RETRYABLE_STATUS or status >= 500
-        return self._error(f"HTTP {status}: {text}", status=status, retryable=retryable, hint=hint)
+        not_found = f"check the model name and base_url ({self._base_url}); lovia posts to {{base_url}}/responses"
+        return http_error(self, status, body, raw, not_found=not_found)
 
     def _event_error(self, error: Any) -> ProviderError | ContextOverflowError:
         """An ``error`` event or a failed response's ``error`` object inside a 200 stream."""

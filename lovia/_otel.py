@@ -215,7 +215,81 @@ class _Kind:
         return name, out
 
 
-class _Span:
+def _response_attributes(out: dict[str, Any], response: Any, capture: bool) -> None:
+    """Put a model response's usage, finish reason and (with ``capture``) text into ``out``,
+    under their exported names."""
+    usage = getattr(response, "usage", None)
+    if usage is not None:
+        out[_INPUT_TOKENS] = usage.input_tokens
+        out[_OUTPUT_TOKENS] = usage.output_tokens
+        if usage.cache_read_tokens:
+            out[_CACHE_READ] = usage.cache_read_tokens
+        if usage.cache_write_tokens:
+            out[_CACHE_WRITE] = usage.cache_write_tokens
+    reason = getattr(response, "finish_reason", None)
+    if reason:
+        out[_FINISH_REASONS] = (str(reason),)
+    if capture:
+        text = getattr(response, "text", None)
+        if text:
+            out[_OUTPUT_TEXT] = "".join(text) if isinstance(text, Sequence) else str(text)
+
+
+class _SpanBasics:
+    """What both span classes answer alike: their name, whether they capture content, their
+    reference for a checkpoint, and the link from a resumed run to its first attempt.
+
+    Holds no state of its own (the subclasses keep the slots); their constructors stay inline,
+    as a span is made on every model and tool call.
+    """
+
+    __slots__ = ()
+
+    _kind: _Kind
+    run_id: str | None
+
+    @property
+    def name(self) -> str:
+        """Our span name (``run``, ``model_call``, ...)."""
+        return self._kind.name
+
+    @property
+    def captures_content(self) -> bool:
+        """Whether prompt/answer text and tool payloads are exported on this span."""
+        return self._kind.capture
+
+    @property
+    def context(self) -> SpanContext:
+        """The OpenTelemetry span context (trace and span id)."""
+        raise NotImplementedError
+
+    def _link(self, context: SpanContext, attributes: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def trace_ref(self) -> dict[str, str]:
+        """This span's trace and span id as hex text (what a checkpoint keeps of the first attempt)."""
+        ctx = self.context
+        return {"trace_id": f"{ctx.trace_id:032x}", "span_id": f"{ctx.span_id:016x}"}
+
+    def _first_attempt(self, ref: dict[str, str]) -> SpanContext | None:
+        """The first attempt's span named by a :meth:`trace_ref`, unless it is damaged or this span."""
+        from opentelemetry.trace import SpanContext, TraceFlags
+
+        try:
+            first = SpanContext(
+                trace_id=int(ref["trace_id"], 16),
+                span_id=int(ref["span_id"], 16),
+                is_remote=True,
+                trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            )
+        except (KeyError, ValueError):
+            return None  # a damaged reference only costs the link
+        if first.span_id == self.context.span_id or not first.is_valid:
+            return None
+        return first
+
+
+class _Span(_SpanBasics):
     """Our :class:`~lovia.tracing.Span` over an OpenTelemetry span, and its own context manager.
 
     A plain class rather than a generator-based context manager: spans are opened on every model
@@ -236,16 +310,6 @@ class _Span:
         self._linked = False
         run_id = attrs.get("run_id") if kind.is_run else None
         self.run_id = run_id if isinstance(run_id, str) else None
-
-    @property
-    def name(self) -> str:
-        """Our span name (``run``, ``model_call``, ...)."""
-        return self._kind.name
-
-    @property
-    def captures_content(self) -> bool:
-        """Whether prompt/answer text and tool payloads are exported on this span."""
-        return self._kind.capture
 
     def __enter__(self) -> _Span:
         self._span = span = self._kind.start(self._attrs)
@@ -302,21 +366,7 @@ class _Span:
         if not self._recording:
             return
         attrs: dict[str, Any] = {}
-        usage = getattr(response, "usage", None)
-        if usage is not None:
-            attrs[_INPUT_TOKENS] = usage.input_tokens
-            attrs[_OUTPUT_TOKENS] = usage.output_tokens
-            if usage.cache_read_tokens:
-                attrs[_CACHE_READ] = usage.cache_read_tokens
-            if usage.cache_write_tokens:
-                attrs[_CACHE_WRITE] = usage.cache_write_tokens
-        reason = getattr(response, "finish_reason", None)
-        if reason:
-            attrs[_FINISH_REASONS] = (str(reason),)
-        if self._kind.capture:
-            text = getattr(response, "text", None)
-            if text:
-                attrs[_OUTPUT_TEXT] = "".join(text) if isinstance(text, Sequence) else str(text)
+        _response_attributes(attrs, response, self._kind.capture)
         if attrs:
             self._span.set_attributes(attrs)
 
@@ -336,34 +386,18 @@ class _Span:
         """The OpenTelemetry span context (trace and span id)."""
         return self._span.get_span_context()
 
-    def trace_ref(self) -> dict[str, str]:
-        """This span's trace and span id as hex text (what a checkpoint keeps of the first attempt)."""
-        ctx = self._span.get_span_context()
-        return {"trace_id": f"{ctx.trace_id:032x}", "span_id": f"{ctx.span_id:016x}"}
-
     def link_first_attempt(self, ref: dict[str, str]) -> None:
         """Link this run span to the first attempt's run span, named by :meth:`trace_ref` (any process)."""
-        from opentelemetry.trace import SpanContext, TraceFlags
-
-        try:
-            first = SpanContext(
-                trace_id=int(ref["trace_id"], 16),
-                span_id=int(ref["span_id"], 16),
-                is_remote=True,
-                trace_flags=TraceFlags(TraceFlags.SAMPLED),
-            )
-        except (KeyError, ValueError):
-            return  # a damaged reference only costs the link
-        if first.span_id == self.context.span_id or not first.is_valid:
-            return
-        self._span.add_link(first, {"lovia.link": "first_attempt", "lovia.run_id": self.run_id or ""})
-        self._linked = True
+        first = self._first_attempt(ref)
+        if first is not None:
+            self._link(first, {"lovia.link": "first_attempt", "lovia.run_id": self.run_id or ""})
+            self._linked = True
 
     def _link(self, context: SpanContext, attributes: dict[str, Any]) -> None:
         self._span.add_link(context, attributes)
 
 
-class _DirectSpan(_Recorded):
+class _DirectSpan(_SpanBasics, _Recorded):
     """Our :class:`~lovia.tracing.Span` on the SDK's direct path (see :mod:`lovia._otel_sdk`).
 
     Its data is kept here while it is open; at its end one ``ReadableSpan`` goes to the
@@ -395,16 +429,6 @@ class _DirectSpan(_Recorded):
         self._linked = False
         run_id = attrs.get("run_id") if kind.is_run else None
         self.run_id = run_id if isinstance(run_id, str) else None
-
-    @property
-    def name(self) -> str:
-        """Our span name (``run``, ``model_call``, ...)."""
-        return self._kind.name
-
-    @property
-    def captures_content(self) -> bool:
-        """Whether prompt/answer text and tool payloads are exported on this span."""
-        return self._kind.capture
 
     def __enter__(self) -> _DirectSpan:
         # What the SDK's Tracer.start_span does, without building an SDK span.
@@ -511,24 +535,8 @@ class _DirectSpan(_Recorded):
 
     def record_response(self, response: Any) -> None:
         """A model response's usage, finish reason and (when captured) text, under their exported names."""
-        if not self._recording:
-            return
-        out = self._out
-        usage = getattr(response, "usage", None)
-        if usage is not None:
-            out[_INPUT_TOKENS] = usage.input_tokens
-            out[_OUTPUT_TOKENS] = usage.output_tokens
-            if usage.cache_read_tokens:
-                out[_CACHE_READ] = usage.cache_read_tokens
-            if usage.cache_write_tokens:
-                out[_CACHE_WRITE] = usage.cache_write_tokens
-        reason = getattr(response, "finish_reason", None)
-        if reason:
-            out[_FINISH_REASONS] = (str(reason),)
-        if self._kind.capture:
-            text = getattr(response, "text", None)
-            if text:
-                out[_OUTPUT_TEXT] = "".join(text) if isinstance(text, Sequence) else str(text)
+        if self._recording:
+            _response_attributes(self._out, response, self._kind.capture)
 
     def record_exception(self, exc: BaseException) -> None:
         """Record ``exc`` as an event, set ``error.type`` and an error status."""
@@ -546,26 +554,12 @@ class _DirectSpan(_Recorded):
         """The OpenTelemetry span context (trace and span id)."""
         return self._ctx
 
-    def trace_ref(self) -> dict[str, str]:
-        """This span's trace and span id as hex text (what a checkpoint keeps of the first attempt)."""
-        ctx = self._ctx
-        return {"trace_id": f"{ctx.trace_id:032x}", "span_id": f"{ctx.span_id:016x}"}
-
     def link_first_attempt(self, ref: dict[str, str]) -> None:
         """Link this run span to the first attempt's run span, named by :meth:`trace_ref` (any process)."""
-        try:
-            first = _SpanContext(
-                trace_id=int(ref["trace_id"], 16),
-                span_id=int(ref["span_id"], 16),
-                is_remote=True,
-                trace_flags=_FLAGS[_SAMPLED],
-            )
-        except (KeyError, ValueError):
-            return  # a damaged reference only costs the link
-        if first.span_id == self._ctx.span_id or not first.is_valid:
-            return
-        self._link(first, {"lovia.link": "first_attempt", "lovia.run_id": self.run_id or ""})
-        self._linked = True
+        first = self._first_attempt(ref)
+        if first is not None:
+            self._link(first, {"lovia.link": "first_attempt", "lovia.run_id": self.run_id or ""})
+            self._linked = True
 
     def _link(self, context: SpanContext, attributes: dict[str, Any]) -> None:
         if self._recording:

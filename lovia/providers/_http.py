@@ -28,12 +28,14 @@ from ._sse import SSEEvent, iter_sse
 __all__ = [
     "RETRYABLE_STATUS",
     "HTTPProviderBase",
+    "WindowCache",
     "apply_options",
     "error_body_text",
     "parse_retry_after",
     "resolve_timeout",
     "resolve_trust_env",
     "resolve_verify",
+    "stream_headers",
 ]
 
 DEFAULT_TIMEOUT = 300.0
@@ -44,6 +46,8 @@ logger = logging.getLogger("lovia")
 
 # Turns a non-2xx response (status, parsed JSON or None, raw text) into the error to raise.
 ErrorMapper = Callable[[int, Any, str], "ProviderError | ContextOverflowError"]
+# The cache of context windows an adapter learnt from its endpoints, keyed by (API root, model).
+WindowCache = dict[tuple[str, str], "int | None"]
 
 
 def _env_flag(name: str) -> bool:
@@ -165,6 +169,7 @@ class HTTPProviderBase:
     """One ``httpx.AsyncClient`` per provider instance, closed by :meth:`aclose` unless injected."""
 
     vendor: str = "http"
+    _vision: bool = True
 
     def __init__(
         self,
@@ -209,6 +214,11 @@ class HTTPProviderBase:
         """The API root (without a trailing slash)."""
         return self._base_url
 
+    @property
+    def supports_vision(self) -> bool:
+        """Whether image parts are sent to the model."""
+        return self._vision
+
     async def aclose(self) -> None:
         """Close the HTTP client if this provider created it (an injected client is left open)."""
         if self._owns_client:
@@ -230,6 +240,16 @@ class HTTPProviderBase:
             status_code=status,
             retryable=retryable,
             hint=hint,
+        )
+
+    def _overflow_error(self, text: str, window: int | None) -> ContextOverflowError:
+        """The error for a prompt the endpoint found larger than the model's context window."""
+        return ContextOverflowError(
+            f"{self.vendor} ({self._model}): {text}",
+            reported_window=window,
+            vendor=self.vendor,
+            model=self._model,
+            hint="the context policy should compact the transcript; or pick a model with a larger window",
         )
 
     @contextmanager
@@ -282,6 +302,25 @@ class HTTPProviderBase:
         if response.status_code >= 300:
             return None
         return _try_json(response.text)
+
+    async def _remembered_window(
+        self, cache: WindowCache, url: str, headers: Mapping[str, str], read: Callable[[Any], int | None]
+    ) -> int | None:
+        """The window ``read`` finds in the JSON at ``url``, asked once per API root and model."""
+        key = (self._base_url, self._model)
+        if key not in cache:
+            cache[key] = read(await self._get_json(url, headers))
+        return cache[key]
+
+
+def stream_headers(
+    extra: Mapping[str, str], key_header: str, key: str | None, fixed: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Headers for a streaming request: ``fixed`` ones, then ``extra``, then the key unless ``extra`` set it."""
+    headers = {"Accept": "text/event-stream", **(fixed or {}), **extra}
+    if key:
+        headers.setdefault(key_header, key)
+    return headers
 
 
 async def _single_event(event: SSEEvent) -> AsyncIterator[SSEEvent]:

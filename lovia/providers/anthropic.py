@@ -45,8 +45,9 @@ from ..transcript import (
     UsageDelta,
     leading_system_count,
 )
-from ._http import RETRYABLE_STATUS, HTTPProviderBase, apply_options, error_body_text
+from ._http import RETRYABLE_STATUS, HTTPProviderBase, WindowCache, apply_options, error_body_text, stream_headers
 from ._windows import known_window
+from ._wire import IMAGE_OMITTED, arguments_object, positive_field
 from .base import ModelSettings, ToolDefinition, request_extras
 
 __all__ = ["AnthropicProvider"]
@@ -55,7 +56,7 @@ DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 OFFICIAL_HOST = "api.anthropic.com"
 PROVIDER_TAG = "anthropic"
 _VENDOR_KEYS = ("anthropic", "claude")
-_WINDOW_CACHE: dict[tuple[str, str], int | None] = {}
+_WINDOW_CACHE: WindowCache = {}
 _TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)", re.I)
 # "input length and `max_tokens` exceed context limit: 195000 + 16384 > 200000, decrease ..."
 _OVER_LIMIT = re.compile(r"exceed context limit:\s*(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)", re.I)
@@ -134,16 +135,8 @@ class AnthropicProvider(HTTPProviderBase):
         """Always False: structured output goes through the loop's prompt contract."""
         return False
 
-    @property
-    def supports_vision(self) -> bool:
-        """Whether image parts are sent to the model."""
-        return self._vision
-
     def _request_headers(self) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream", "anthropic-version": self._version, **self._headers}
-        if self._api_key:
-            headers.setdefault("x-api-key", self._api_key)
-        return headers
+        return stream_headers(self._headers, "x-api-key", self._api_key, {"anthropic-version": self._version})
 
     def build_payload(
         self,
@@ -221,14 +214,7 @@ class AnthropicProvider(HTTPProviderBase):
         limit = _OVER_LIMIT.search(text)
         if not (match or limit or kind == "request_too_large" or status == 413 or "prompt is too long" in text.lower()):
             return None
-        window = int(match.group(2)) if match else int(limit.group(3)) if limit else None
-        return ContextOverflowError(
-            f"{self.vendor} ({self._model}): {text}",
-            reported_window=window,
-            vendor=self.vendor,
-            model=self._model,
-            hint="the context policy should compact the transcript; or pick a model with a larger window",
-        )
+        return self._overflow_error(text, int(match.group(2)) if match else int(limit.group(3)) if limit else None)
 
     def _map_error(self, status: int, body: Any, raw: str) -> ProviderError | ContextOverflowError:
         kind, message = _error_fields(body)
@@ -265,14 +251,10 @@ class AnthropicProvider(HTTPProviderBase):
 
     async def discover_context_window(self) -> int | None:
         """Ask ``/models/{id}`` for ``max_input_tokens`` (memoized per base URL and model)."""
-        key = (self._base_url, self._model)
-        if key not in _WINDOW_CACHE:
-            data = await self._get_json(
-                f"{self._base_url}/models/{quote(self._model, safe='')}", self._request_headers()
-            )
-            value = data.get("max_input_tokens") if isinstance(data, dict) else None
-            _WINDOW_CACHE[key] = int(value) if isinstance(value, int) and value > 0 else None
-        return _WINDOW_CACHE[key] or known_window(self._host, self._model)
+        info = f"{self._base_url}/models/{quote(self._model, safe='')}"
+        read = functools.partial(positive_field, "max_input_tokens")
+        found = await self._remembered_window(_WINDOW_CACHE, info, self._request_headers(), read)
+        return found or known_window(self._host, self._model)
 
 
 # --------------------------------------------------------------------------- request mapping
@@ -288,9 +270,6 @@ def _source_block(kind: str, part: ImagePart | FilePart) -> dict[str, Any]:
     return {"type": kind, "source": {"type": "base64", "media_type": mime, "data": part.data}}
 
 
-_NO_IMAGE = "[image omitted: this model does not accept images]"
-
-
 def _parts_to_blocks(content: str | Sequence[ContentPart], include_images: bool = True) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
@@ -300,7 +279,7 @@ def _parts_to_blocks(content: str | Sequence[ContentPart], include_images: bool 
             if part.text:
                 blocks.append({"type": "text", "text": part.text})
         elif isinstance(part, ImagePart):
-            image = _source_block("image", part) if include_images else {"type": "text", "text": _NO_IMAGE}
+            image = _source_block("image", part) if include_images else {"type": "text", "text": IMAGE_OMITTED}
             blocks.append(image)
         else:
             block = _source_block("document", part)
@@ -308,16 +287,6 @@ def _parts_to_blocks(content: str | Sequence[ContentPart], include_images: bool 
                 block["title"] = part.filename
             blocks.append(block)
     return blocks
-
-
-def _tool_input(arguments: str) -> dict[str, Any]:
-    if not arguments.strip():
-        return {}
-    try:
-        value = json.loads(arguments)
-    except ValueError:
-        return {"_raw": arguments}
-    return value if isinstance(value, dict) else {"_raw": arguments}
 
 
 def _reasoning_block(entry: ReasoningEntry) -> dict[str, Any] | None:
@@ -352,7 +321,12 @@ def _entry_blocks(
     if isinstance(entry, AssistantTextEntry):
         return "assistant", [{"type": "text", "text": entry.content}] if entry.content else []
     if isinstance(entry, ToolCallEntry):
-        block = {"type": "tool_use", "id": entry.call_id, "name": entry.name, "input": _tool_input(entry.arguments)}
+        block = {
+            "type": "tool_use",
+            "id": entry.call_id,
+            "name": entry.name,
+            "input": arguments_object(entry.arguments),
+        }
         return "assistant", [block]
     raise TypeError(f"not a transcript entry: {type(entry).__name__}")
 

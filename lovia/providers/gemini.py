@@ -18,6 +18,7 @@ count is stored there too (``metadata["reasoning_tokens"]``), since
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -46,8 +47,9 @@ from ..transcript import (
     UsageDelta,
     entry_to_dict,
 )
-from ._http import HTTPProviderBase, apply_options, error_body_text
+from ._http import HTTPProviderBase, WindowCache, apply_options, error_body_text, stream_headers
 from ._windows import known_window
+from ._wire import IMAGE_OMITTED, arguments_object, as_int, positive_field
 from .base import ModelSettings, ToolDefinition, request_extras
 
 __all__ = ["PROVIDER_TAG", "GeminiProvider", "entries_to_gemini"]
@@ -58,7 +60,7 @@ API_VERSION_PATH = "/v1beta"
 PROVIDER_TAG = "gemini"
 _VENDOR_KEYS = ("gemini", "google")
 _ASSIGNED_PREFIX = "gcall_"
-_WINDOW_CACHE: dict[tuple[str, str], int | None] = {}
+_WINDOW_CACHE: WindowCache = {}
 _RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _RETRYABLE_TEXT = ("RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED")
 # Finish reasons that mean "the safety system stopped this", not "the model finished".
@@ -164,16 +166,8 @@ class GeminiProvider(HTTPProviderBase):
         """Whether ``response_format`` is sent as ``responseJsonSchema``."""
         return self._json_schema
 
-    @property
-    def supports_vision(self) -> bool:
-        """Whether image parts are sent to the model."""
-        return self._vision
-
     def _request_headers(self) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream", **self._headers}
-        if self._api_key:
-            headers.setdefault("x-goog-api-key", self._api_key)
-        return headers
+        return stream_headers(self._headers, "x-goog-api-key", self._api_key)
 
     def build_payload(
         self,
@@ -244,13 +238,7 @@ class GeminiProvider(HTTPProviderBase):
         text = message or error_body_text(raw) or f"HTTP {status}"
         match = _OVERFLOW.search(text)
         if match:
-            return ContextOverflowError(
-                f"{self.vendor} ({self._model}): {text}",
-                reported_window=int(match.group(2)),
-                vendor=self.vendor,
-                model=self._model,
-                hint="the context policy should compact the transcript; or pick a model with a larger window",
-            )
+            return self._overflow_error(text, int(match.group(2)))
         hint = None
         if status in (401, 403) or "API key" in text:
             hint = "check GEMINI_API_KEY / GOOGLE_API_KEY / api_key="
@@ -270,14 +258,10 @@ class GeminiProvider(HTTPProviderBase):
 
     async def discover_context_window(self) -> int | None:
         """Ask ``/models/{model}`` for ``inputTokenLimit`` (memoized per endpoint and model)."""
-        key = (self._base_url, self._model)
-        if key not in _WINDOW_CACHE:
-            data = await self._get_json(
-                f"{self._base_url}/models/{quote(self._model, safe='')}", self._request_headers()
-            )
-            value = data.get("inputTokenLimit") if isinstance(data, dict) else None
-            _WINDOW_CACHE[key] = int(value) if isinstance(value, int) and value > 0 else None
-        return _WINDOW_CACHE[key] or known_window(self._host, self._model)
+        info = f"{self._base_url}/models/{quote(self._model, safe='')}"
+        read = functools.partial(positive_field, "inputTokenLimit")
+        found = await self._remembered_window(_WINDOW_CACHE, info, self._request_headers(), read)
+        return found or known_window(self._host, self._model)
 
 
 def _request_salt(entries: Sequence[TranscriptEntry]) -> str:
@@ -303,7 +287,7 @@ def _part(part: ContentPart, *, include_images: bool) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"text": part.text}
     if isinstance(part, ImagePart) and not include_images:
-        return {"text": "[image omitted: this model does not accept images]"}
+        return {"text": IMAGE_OMITTED}
     if isinstance(part, (ImagePart, FilePart)):
         default = "image/png" if isinstance(part, ImagePart) else "application/octet-stream"
         mime = part.mime_type or default
@@ -317,14 +301,6 @@ def _parts(content: str | Sequence[ContentPart], *, include_images: bool) -> lis
     if isinstance(content, str):
         return [{"text": content}] if content else []
     return [_part(p, include_images=include_images) for p in content if not (isinstance(p, TextPart) and not p.text)]
-
-
-def _args(arguments: str) -> dict[str, Any]:
-    try:
-        value = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        return {"_raw": arguments}
-    return value if isinstance(value, dict) else {"_raw": arguments}
 
 
 class _Contents:
@@ -361,7 +337,7 @@ class _Contents:
 
     def call(self, entry: ToolCallEntry) -> None:
         self.names[entry.call_id] = entry.name
-        function: dict[str, Any] = {"name": entry.name, "args": _args(entry.arguments)}
+        function: dict[str, Any] = {"name": entry.name, "args": arguments_object(entry.arguments)}
         if not entry.call_id.startswith(_ASSIGNED_PREFIX):
             function["id"] = entry.call_id  # an id Gemini gave us goes back; ours stay local
         part: dict[str, Any] = {"functionCall": function}
@@ -524,7 +500,7 @@ class GeminiChunkParser:
             )
         out: list[ModelDelta] = []
         usage = self._usage
-        thinking = _int(usage.get("thoughtsTokenCount"))
+        thinking = as_int(usage.get("thoughtsTokenCount"))
         if self._thoughts or self._signatures:
             meta: dict[str, Any] = {"signatures": self._signatures}
             if thinking:
@@ -535,16 +511,13 @@ class GeminiChunkParser:
             out.append(
                 UsageDelta(
                     Usage(
-                        input_tokens=_int(usage.get("promptTokenCount")) + _int(usage.get("toolUsePromptTokenCount")),
-                        output_tokens=_int(usage.get("candidatesTokenCount")) + thinking,
-                        cache_read_tokens=_int(usage.get("cachedContentTokenCount")),
+                        input_tokens=as_int(usage.get("promptTokenCount"))
+                        + as_int(usage.get("toolUsePromptTokenCount")),
+                        output_tokens=as_int(usage.get("candidatesTokenCount")) + thinking,
+                        cache_read_tokens=as_int(usage.get("cachedContentTokenCount")),
                     )
                 )
             )
         reason = "tool_calls" if self._calls and self._finish == "STOP" else _FINISH.get(self._finish, self._finish)
         out.append(FinishDelta(reason))
         return out
-
-
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0

@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
@@ -25,7 +24,7 @@ import httpx
 
 from .._entry_memo import PrefixMemo
 from .._text import loads
-from ..exceptions import ContextOverflowError, ProviderError, UserError
+from ..exceptions import ContextOverflowError, ProviderError
 from ..messages import FilePart, ImagePart, Message, TextPart, Usage
 from ..transcript import (
     AssistantTextEntry,
@@ -43,39 +42,25 @@ from ..transcript import (
     leading_system_count,
     messages_to_entries,
 )
-from ._http import RETRYABLE_STATUS, HTTPProviderBase, apply_options, error_body_text
-from ._openai import as_int, error_fields, overflow_from, window_from_models
+from ._http import HTTPProviderBase, WindowCache, apply_options, error_body_text
+from ._openai import (
+    error_fields,
+    http_error,
+    openai_endpoint,
+    openai_request_headers,
+    window_from_models,
+)
 from ._windows import known_window
+from ._wire import IMAGE_OMITTED, as_int
 from .base import ModelSettings, ToolDefinition, request_extras
 
 __all__ = ["OpenAIChatProvider", "entries_to_openai_messages", "message_to_openai"]
 
 logger = logging.getLogger("lovia")
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-OFFICIAL_HOST = "api.openai.com"
-
-
-def openai_request_headers(
-    extra: dict[str, str], api_key: str | None, host: str | None, *, elsewhere: str
-) -> dict[str, str]:
-    """Headers for one request to an OpenAI API. The key is required here, when a request is made,
-    not at construction, and only by the official host (``elsewhere`` names the alternative in the hint)."""
-    headers = {"Accept": "text/event-stream", **extra}
-    key = api_key or os.environ.get("OPENAI_API_KEY") or None
-    if key:
-        headers.setdefault("Authorization", f"Bearer {key}")
-    elif host == OFFICIAL_HOST and not any(h.lower() == "authorization" for h in headers):
-        raise UserError(
-            "the official OpenAI API needs an API key",
-            hint=f"set OPENAI_API_KEY or pass api_key=; for {elsewhere} set OPENAI_BASE_URL",
-        )
-    return headers
-
-
 PROVIDER_TAG = "openai-chat"
 _VENDOR_KEYS = ("openai", "openai-chat")
-_WINDOW_CACHE: dict[tuple[str, str], int | None] = {}
+_WINDOW_CACHE: WindowCache = {}
 
 
 class OpenAIChatProvider(HTTPProviderBase):
@@ -122,9 +107,7 @@ class OpenAIChatProvider(HTTPProviderBase):
         proxy: str | None = None,
         verify: Any = None,
     ) -> None:
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        official = urlparse(url).hostname == OFFICIAL_HOST if official_dialect is None else official_dialect
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        url, official, key = openai_endpoint(base_url, api_key, official_dialect)
         super().__init__(
             model=model,
             base_url=url,
@@ -135,7 +118,7 @@ class OpenAIChatProvider(HTTPProviderBase):
             proxy=proxy,
             verify=verify,
         )
-        self._api_key = key or None
+        self._api_key = key
         self._official = official
         self._host = urlparse(url).hostname
         self._json_schema = official if supports_json_schema is None else supports_json_schema
@@ -152,11 +135,6 @@ class OpenAIChatProvider(HTTPProviderBase):
     def supports_json_schema(self) -> bool:
         """Whether ``response_format`` is sent as a native JSON schema."""
         return self._json_schema
-
-    @property
-    def supports_vision(self) -> bool:
-        """Whether image parts are sent to the model."""
-        return self._vision
 
     @property
     def is_official(self) -> bool:
@@ -236,25 +214,7 @@ class OpenAIChatProvider(HTTPProviderBase):
             yield delta
 
     def _map_error(self, status: int, body: Any, raw: str) -> ProviderError | ContextOverflowError:
-        message, code = error_fields(body)
-        text = message or error_body_text(raw) or f"HTTP {status}"
-        is_overflow, window = overflow_from(text, code, body, status)
-        if is_overflow:
-            return ContextOverflowError(
-                f"{self.vendor} ({self._model}): {text}",
-                reported_window=window,
-                vendor=self.vendor,
-                model=self._model,
-                hint="the context policy should compact the transcript; or pick a model with a larger window",
-            )
-        hint = None
-        if status == 401:
-            hint = "check OPENAI_API_KEY / api_key="
-        elif status == 404:
-            hint = f"check the model name and base_url ({self._base_url})"
-        return self._error(
-            f"HTTP {status}: {text}", status=status, retryable=status in RETRYABLE_STATUS or status >= 500, hint=hint
-        )
+        return http_error(self, status, body, raw, not_found=f"check the model name and base_url ({self._base_url})")
 
     def _stream_error(self, error: Any) -> ProviderError | ContextOverflowError:
         """An ``{"error": ...}`` object sent inside the event stream."""
@@ -287,11 +247,10 @@ class OpenAIChatProvider(HTTPProviderBase):
         """
         if self._official:
             return None
-        key = (self._base_url, self._model)
-        if key not in _WINDOW_CACHE:
-            data = await self._get_json(f"{self._base_url}/models", self._request_headers())
-            _WINDOW_CACHE[key] = window_from_models(data, self._model)
-        return _WINDOW_CACHE[key]
+        models = f"{self._base_url}/models"
+        return await self._remembered_window(
+            _WINDOW_CACHE, models, self._request_headers(), lambda data: window_from_models(data, self._model)
+        )
 
 
 # --------------------------------------------------------------------------- request mapping
@@ -317,7 +276,7 @@ def _part_to_wire(part: TextPart | ImagePart | FilePart) -> dict[str, Any]:
     return {"type": "text", "text": f"[file: {part.filename or part.url}] {part.url}"}
 
 
-_NO_IMAGE = {"type": "text", "text": "[image omitted: this model does not accept images]"}
+_NO_IMAGE = {"type": "text", "text": IMAGE_OMITTED}
 
 
 def _input_to_message(entry: InputEntry, *, include_images: bool = True) -> dict[str, Any]:

@@ -21,7 +21,6 @@ entry.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
@@ -45,20 +44,26 @@ from ..transcript import (
     TranscriptEntry,
     UsageDelta,
 )
-from ._http import HTTPProviderBase, apply_options, error_body_text
-from ._openai import as_int, error_fields, overflow_from, window_from_models
+from ._http import HTTPProviderBase, WindowCache, apply_options, error_body_text
+from ._openai import (
+    OFFICIAL_HOST,
+    error_fields,
+    http_error,
+    openai_endpoint,
+    openai_request_headers,
+    overflow_from,
+    window_from_models,
+)
 from ._windows import known_window
+from ._wire import IMAGE_OMITTED, as_int
 from .base import ModelSettings, ToolDefinition, request_extras
-from .openai_chat import OFFICIAL_HOST, openai_request_headers
 
 __all__ = ["PROVIDER_TAG", "OpenAIResponsesProvider", "entries_to_responses_input"]
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PROVIDER_TAG = "openai-responses"
 _VENDOR_KEYS = ("openai", "openai-responses")
-_WINDOW_CACHE: dict[tuple[str, str], int | None] = {}
+_WINDOW_CACHE: WindowCache = {}
 _RETRYABLE_CODES = ("server_error", "rate_limit", "overloaded", "timeout", "unavailable")
-_RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 # Why a response stopped early, in the words the rest of lovia uses for finish reasons.
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
@@ -110,9 +115,7 @@ class OpenAIResponsesProvider(HTTPProviderBase):
         proxy: str | None = None,
         verify: Any = None,
     ) -> None:
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        official = urlparse(url).hostname == OFFICIAL_HOST if official_dialect is None else official_dialect
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        url, official, key = openai_endpoint(base_url, api_key, official_dialect)
         if previous_response_id and not store:
             raise UserError(
                 "previous_response_id=True needs store=True",
@@ -128,7 +131,7 @@ class OpenAIResponsesProvider(HTTPProviderBase):
             proxy=proxy,
             verify=verify,
         )
-        self._api_key = key or None
+        self._api_key = key
         self._official = official
         self._host = urlparse(url).hostname
         self._json_schema = True if supports_json_schema is None else supports_json_schema
@@ -147,11 +150,6 @@ class OpenAIResponsesProvider(HTTPProviderBase):
     def supports_json_schema(self) -> bool:
         """Whether ``response_format`` is sent as a native ``text.format`` JSON schema."""
         return self._json_schema
-
-    @property
-    def supports_vision(self) -> bool:
-        """Whether image parts are sent to the model."""
-        return self._vision
 
     def _request_headers(self) -> dict[str, str]:
         return openai_request_headers(self._headers, self._api_key, self._host, elsewhere="another Responses server")
@@ -233,24 +231,8 @@ class OpenAIResponsesProvider(HTTPProviderBase):
             self._last_response = (parser.response_id, len(entries))
 
     def _map_error(self, status: int, body: Any, raw: str) -> ProviderError | ContextOverflowError:
-        message, code = error_fields(body)
-        text = message or error_body_text(raw) or f"HTTP {status}"
-        is_overflow, window = overflow_from(text, code, body, status)
-        if is_overflow:
-            return ContextOverflowError(
-                f"{self.vendor} ({self._model}): {text}",
-                reported_window=window,
-                vendor=self.vendor,
-                model=self._model,
-                hint="the context policy should compact the transcript; or pick a model with a larger window",
-            )
-        hint = None
-        if status == 401:
-            hint = "check OPENAI_API_KEY / api_key="
-        elif status == 404:
-            hint = f"check the model name and base_url ({self._base_url}); lovia posts to {{base_url}}/responses"
-        retryable = status in _RETRYABLE_STATUS or status >= 500
-        return self._error(f"HTTP {status}: {text}", status=status, retryable=retryable, hint=hint)
+        not_found = f"check the model name and base_url ({self._base_url}); lovia posts to {{base_url}}/responses"
+        return http_error(self, status, body, raw, not_found=not_found)
 
     def _event_error(self, error: Any) -> ProviderError | ContextOverflowError:
         """An ``error`` event or a failed response's ``error`` object inside a 200 stream."""
@@ -259,13 +241,7 @@ class OpenAIResponsesProvider(HTTPProviderBase):
         text = message or error_body_text(json.dumps(error))
         is_overflow, window = overflow_from(text, code, body, 400)
         if is_overflow:
-            return ContextOverflowError(
-                f"{self.vendor} ({self._model}): {text}",
-                reported_window=window,
-                vendor=self.vendor,
-                model=self._model,
-                hint="the context policy should compact the transcript; or pick a model with a larger window",
-            )
+            return self._overflow_error(text, window)
         retryable = any(word in (code or "").lower() for word in _RETRYABLE_CODES)
         return self._error(f"stream error {code or 'unknown'}: {text}", retryable=retryable)
 
@@ -279,11 +255,10 @@ class OpenAIResponsesProvider(HTTPProviderBase):
         """Ask a non-official server's ``/models`` for the model's window (memoized; None if unknown)."""
         if self._official:
             return known_window(OFFICIAL_HOST, self._model)
-        key = (self._base_url, self._model)
-        if key not in _WINDOW_CACHE:
-            data = await self._get_json(f"{self._base_url}/models", self._request_headers())
-            _WINDOW_CACHE[key] = window_from_models(data, self._model)
-        return _WINDOW_CACHE[key]
+        models = f"{self._base_url}/models"
+        return await self._remembered_window(
+            _WINDOW_CACHE, models, self._request_headers(), lambda data: window_from_models(data, self._model)
+        )
 
 
 # --------------------------------------------------------------------------- request mapping
@@ -304,7 +279,7 @@ def _part_to_wire(part: ContentPart, *, include_images: bool) -> dict[str, Any]:
         return {"type": "input_text", "text": part.text}
     if isinstance(part, ImagePart):
         if not include_images:
-            return {"type": "input_text", "text": "[image omitted: this model does not accept images]"}
+            return {"type": "input_text", "text": IMAGE_OMITTED}
         return {"type": "input_image", "image_url": part.data_url(), "detail": part.detail or "auto"}
     if isinstance(part, FilePart):
         if part.data is not None:

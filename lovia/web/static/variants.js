@@ -66,6 +66,30 @@ function earlierVersion(kept) {
   return nodes;
 }
 
+// One "‹ i/n ›" pager at the front of `bar`, for the i-th of `total` entries: the arrows call
+// `show` with the neighbour's index. `labels` holds the caller's translated texts (earlier,
+// later, readOnly); the test ids are `<name>-pager`, `<name>-prev`, `<name>-next`, `<name>-count`.
+function prependPager(bar, className, name, i, total, show, labels) {
+  const pager = el("span", className);
+  pager.dataset.testid = `${name}-pager`;
+  const prev = el("button", "link", "‹");
+  const next = el("button", "link", "›");
+  prev.type = next.type = "button";
+  prev.dataset.testid = `${name}-prev`;
+  next.dataset.testid = `${name}-next`;
+  prev.setAttribute("aria-label", labels.earlier);
+  next.setAttribute("aria-label", labels.later);
+  prev.disabled = i === 0;
+  next.disabled = i === total - 1;
+  prev.onclick = () => show(i - 1);
+  next.onclick = () => show(i + 1);
+  const count = el("span", "variant-count", `${i + 1}/${total}`);
+  count.dataset.testid = `${name}-count`;
+  if (i < total - 1) count.title = labels.readOnly;
+  pager.append(prev, count, next);
+  bar.prepend(pager);
+}
+
 // The message's versions, oldest first and the one on screen last, switched by "‹ 1/2 ›" arrows
 // on the message. Only the latest is live: the chat goes on from it (edit it again to branch off).
 function decorateVersions(root, turn, versions, shownVersions) {
@@ -86,24 +110,8 @@ function decorateVersions(root, turn, versions, shownVersions) {
     const message = group.find((node) => node.matches(".msg.user"));
     if (!message) return;
     const bar = message.querySelector(":scope > .toolbar") || message.appendChild(el("div", "toolbar"));
-    const pager = el("span", "variant-pager version-pager");
-    pager.dataset.testid = "edit-pager";
-    const prev = el("button", "link", "‹");
-    const next = el("button", "link", "›");
-    prev.type = next.type = "button";
-    prev.dataset.testid = "edit-prev";
-    next.dataset.testid = "edit-next";
-    prev.setAttribute("aria-label", t("versions.earlier"));
-    next.setAttribute("aria-label", t("versions.later"));
-    prev.disabled = i === 0;
-    next.disabled = i === groups.length - 1;
-    prev.onclick = () => show(i - 1);
-    next.onclick = () => show(i + 1);
-    const count = el("span", "variant-count", `${i + 1}/${groups.length}`);
-    count.dataset.testid = "edit-count";
-    if (i < groups.length - 1) count.title = t("versions.readOnly");
-    pager.append(prev, count, next);
-    bar.prepend(pager);
+    const labels = { earlier: t("versions.earlier"), later: t("versions.later"), readOnly: t("versions.readOnly") };
+    prependPager(bar, "variant-pager version-pager", "edit", i, groups.length, show, labels);
   });
   show(Math.min(shownVersions.has(turn) ? shownVersions.get(turn) : groups.length - 1, groups.length - 1));
 }
@@ -123,24 +131,8 @@ function decorate(root, turn, answers, shown) {
   };
   nodes.forEach((node, i) => {
     const bar = node.querySelector(":scope > .toolbar") || node.appendChild(el("div", "toolbar"));
-    const pager = el("span", "variant-pager");
-    pager.dataset.testid = "variant-pager";
-    const prev = el("button", "link", "‹");
-    const next = el("button", "link", "›");
-    prev.type = next.type = "button";
-    prev.dataset.testid = "variant-prev";
-    next.dataset.testid = "variant-next";
-    prev.setAttribute("aria-label", t("variants.earlier"));
-    next.setAttribute("aria-label", t("variants.later"));
-    prev.disabled = i === 0;
-    next.disabled = i === nodes.length - 1;
-    prev.onclick = () => show(i - 1);
-    next.onclick = () => show(i + 1);
-    const count = el("span", "variant-count", `${i + 1}/${nodes.length}`);
-    count.dataset.testid = "variant-count";
-    if (i < nodes.length - 1) count.title = t("variants.readOnly");
-    pager.append(prev, count, next);
-    bar.prepend(pager);
+    const labels = { earlier: t("variants.earlier"), later: t("variants.later"), readOnly: t("variants.readOnly") };
+    prependPager(bar, "variant-pager", "variant", i, nodes.length, show, labels);
   });
   show(Math.min(shown.has(turn) ? shown.get(turn) : nodes.length - 1, nodes.length - 1));
 }

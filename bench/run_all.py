@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+LOVIA_ONLY = {"startup"}
+"""Workloads that measure lovia alone: run by themselves they need no peers environment."""
 ROOT = os.path.dirname(HERE)
 PEERS_VENV = os.path.join(HERE, ".peers")
 PEERS_PYTHON = os.path.join(PEERS_VENV, "bin", "python")
@@ -77,6 +79,7 @@ class Config:
     conc_batches: int = 5
     conc_repeats: int = 5
     save_steps: int = 1_000
+    startup_repeats: int = 10
 
 
 QUICK = Config(
@@ -89,6 +92,7 @@ QUICK = Config(
     conc_batches=2,
     conc_repeats=3,
     save_steps=200,
+    startup_repeats=3,
 )
 
 
@@ -637,6 +641,20 @@ def _top_lovia(prof: cProfile.Profile, top: int) -> list[str]:
     return out
 
 
+def run_startup(cfg: Config, rep: Report) -> dict[str, list[float]]:
+    import startup
+
+    progress(f"start-up, {cfg.startup_repeats} repetitions")
+    figures = startup.measure(cfg.startup_repeats)
+    rep.out("### 8. Start-up cost")
+    rep.out()
+    for line in startup.report(figures)[:-1]:  # the table; the target line comes with the others
+        rep.out(line)
+    per = {name: f.values for name, f in figures.items()}
+    rep.data["startup"] = per
+    return per
+
+
 def evaluate(cfg: Config, rep: Report) -> list[Target]:
     targets: list[Target] = []
     loop = rep.data.get("loop")
@@ -721,6 +739,12 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
             ("append, default journal: lovia <= bare insert + commit + 25%", "append wal=False / bare", 1.25),
         ):
             targets.append(Target(name, store[key], limit, f"ratio {store[key]:.2f}"))
+    startup_cpu = rep.data.get("startup")
+    if startup_cpu:
+        values = startup_cpu["import lovia"]
+        targets.append(
+            Target("import lovia <= 0.30 s CPU", med(values), 0.30, f"{cell(values, 1, 3)} s (user + system)")
+        )
     history = rep.data.get("history")
     if history:
         for wal in (False, True):
@@ -783,12 +807,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-setup", action="store_true", help="do not run setup_peers.sh when bench/.peers exists")
     parser.add_argument(
         "--only",
-        choices=["session", "growth", "loop", "concurrency", "store", "history", "save"],
+        choices=["session", "growth", "loop", "concurrency", "store", "history", "save", "startup"],
         action="append",
         help="run only these workloads",
     )
     args = parser.parse_args(argv)
-    bootstrap(args)
+    if not (args.only and set(args.only) <= LOVIA_ONLY):
+        bootstrap(args)
 
     sys.path.insert(0, HERE)
     from loop_overhead import machine, versions
@@ -812,6 +837,7 @@ def main(argv: list[str] | None = None) -> int:
         "store": run_store,
         "history": run_history,
         "save": run_save,
+        "startup": run_startup,
     }
     for name, fn in steps.items():
         if args.only and name not in args.only:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-import pydantic
+from pydantic_core import ValidationError  # the class ValidationError names
 
 from .exceptions import OutputValidationError, UserError
 
@@ -116,8 +116,10 @@ class OutputSpec:
         self.name = (
             getattr(output_type, "__name__", None) or re.sub(r"\W+", "_", str(output_type)).strip("_") or "output"
         )
+        from pydantic import TypeAdapter  # imported on first use: import lovia does not need it
+
         try:
-            self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(output_type)
+            self.adapter: TypeAdapter[Any] = TypeAdapter(output_type)
             self.schema: dict[str, Any] = self.adapter.json_schema()
         except Exception as exc:
             raise UserError(
@@ -150,11 +152,11 @@ class OutputSpec:
         for candidate in extract_json(raw):
             try:
                 return self.adapter.validate_json(candidate)
-            except pydantic.ValidationError as exc:
+            except ValidationError as exc:
                 first_error = first_error or exc
         try:  # scalars and Literals given as bare text
             return self.adapter.validate_python(raw.strip())
-        except pydantic.ValidationError as exc:
+        except ValidationError as exc:
             first_error = first_error or exc
         detail = _summarize(first_error)
         raise self._error(detail, raw)
@@ -169,7 +171,7 @@ class OutputSpec:
 
 
 def _summarize(exc: Exception | None) -> str:
-    if isinstance(exc, pydantic.ValidationError):
+    if isinstance(exc, ValidationError):
         return "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors(include_url=False)[:5]
         )
@@ -233,7 +235,7 @@ def parse_structured_output(spec: StructuredOutput, payload: Any) -> Any:
         return contract.parse(payload)
     try:
         return contract.adapter.validate_python(payload)
-    except pydantic.ValidationError as exc:
+    except ValidationError as exc:
         raise contract._error(_summarize(exc), json.dumps(payload, default=str)[:500]) from None
 
 

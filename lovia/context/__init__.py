@@ -7,26 +7,63 @@ in a JSON-safe state the loop persists, rendered by the pure :func:`render_view`
 
 from __future__ import annotations
 
-# The tools package re-exports recall_tool_result (built in .recall from this package's stores):
-# loading it first lets it finish before .compaction asks .recall for the same tool.
-from .. import tools as _tools  # noqa: F401  (import order, see above)
-from .compaction import Compaction
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 from .policy import CompactionRequest, ContextPolicy, ContextResult, NoopContextPolicy
-from .render import (
-    RECALL_TOOL_NAME,
-    SUMMARY_WRAPPER,
-    clear_marker,
-    offload_marker,
-    render_entry,
-    render_view,
-    summary_entry,
-    transcript_to_text,
-)
-from .stages import ClearToolResults, OffloadToolResults, Stage, StageContext, SummarizeHistory, safe_cut
-from .state import CompactionState, OffloadRecord, SummaryState, fingerprint
-from .stores import FileResultStore, InMemoryResultStore, ResultStore, content_key, is_valid_key
-from .summarizer import REQUIRED_SECTIONS, SUMMARY_SYSTEM_PROMPT, LLMSummarizer, Summarizer, SummaryFailed
-from .tokens import TokenBudget, TokenCounter, calibrate
+
+if TYPE_CHECKING:
+    from .compaction import Compaction
+    from .render import (
+        RECALL_TOOL_NAME,
+        SUMMARY_WRAPPER,
+        clear_marker,
+        offload_marker,
+        render_entry,
+        render_view,
+        summary_entry,
+        transcript_to_text,
+    )
+    from .stages import ClearToolResults, OffloadToolResults, Stage, StageContext, SummarizeHistory, safe_cut
+    from .state import CompactionState, OffloadRecord, SummaryState, fingerprint
+    from .stores import FileResultStore, InMemoryResultStore, ResultStore, content_key, is_valid_key
+    from .summarizer import REQUIRED_SECTIONS, SUMMARY_SYSTEM_PROMPT, LLMSummarizer, Summarizer, SummaryFailed
+    from .tokens import TokenBudget, TokenCounter, calibrate
+
+_LAZY = {
+    "ClearToolResults": ".stages",
+    "Compaction": ".compaction",
+    "CompactionState": ".state",
+    "FileResultStore": ".stores",
+    "InMemoryResultStore": ".stores",
+    "LLMSummarizer": ".summarizer",
+    "OffloadRecord": ".state",
+    "OffloadToolResults": ".stages",
+    "RECALL_TOOL_NAME": ".render",
+    "REQUIRED_SECTIONS": ".summarizer",
+    "ResultStore": ".stores",
+    "SUMMARY_SYSTEM_PROMPT": ".summarizer",
+    "SUMMARY_WRAPPER": ".render",
+    "Stage": ".stages",
+    "StageContext": ".stages",
+    "SummarizeHistory": ".stages",
+    "Summarizer": ".summarizer",
+    "SummaryFailed": ".summarizer",
+    "SummaryState": ".state",
+    "TokenBudget": ".tokens",
+    "TokenCounter": ".tokens",
+    "calibrate": ".tokens",
+    "clear_marker": ".render",
+    "content_key": ".stores",
+    "fingerprint": ".state",
+    "is_valid_key": ".stores",
+    "offload_marker": ".render",
+    "render_entry": ".render",
+    "render_view": ".render",
+    "safe_cut": ".stages",
+    "summary_entry": ".render",
+    "transcript_to_text": ".render",
+}
 
 __all__ = [
     "RECALL_TOOL_NAME",
@@ -66,3 +103,6 @@ __all__ = [
     "summary_entry",
     "transcript_to_text",
 ]
+
+if not TYPE_CHECKING:  # type checkers read the names from the imports above
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY, __all__)

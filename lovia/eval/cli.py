@@ -16,12 +16,14 @@ import runpy
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..exceptions import LoviaError, UserError
 from .checks import check_name
 from .report import CaseResult, Report
-from .runner import Case, _run_id, _Suite, evaluate
+
+if TYPE_CHECKING:
+    from .runner import Case
 
 __all__ = ["add_eval_parser", "junit_xml", "load_suite", "run_eval"]
 
@@ -58,6 +60,8 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
 
 def load_suite(path: str) -> tuple[str, Any, list[Case], Any]:
     """Execute a suite file; return ``(suite_name, agent_source, cases, price)``."""
+    from .runner import Case
+
     file = Path(path)
     if not file.is_file():
         raise UserError(f"no suite file at {path}", hint="pass a Python file that defines `cases` and `agent`")
@@ -134,6 +138,8 @@ class _Progress:
 
 
 async def _forget(checkpointer: Any, suite: str, agent: Any, cases: list[Case]) -> None:
+    from .runner import _run_id, _Suite
+
     state = _Suite(agent, None, checkpointer, suite)
     for case in cases:
         for i in range(case.samples):
@@ -144,6 +150,8 @@ async def _forget(checkpointer: Any, suite: str, agent: Any, cases: list[Case]) 
 
 
 async def _evaluate(args: argparse.Namespace, suite: str, agent: Any, cases: list[Case], price: Any) -> Report:
+    from .runner import evaluate
+
     checkpointer = None
     if not args.no_checkpoint:
         from ..stores import SQLiteCheckpointer

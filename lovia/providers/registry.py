@@ -14,21 +14,15 @@ string with ``await provider.aclose()``.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 import re
 import threading
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any, cast
 
 from ..exceptions import UserError
-from .anthropic import AnthropicProvider
 from .base import Provider, is_provider
-from .gemini import GeminiProvider
-from .openai_chat import OpenAIChatProvider
-from .openai_responses import OpenAIResponsesProvider
 
 __all__ = [
     "ProviderFactory",
@@ -52,19 +46,34 @@ _PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
 
 def _openai(model: str, **kwargs: Any) -> Provider:
+    from .openai_chat import OpenAIChatProvider
+
     return OpenAIChatProvider(model, **kwargs)
 
 
 def _anthropic(model: str, **kwargs: Any) -> Provider:
+    from .anthropic import AnthropicProvider
+
     return AnthropicProvider(model, **kwargs)
 
 
 def _responses(model: str, **kwargs: Any) -> Provider:
+    from .openai_responses import OpenAIResponsesProvider
+
     return OpenAIResponsesProvider(model, **kwargs)
 
 
 def _gemini(model: str, **kwargs: Any) -> Provider:
+    from .gemini import GeminiProvider
+
     return GeminiProvider(model, **kwargs)
+
+
+def entry_points(group: str) -> Any:
+    """``importlib.metadata.entry_points``, imported on first use (it is slow to import)."""
+    from importlib import metadata
+
+    return metadata.entry_points(group=group)
 
 
 _BUILTINS: dict[str, ProviderFactory] = {
@@ -198,6 +207,8 @@ def provider_from_string(
 
 def _unknown_prefix(prefix: str, text: str) -> UserError:
     """The error for ``"<prefix>:<model>"`` whose prefix no registry knows (never a bare name)."""
+    import difflib
+
     close = difflib.get_close_matches(prefix.lower(), known_prefixes(), n=1, cutoff=0.75)
     guess = f" (did you mean {close[0]!r}?)" if close else ""
     return UserError(

@@ -25,8 +25,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import pydantic
-
 from .._guard import raise_as_lovia_error
 from .._text import clean_entries
 from ..agent import Agent
@@ -359,6 +357,8 @@ class RunLoop:
         return result
 
     async def _replay(self, snap: RunSnapshot) -> RunResult[Any]:
+        import pydantic
+
         options, state = self.options, self.state
         agent = replay_agent(agent_graph(self.entry_agent), snap, self.entry_agent)
         state.switch_to(agent)

@@ -13,20 +13,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .memory import InMemoryCheckpointer, InMemorySession
-from .sqlite import SQLiteCheckpointer, SQLiteSession
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .memory import InMemoryCheckpointer, InMemorySession
     from .postgres import PostgresCheckpointer, PostgresSession
+    from .sqlite import SQLiteCheckpointer, SQLiteSession
 
-
-def __getattr__(name: str) -> object:
-    # The PostgreSQL stores need the optional driver: import them only when asked for.
-    if name in ("PostgresSession", "PostgresCheckpointer"):
-        from . import postgres
-
-        return getattr(postgres, name)
-    raise AttributeError(f"module 'lovia.stores' has no attribute {name!r}")
+# Each store is imported when first asked for; the PostgreSQL ones need the optional driver.
+_LAZY = {
+    "InMemoryCheckpointer": ".memory",
+    "InMemorySession": ".memory",
+    "PostgresCheckpointer": ".postgres",
+    "PostgresSession": ".postgres",
+    "SQLiteCheckpointer": ".sqlite",
+    "SQLiteSession": ".sqlite",
+}
 
 
 __all__ = [
@@ -37,3 +39,6 @@ __all__ = [
     "SQLiteCheckpointer",
     "SQLiteSession",
 ]
+
+if not TYPE_CHECKING:  # type checkers read the names from the imports above
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY, __all__)

@@ -3,6 +3,9 @@ built-in tools (``web_fetch``, ``web_search``, ``now``, ``current_date``, ``ask_
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 from ._run import run_tool
 from ._tool import (
     RERUN,
@@ -20,19 +23,45 @@ from ._tool import (
     truncate_tool_output,
 )
 from .fence import FENCE_NOTE, fence
-from .human import HumanChannel, HumanQuestion, QuestionOption, ask_human
-from .page import HttpReader, Page, PageImage, PageReader, html_to_markdown, web_fetch
-from .recall import make_recall_tool, recall_tool_result
-from .search import (
-    DuckDuckGoSearch,
-    SearchResult,
-    TavilySearch,
-    WebSearch,
-    duckduckgo_search,
-    tavily_search,
-    web_search,
-)
-from .time import current_date, now
+
+if TYPE_CHECKING:
+    from .human import HumanChannel, HumanQuestion, QuestionOption, ask_human
+    from .page import HttpReader, Page, PageImage, PageReader, html_to_markdown, web_fetch
+    from .recall import make_recall_tool, recall_tool_result
+    from .search import (
+        DuckDuckGoSearch,
+        SearchResult,
+        TavilySearch,
+        WebSearch,
+        duckduckgo_search,
+        tavily_search,
+        web_search,
+    )
+    from .time import current_date, now
+
+_LAZY = {
+    "DuckDuckGoSearch": ".search",
+    "HttpReader": ".page",
+    "HumanChannel": ".human",
+    "HumanQuestion": ".human",
+    "Page": ".page",
+    "PageImage": ".page",
+    "PageReader": ".page",
+    "QuestionOption": ".human",
+    "SearchResult": ".search",
+    "TavilySearch": ".search",
+    "WebSearch": ".search",
+    "ask_human": ".human",
+    "current_date": ".time",
+    "duckduckgo_search": ".search",
+    "html_to_markdown": ".page",
+    "make_recall_tool": ".recall",
+    "now": ".time",
+    "recall_tool_result": ".recall",
+    "tavily_search": ".search",
+    "web_fetch": ".page",
+    "web_search": ".search",
+}
 
 __all__ = [
     "FENCE_NOTE",
@@ -73,3 +102,6 @@ __all__ = [
     "web_fetch",
     "web_search",
 ]
+
+if not TYPE_CHECKING:  # type checkers read the names from the imports above
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY, __all__)

@@ -13,13 +13,15 @@ import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, get_args, get_origin
-
-import pydantic
-from pydantic import BaseModel, ConfigDict, Field
+from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin
 
 from ..exceptions import InvalidToolArguments, UserError
 from ..run_context import RunContext
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+# pydantic is imported where a tool is built or called, not here: ``import lovia`` stays cheap.
 
 __all__ = ["FunctionSignature", "inspect_function"]
 
@@ -35,6 +37,8 @@ class FunctionSignature:
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """Validate and coerce model-supplied arguments into keyword arguments."""
+        import pydantic
+
         try:
             parsed = self.model.model_validate(args)
         except pydantic.ValidationError as exc:
@@ -74,6 +78,8 @@ def _doc_params(doc: str) -> dict[str, str]:
 
 def _describe(annotation: Any, doc: str | None) -> Any:
     """Turn ``Annotated[T, "text"]`` into ``Annotated[T, Field(description=...)]``; add docstring text."""
+    from pydantic import Field
+
     if get_origin(annotation) is Annotated:
         base, *meta = get_args(annotation)
         texts = [m for m in meta if isinstance(m, str)]
@@ -112,6 +118,8 @@ def _forbid_extra(schema: dict[str, Any]) -> None:
 
 def inspect_function(fn: Callable[..., Any], *, name: str, strict: bool) -> FunctionSignature:
     """Build the schema and validator of a function tool."""
+    import pydantic
+
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
     except Exception as exc:
@@ -141,7 +149,7 @@ def inspect_function(fn: Callable[..., Any], *, name: str, strict: bool) -> Func
             annotation = Any
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (_describe(annotation, docs.get(pname)), default)
-    config = ConfigDict(extra="forbid" if strict else "ignore", arbitrary_types_allowed=True)
+    config = pydantic.ConfigDict(extra="forbid" if strict else "ignore", arbitrary_types_allowed=True)
     try:
         model = pydantic.create_model(f"{name}_args", __config__=config, **fields)
         schema = _strip_titles(model.model_json_schema())

@@ -8,23 +8,52 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .auth import generate_token, is_loopback, token_dependency
-from .charts import show_chart, validate_chart_option
-from .components import put_ui_data, ui_result
-from .followups import FollowupFn, FollowupRequest, generate_followups
-from .html import show_html
-from .questions import QuestionRegistry
-from .run_deps import RunDepsFn, RunTrigger
-from .scheduling import Scheduling
-from .store import ChatMeta, ChatStore
-from .supervisor import RunSupervisor
-from .tables import show_table
-from .ui import SURFACE_NOTE, ChatUI
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from fastapi import APIRouter, FastAPI
 
     from .api.deps import RouterDeps
+    from .auth import generate_token, is_loopback, token_dependency
+    from .charts import show_chart, validate_chart_option
+    from .components import put_ui_data, ui_result
+    from .followups import FollowupFn, FollowupRequest, generate_followups
+    from .html import show_html
+    from .questions import QuestionRegistry
+    from .run_deps import RunDepsFn, RunTrigger
+    from .scheduling import Scheduling
+    from .store import ChatMeta, ChatStore
+    from .supervisor import RunSupervisor
+    from .tables import show_table
+    from .ui import SURFACE_NOTE, ChatUI
+
+# Everything is imported on first use: ``lovia --help`` reads ``lovia.web.command`` without them.
+_LAZY = {
+    "ChatMeta": ".store",
+    "ChatStore": ".store",
+    "ChatUI": ".ui",
+    "FollowupFn": ".followups",
+    "FollowupRequest": ".followups",
+    "QuestionRegistry": ".questions",
+    "RunDepsFn": ".run_deps",
+    "RunSupervisor": ".supervisor",
+    "RunTrigger": ".run_deps",
+    "SURFACE_NOTE": ".ui",
+    "Scheduling": ".scheduling",
+    "generate_followups": ".followups",
+    "generate_token": ".auth",
+    "is_loopback": ".auth",
+    "put_ui_data": ".components",
+    "show_chart": ".charts",
+    "show_html": ".html",
+    "show_table": ".tables",
+    "token_dependency": ".auth",
+    "ui_result": ".components",
+    "validate_chart_option": ".charts",
+    "RouterDeps": ".api.deps",
+    "subagent_deliver": ".subagents",
+    "wire_subagents": ".subagents",
+}
 
 __all__ = [
     "ChatMeta",
@@ -57,21 +86,8 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """``RouterDeps`` and ``wire_subagents`` are loaded on first use, like the rest of the FastAPI side."""
-    if name == "RouterDeps":
-        from .api.deps import RouterDeps
-
-        return RouterDeps
-    if name == "wire_subagents":
-        from .subagents import wire_subagents
-
-        return wire_subagents
-    if name == "subagent_deliver":
-        from .subagents import subagent_deliver
-
-        return subagent_deliver
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if not TYPE_CHECKING:  # type checkers read the names from the imports above
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY, __all__)
 
 
 def build_api_router(deps: RouterDeps) -> APIRouter:

@@ -18,13 +18,12 @@ from ..exceptions import UserError
 from ..providers import ModelSettings
 from ..providers.base import Provider
 from ..reliability import RetryPolicy
-from ..tools.human import HumanChannel
-from .demo_model import clock
 from .workspaces import DEFAULT_WORKSPACE_MODE, resolve_workspace, with_workspace
 
 if TYPE_CHECKING:
     from ..plugins.memory import Memory
     from ..tools import Tool
+    from ..tools.human import HumanChannel
     from ..workspace import LocalWorkspace
     from .config.schema import ModelProfile, SearchConfig, WebConfig
     from .store import ChatStore
@@ -226,6 +225,8 @@ def resolve_tools(search: SearchConfig | None = None) -> list[Tool[Any]]:
     else DuckDuckGo when its optional package is installed, else no search tool; ``"off"`` never
     adds one. A named backend that cannot work is logged and left out (the server still starts).
     """
+    from .demo_model import clock
+
     tools: list[Tool[Any]] = [clock]
     found = _search_tool(search)
     if found is not None:

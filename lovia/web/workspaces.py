@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
 from ..exceptions import UserError
-from ..workspace import LocalWorkspace, Workspace
-from ..workspace.protocol import WorkspaceSession
-from ..workspace.workspace import WorkspaceSessionBinding
+
+if TYPE_CHECKING:
+    from ..workspace import LocalWorkspace
+    from ..workspace.protocol import WorkspaceSession
+    from ..workspace.workspace import WorkspaceSessionBinding
 
 __all__ = ["DEFAULT_WORKSPACE_MODE", "WorkspaceSessions", "resolve_workspace", "with_workspace"]
 
@@ -41,6 +43,8 @@ def resolve_workspace(cli_dir: str | None, cli_mode: str | None, no_workspace: b
     root = os.path.abspath(os.path.expanduser(cli_dir or "."))
     if not os.path.isdir(root):
         raise UserError(f"--workspace {cli_dir!r} is not a directory", hint="create it or pass an existing folder")
+    from ..workspace import Workspace
+
     mode = cli_mode or DEFAULT_WORKSPACE_MODE
     if mode not in ("readonly", "coding", "trusted"):
         raise UserError(f"unknown workspace mode {mode!r}", hint="use --readonly or --trusted (default: coding)")
@@ -62,6 +66,9 @@ class WorkspaceSessions:
 
     def bind_now(self, session_id: str, agent: Agent[Any]) -> Agent[Any]:
         """Synchronous :meth:`bind` (the session itself opens at the run's first use)."""
+        from ..workspace import LocalWorkspace
+        from ..workspace.workspace import WorkspaceSessionBinding
+
         workspace = agent.workspace
         if isinstance(workspace, WorkspaceSessionBinding):
             return agent
@@ -75,6 +82,8 @@ class WorkspaceSessions:
 
     async def bind(self, session_id: str, agent: Agent[Any]) -> Agent[Any]:
         """``agent`` with its workspace bound to this chat's session (opened now if needed)."""
+        from ..workspace.workspace import WorkspaceSessionBinding
+
         bound = self.bind_now(session_id, agent)
         if isinstance(bound.workspace, WorkspaceSessionBinding):
             await bound.workspace.open()

@@ -6,23 +6,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .policy import Decision, WorkspacePolicy
-from .types import (
-    CommandResult,
-    DirEntry,
-    EditResult,
-    FileBytes,
-    FileChange,
-    FileContent,
-    GrepMatch,
-    ProcessOutput,
-    ProcessStart,
-    ProcessStatus,
-)
-
 if TYPE_CHECKING:
     from ..plugins.base import ViewInjector
     from ..tools import Tool
+    from .policy import Decision, WorkspacePolicy
+    from .types import (
+        CommandResult,
+        DirEntry,
+        EditResult,
+        FileBytes,
+        FileChange,
+        FileContent,
+        GrepMatch,
+        ProcessOutput,
+        ProcessStart,
+        ProcessStatus,
+    )
 
 __all__ = ["ShellExecutor", "WorkspaceLike", "WorkspaceSession"]
 

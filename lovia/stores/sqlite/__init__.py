@@ -5,7 +5,20 @@ Both may share one file; each keeps its schema version in the file's ``lovia_sch
 
 from __future__ import annotations
 
-from .checkpointer import SQLiteCheckpointer
-from .session import SQLiteSession
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .checkpointer import SQLiteCheckpointer
+    from .session import SQLiteSession
+
+_LAZY = {
+    "SQLiteCheckpointer": ".checkpointer",
+    "SQLiteSession": ".session",
+}
 
 __all__ = ["SQLiteCheckpointer", "SQLiteSession"]
+
+if not TYPE_CHECKING:  # type checkers read the names from the imports above
+    __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY, __all__)

@@ -46,6 +46,7 @@ from ..transcript import InputEntry
 from .chat_schema import migrate_chat_index
 from .ids import check_chat_id, unlink_inside
 from .serialization import parse_ref, segments_runs, user_turn_refs
+from .store_delete import Doomed, SharedStores, same_file, sqlite_delete_tree
 from .store_schedules import RunRow, ScheduleRow, ScheduleRunMixin
 
 __all__ = ["ChatMeta", "ChatStore", "RunRecord", "RunRow", "ScheduleRow", "UploadRecord"]
@@ -600,39 +601,50 @@ class ChatStore(ScheduleRunMixin):
     # ------------------------------------------------------------------ delete
 
     async def delete(self, session_id: str, *, schedules: bool = True) -> None:
-        """Forget a chat and its subagent tasks at any depth (:meth:`task_tree`, deepest first):
-        their transcripts, their runs' checkpoints and records, UI data and index rows.
+        """Forget a chat and its subagent tasks at any depth (:meth:`task_tree`): their transcripts,
+        their runs' checkpoints and records, uploads, UI data and index rows, all or nothing.
 
         With ``schedules`` (the default) the schedules bound to them go too (see
         :meth:`bind_schedules`). A chat it spawned with ``start_session`` stays.
+
+        Everything kept in the index's own file (the session and checkpointer of :meth:`sqlite`, the
+        schedule store opened beside the chats) is deleted in one transaction: on an error nothing
+        is. A store kept elsewhere is cleared after that transaction commits, so a failure there
+        leaves unreachable rows, never a listed chat with half its data gone.
         """
-        for chat_id in reversed(await self.task_tree(session_id)):
-            await self._delete_one(chat_id, schedules=schedules)
+        shared = self._shared_stores(schedules)
+        doomed = await self._db.run(lambda conn: sqlite_delete_tree(conn, session_id, shared))
+        await self._after_delete(doomed, shared, schedules=schedules)
+        for upload in doomed.uploads:  # after the rows: a crash in between leaves orphan files, never dangling rows
+            unlink_inside(self.uploads_dir, upload)  # a file outside the uploads folder stays
 
-    async def _delete_one(self, session_id: str, *, schedules: bool) -> None:
-        """Forget one chat (not its tasks): transcript, checkpoints, run records, uploads, index rows."""
-        meta = await self.get(session_id)
-        if meta is not None and meta.active_run_id:
-            await self.checkpointer.delete(meta.active_run_id)
-        for run_id in await self.runs(session_id):  # failed runs keep a checkpoint: it goes with the chat
-            await self.checkpointer.delete(run_id)
-        await self.session.clear(session_id)
+    def _shared_stores(self, schedules: bool) -> SharedStores:
+        """Which of the stores beside the index live in its SQLite file (deleted from in its transaction)."""
+        from ..stores import SQLiteCheckpointer, SQLiteSession
+        from .schedule_store import SQLiteScheduleStore
 
-        uploads = await self.uploads(session_id)
+        def same(store: object, kind: type) -> bool:
+            path = getattr(store, "path", None) if isinstance(store, kind) else None
+            return path is not None and same_file(path, self.path)
 
-        def drop(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM chat_sessions WHERE id = ?", (session_id,))
-            conn.execute("DELETE FROM chat_runs WHERE session_id = ?", (session_id,))
-            conn.execute("DELETE FROM chat_uploads WHERE session_id = ?", (session_id,))
-            conn.execute("DELETE FROM chat_origins WHERE session_id = ?", (session_id,))
-            conn.execute("DELETE FROM chat_ui_data WHERE session_id = ?", (session_id,))
-            conn.execute("DELETE FROM chat_variants WHERE session_id = ?", (session_id,))
+        handle = self._schedule_handle
+        return SharedStores(
+            session=same(self.session, SQLiteSession),
+            checkpointer=same(self.checkpointer, SQLiteCheckpointer),
+            schedules=schedules and (handle is None and self.path != ":memory:" or same(handle, SQLiteScheduleStore)),
+        )
 
-        await self._db.run(drop)
-        for upload in uploads:  # after the rows: a crash in between leaves orphan files, never dangling rows
-            unlink_inside(self.uploads_dir, upload.path)  # a file outside the uploads folder stays
-        if schedules:
-            await self._delete_schedules(session_id)
+    async def _after_delete(self, doomed: Doomed, shared: SharedStores, *, schedules: bool) -> None:
+        """Clear what the deleted chats had in stores outside the index's transaction."""
+        if not shared.checkpointer:
+            for run_id in doomed.run_ids:
+                await self.checkpointer.delete(run_id)
+        if not shared.session:
+            for chat_id in doomed.chats:
+                await self.session.clear(chat_id)
+        if schedules and not shared.schedules:
+            for chat_id in doomed.chats:
+                await self._delete_schedules(chat_id)
 
     async def delete_all(self) -> None:
         """Delete every chat, with its schedules (see :meth:`delete`)."""

@@ -46,6 +46,7 @@ from .store import (
     like_pattern,
     new_ui_data_ref,
 )
+from .store_delete import Doomed, SharedStores
 from .store_schedules import PostgresScheduleRunMixin
 
 __all__ = ["DEFAULT_LEASE_TTL", "PostgresChatStore", "is_postgres_url"]
@@ -55,6 +56,8 @@ DEFAULT_LEASE_TTL = 10.0
 
 _META = "id, title, agent, created_at, updated_at, active_run_id, pinned"
 _META_C = ", ".join(f"c.{c}" for c in _META.split(", "))
+_CHAT_TABLES = ("web_frames", "web_commands", "web_ui_data", "web_origins", "web_variants", "web_uploads", "web_runs")
+"""The index tables keyed by ``session_id`` (``web_chats`` is keyed by ``id``)."""
 _RUNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error, owner"
 
 
@@ -86,7 +89,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         )
         n = self.db.names
         tables: tuple[str, ...] = ("web_chats", "web_runs", "web_frames", "web_commands", "web_ui_data", "run_leases")
-        tables += ("web_origins", "web_variants", "web_uploads")
+        tables += ("web_origins", "web_variants", "web_uploads", "web_schedules", "web_schedule_claims")
         self.tables = {t: n.regclass(t) for t in tables}  # validated identifiers, quoted
         self._pg_uploads_dir: Path | None = None
         self.channel = f"lovia_web_{schema or 'public'}"
@@ -223,22 +226,74 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         )
         return [m for m in (_meta(r) for r in rows) if m is not None]
 
-    async def _delete_one(self, session_id: str, *, schedules: bool) -> None:
-        """Forget one chat (not its tasks): its transcript, its runs' checkpoints, frames and index
-        rows (and its schedules, with ``schedules``)."""
-        meta = await self.get(session_id)
-        if meta is not None and meta.active_run_id:
-            await self.checkpointer.delete(meta.active_run_id)
-        for run_id in await self.runs(session_id):
-            await self.checkpointer.delete(run_id)
-        await self.session.clear(session_id)
-        tables = ("web_frames", "web_commands", "web_ui_data", "web_origins", "web_variants", "web_uploads", "web_runs")
-        for table in tables:
-            await self.execute(f"DELETE FROM {{{table}}} WHERE session_id = %s", (session_id,))
-        await self.execute("DELETE FROM {web_chats} WHERE id = %s", (session_id,))
-        self._drop_local_uploads(session_id)
-        if schedules:
-            await self._delete_schedules(session_id)
+    async def delete(self, session_id: str, *, schedules: bool = True) -> None:
+        """Forget a chat and its subagent tasks at any depth, all or nothing: one transaction removes
+        their transcripts, checkpoints, run records, frames, uploads, UI data, index rows and (with
+        ``schedules``) the schedules bound to them. A chat it spawned stays."""
+        shared = self._shared_stores(schedules)
+        async with self.db.transaction("deleting a chat") as conn:
+            doomed = await self._delete_tree(conn, session_id, shared)
+        await self._after_delete(doomed, shared, schedules=schedules)
+        for chat_id in doomed.chats:
+            self._drop_local_uploads(chat_id)
+
+    def _shared_stores(self, schedules: bool) -> SharedStores:
+        from .schedule_store import PostgresScheduleStore
+
+        handle = self._schedule_handle
+        same_schedules = handle is None or (
+            isinstance(handle, PostgresScheduleStore)
+            and handle.dsn == self.dsn
+            and handle.names.schema == self.schema
+            and handle.names.prefix == ""
+        )
+        return SharedStores(
+            session=self.session is self.pg_session,
+            checkpointer=self.checkpointer is self.pg_checkpointer,
+            schedules=schedules and same_schedules,
+        )
+
+    async def _delete_tree(self, conn: Any, root: str, shared: SharedStores) -> Doomed:
+        """The delete of :meth:`delete` on ``conn``, inside its transaction."""
+
+        async def rows(sql: str, params: tuple[Any, ...]) -> builtins.list[tuple[Any, ...]]:
+            cur = await conn.execute(sql.format(**self.tables), params)
+            return list(await cur.fetchall()) if cur.description else []
+
+        doomed = Doomed(chats=[root])
+        frontier = [root]
+        while frontier:
+            found = await rows(
+                "SELECT o.session_id FROM {web_origins} o JOIN {web_chats} c ON c.id = o.session_id "
+                "WHERE o.kind = %s AND o.origin_session_id = ANY(%s) ORDER BY c.created_at, c.id",
+                (SUBAGENT, frontier),
+            )
+            frontier = [str(r[0]) for r in found if str(r[0]) not in doomed.chats]
+            doomed.chats += frontier
+        found = await rows("SELECT to_regclass(%s)", (self.tables["web_schedules"],))
+        has_schedules = found[0][0] is not None
+        for chat_id in reversed(doomed.chats):  # the deepest tasks first
+            runs = [str(r[0]) for r in await rows("SELECT run_id FROM {web_runs} WHERE session_id = %s", (chat_id,))]
+            active = await rows("SELECT active_run_id FROM {web_chats} WHERE id = %s", (chat_id,))
+            if active and active[0][0] and active[0][0] not in runs:
+                runs.insert(0, str(active[0][0]))
+            doomed.run_ids += runs
+            if shared.checkpointer:
+                for run_id in runs:
+                    await self.pg_checkpointer.delete_in(conn, run_id)
+            if shared.session:
+                await self.pg_session.clear_in(conn, chat_id)
+            if shared.schedules and has_schedules:
+                await rows(
+                    "DELETE FROM {web_schedule_claims} WHERE schedule_id IN "
+                    "(SELECT id FROM {web_schedules} WHERE session_id = %s)",
+                    (chat_id,),
+                )
+                await rows("DELETE FROM {web_schedules} WHERE session_id = %s", (chat_id,))
+            for table in _CHAT_TABLES:
+                await rows(f"DELETE FROM {{{table}}} WHERE session_id = %s", (chat_id,))
+            await rows("DELETE FROM {web_chats} WHERE id = %s", (chat_id,))
+        return doomed
 
     # ------------------------------------------------------------------ uploads (bytes in the database)
 

@@ -164,6 +164,10 @@ class Database:
                 ) from exc
             raise
 
+    async def ready(self) -> None:
+        """Open the pool and migrate the schema now (otherwise done on first use)."""
+        await self._open()
+
     @asynccontextmanager
     async def connection(self, doing: str) -> AsyncIterator[AsyncConnection[Any]]:
         """A pooled connection (pool opened and schema migrated on first use); errors become ``StoreError``."""

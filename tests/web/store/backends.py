@@ -73,18 +73,19 @@ class Backend:
             return list(cur.fetchall()) if cur.description else []
 
 
-async def open_backend(kind: str, tmp_path: Path) -> AsyncIterator[Backend]:
-    """Yield a fresh store of ``kind``; close it (and drop the PostgreSQL schema) afterwards."""
+async def open_backend(kind: str, tmp_path: Path, *, where: str | None = None) -> AsyncIterator[Backend]:
+    """Yield a store of ``kind`` (fresh, or reopened on ``where``); close it afterwards, and drop a
+    PostgreSQL schema this call made."""
+    made = where is None
     if kind == "sqlite":
-        path = str(tmp_path / "chats.db")
-        store: ChatStore = ChatStore.sqlite(path)
-        where = path
+        where = where or str(tmp_path / "chats.db")
+        store: ChatStore = ChatStore.sqlite(where)
     else:
-        where = new_schema("idx")
+        where = where or new_schema("idx")
         store = PostgresChatStore(DSN, schema=where)
     try:
         yield Backend(kind, store, where)
     finally:
         await store.close()
-        if kind == "postgres":
+        if kind == "postgres" and made:
             drop_schema(where)

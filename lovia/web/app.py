@@ -49,11 +49,14 @@ from .params import CleanJsonBodies  # noqa: E402
 from .questions import QuestionRegistry, broadcast_question  # noqa: E402
 from .routes_uploads import DEFAULT_MAX_UPLOAD_MB, parse_allowed_ext  # noqa: E402
 from .run_deps import RunDepsFn  # noqa: E402
-from .schedule_store import ScheduleStore, open_schedule_store  # noqa: E402
 from .scheduler import Clock  # noqa: E402
 from .serving import log_run_failures, normalize_root_path, server_class  # noqa: E402
 from .state import WebState  # noqa: E402
-from .store import ChatStore  # noqa: E402
+from .store import (  # noqa: E402
+    ChatStore,  # noqa: E402
+    ScheduleStore,
+    open_schedule_store,
+)
 from .ui import ChatUI, build_ui_router  # noqa: E402
 
 __all__ = ["DEFAULT_DB", "WebState", "create_app", "default_db_path", "serve"]

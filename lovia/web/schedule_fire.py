@@ -17,8 +17,7 @@ from .run_deps import RunDepsFn, RunTrigger, build_run_deps
 from .titles import provisional_title
 
 if TYPE_CHECKING:
-    from .schedule_store import ScheduleRow
-    from .store import ChatMeta, ChatStore
+    from .store import ChatMeta, ChatStore, ScheduleRow
     from .supervisor import RunSupervisor
 
 __all__ = ["FireState", "fire_in_chat", "fire_input"]

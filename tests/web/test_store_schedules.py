@@ -24,8 +24,7 @@ from lovia.web.scheduler import (
     initial_next_fire,
     validate_trigger,
 )
-from lovia.web.store import ChatStore, RunRow, ScheduleRow
-from lovia.web.store_pg import PostgresChatStore
+from lovia.web.store import ChatStore, PostgresChatStore, RunRow, ScheduleRow
 
 from .helpers import scripted_agent
 

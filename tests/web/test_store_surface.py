@@ -18,7 +18,7 @@ import pytest
 from lovia.stores import SQLiteCheckpointer, SQLiteSession
 from lovia.web import ChatMeta, ChatStore, create_app
 from lovia.web.run_deps import RunTrigger
-from lovia.web.schedule_store import ScheduleRow
+from lovia.web.store import ScheduleRow
 
 from ..pg_support import DSN, drop_schema, new_schema, requires_pg
 from .helpers import Gate, ThreadServer, scripted_agent, sse, wait_for
@@ -34,7 +34,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeS
     def make() -> ChatStore:
         if schema is None:
             return ChatStore.sqlite(tmp_path / "chats.db")
-        from lovia.web.store_pg import PostgresChatStore
+        from lovia.web.store import PostgresChatStore
 
         return PostgresChatStore(DSN, schema=schema)
 

@@ -161,7 +161,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
         ),
         Migration(3, "compact_entry_rows", ()),
     ),
-    # The chat index of ``lovia web`` replicas (lovia.web.store_pg): chats, runs, live frames, commands.
+    # The chat index of ``lovia web`` replicas (lovia.web.store): chats, runs, live frames, commands.
     "web": (
         Migration(
             1,
@@ -251,7 +251,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
                 "ALTER TABLE {web_chats} ADD COLUMN origin_ref TEXT",
             ),
         ),
-        # Run records name their agent, why they started and how they failed (lovia.web.store_schedules).
+        # Run records name their agent, why they started and how they failed (lovia.web.store).
         Migration(
             5,
             "add_web_run_details",

@@ -10,8 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from lovia.web.store import ChatStore
-from lovia.web.store_pg import PostgresChatStore
+from lovia.web.store import ChatStore, PostgresChatStore
 from tests.pg_support import DSN, UNREACHABLE, drop_schema, new_schema
 
 BACKENDS = [

@@ -17,8 +17,8 @@ import pytest
 
 from lovia.exceptions import UserError
 from lovia.transcript import AssistantTextEntry, InputEntry
-from lovia.web import store_schedules
 from lovia.web.store import ChatStore, RunRow, ScheduleRow, UploadRecord
+from lovia.web.store import runs as store_schedules
 
 from .backends import BACKENDS, Backend, open_backend
 

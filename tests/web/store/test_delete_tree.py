@@ -11,8 +11,7 @@ import pytest
 from lovia.checkpointer import RunHead
 from lovia.exceptions import StoreError
 from lovia.transcript import InputEntry
-from lovia.web.schedule_store import ScheduleRow
-from lovia.web.store import UploadRecord
+from lovia.web.store import ScheduleRow, UploadRecord
 
 from .backends import BACKENDS, Backend, open_backend
 

@@ -11,9 +11,9 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 
-from ..exceptions import StoreError
-from ..stores.sqlite.checkpointer import delete_rows as delete_checkpoint_rows
-from ..stores.sqlite.session import clear_rows as clear_session_rows
+from ...exceptions import StoreError
+from ...stores.sqlite.checkpointer import delete_rows as delete_checkpoint_rows
+from ...stores.sqlite.session import clear_rows as clear_session_rows
 
 __all__ = ["Doomed", "SharedStores", "same_file", "sqlite_delete_tree"]
 

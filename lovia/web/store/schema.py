@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..stores.sqlite._schema import Migration, ensure_schema
-from .schedule_store import _SQLITE_MIGRATIONS as _SCHEDULE_STEPS
+from ...stores.sqlite._schema import Migration, ensure_schema
+from .schedules import SCHEDULE_MIGRATIONS as _SCHEDULE_STEPS
 
 __all__ = ["CHAT_MIGRATIONS", "STORE", "migrate_chat_index"]
 

@@ -30,24 +30,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .._owners import OWNER
-from ..stores._dsn import is_postgres_url
-from ..stores.postgres._db import Database
-from .ids import PathOutside, check_chat_id, path_inside
-from .store import (
-    SUBAGENT,
-    ChatMeta,
-    ChatStore,
-    RunRecord,
-    UploadRecord,
-    _context,
-    _meta,
-    _record,
-    like_pattern,
-    new_ui_data_ref,
-)
-from .store_delete import Doomed, SharedStores
-from .store_schedules import PostgresScheduleRunMixin
+from ..._owners import OWNER
+from ...stores._dsn import is_postgres_url
+from ...stores.postgres._db import Database
+from ..ids import PathOutside, check_chat_id, path_inside
+from .common import client_context, like_pattern, meta_or_none, new_ui_data_ref
+from .delete import Doomed, SharedStores
+from .records import SUBAGENT, ChatMeta, RunRecord, UploadRecord, run_record
+from .runs import PostgresScheduleRunMixin
+from .sqlite import ChatStore
 
 __all__ = ["DEFAULT_LEASE_TTL", "PostgresChatStore", "is_postgres_url"]
 
@@ -75,7 +66,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
     def __init__(
         self, dsn: str, *, schema: str | None = None, lease_ttl: float = DEFAULT_LEASE_TTL, max_size: int = 5
     ) -> None:
-        from ..stores import PostgresCheckpointer, PostgresSession
+        from ...stores import PostgresCheckpointer, PostgresSession
 
         self.pg_session = PostgresSession(dsn, schema=schema, max_size=max_size)
         self.pg_checkpointer = PostgresCheckpointer(dsn, schema=schema, max_size=max_size)
@@ -160,7 +151,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
     async def get(self, session_id: str) -> ChatMeta | None:
         """One chat, or ``None``."""
         rows = await self.fetch(f"{self._SELECT_META} WHERE c.id = %s", (session_id,))
-        return _meta(rows[0]) if rows else None
+        return meta_or_none(rows[0]) if rows else None
 
     async def list(self, *, limit: int = 200, offset: int = 0, query: str | None = None) -> builtins.list[ChatMeta]:
         """Chats, pinned first, then most recently updated; ``query`` matches title or id."""
@@ -171,7 +162,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
             "ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC LIMIT %s OFFSET %s",
             (SUBAGENT, pattern, pattern, pattern, limit, offset),
         )
-        return [m for m in (_meta(r) for r in rows) if m is not None]
+        return [m for m in (meta_or_none(r) for r in rows) if m is not None]
 
     async def update(
         self, session_id: str, *, title: str | None = None, pinned: bool | None = None, touch: bool = True
@@ -205,7 +196,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
     async def get_active_context(self, session_id: str) -> dict[str, Any] | None:
         """The client context the chat's run in flight started with, or ``None``."""
         rows = await self.fetch("SELECT active_context FROM {web_chats} WHERE id = %s", (session_id,))
-        return _context(rows[0][0] if rows else None)
+        return client_context(rows[0][0] if rows else None)
 
     async def clear_active_run_id(self, session_id: str, *, expected: str | None = None) -> None:
         """Forget the chat's run in flight (only while it is still ``expected``, when given)."""
@@ -224,7 +215,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
             f"{self._SELECT_META} WHERE o.kind = %s AND o.origin_session_id = %s ORDER BY c.created_at, c.id",
             (SUBAGENT, parent_id),
         )
-        return [m for m in (_meta(r) for r in rows) if m is not None]
+        return [m for m in (meta_or_none(r) for r in rows) if m is not None]
 
     async def delete(self, session_id: str, *, schedules: bool = True) -> None:
         """Forget a chat and its subagent tasks at any depth, all or nothing: one transaction removes
@@ -238,7 +229,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
             self._drop_local_uploads(chat_id)
 
     def _shared_stores(self, schedules: bool) -> SharedStores:
-        from .schedule_store import PostgresScheduleStore
+        from .schedules import PostgresScheduleStore
 
         handle = self._schedule_handle
         same_schedules = handle is None or (
@@ -406,7 +397,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         )
         out = []
         for row in rows:
-            meta = _meta(tuple(row[:-1]))
+            meta = meta_or_none(tuple(row[:-1]))
             if meta is not None:
                 out.append((meta, str(row[-1])))
         return out
@@ -490,7 +481,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
     async def runs(self, session_id: str) -> dict[str, RunRecord]:
         """The chat's run records by run id."""
         rows = await self.fetch(f"SELECT {_RUNS} FROM {{web_runs}} WHERE session_id = %s", (session_id,))
-        return {record.run_id: record for record in map(_record, rows)}
+        return {record.run_id: record for record in map(run_record, rows)}
 
     async def run_history(
         self,
@@ -508,7 +499,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
             "AND (%s::float8 IS NULL OR finished_at >= %s) ORDER BY started_at DESC, run_id DESC LIMIT %s OFFSET %s",
             (session_id, session_id, source, source, since, since, limit, offset),
         )
-        return [_record(r) for r in rows]
+        return [run_record(r) for r in rows]
 
     async def close(self) -> None:
         """Close the three connection pools and the schedule store; drop the local copies of uploads."""

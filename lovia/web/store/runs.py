@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from .._owners import OWNER
-from ..types import JsonObject
-from .schedule_store import ScheduleRow, ScheduleStore, json_object
+from ..._owners import OWNER
+from ...types import JsonObject
+from .schedules import ScheduleRow, ScheduleStore, json_object
 
 __all__ = ["PostgresScheduleRunMixin", "RunRow", "ScheduleRow", "ScheduleRunMixin"]
 
@@ -122,7 +122,7 @@ class ScheduleRunMixin:
         self._schedule_handle, self._schedule_owned = schedules, False
 
     def _open_schedule_store(self) -> ScheduleStore:
-        from .schedule_store import SQLiteScheduleStore
+        from .schedules import SQLiteScheduleStore
 
         return SQLiteScheduleStore(cast(Any, self).path)
 
@@ -308,7 +308,7 @@ class ScheduleRunMixin:
         A run is stale when its owner (``host:pid``) is a process on this host that no longer
         runs. Runs owned by this process, by a live one, or by another host are left alone.
         """
-        from .._owners import owner_alive
+        from ..._owners import owner_alive
 
         me = _owner()
         rows = await self._runs_fetch("SELECT run_id, owner FROM {runs} WHERE status = 'running' AND owner IS NOT NULL")
@@ -322,13 +322,13 @@ class ScheduleRunMixin:
 
 
 class PostgresScheduleRunMixin(ScheduleRunMixin):
-    """:class:`ScheduleRunMixin` on a :class:`~lovia.web.store_pg.PostgresChatStore`: its pool and schema."""
+    """:class:`ScheduleRunMixin` on a :class:`~lovia.web.store.PostgresChatStore`: its pool and schema."""
 
     dsn: str
     schema: str | None
 
     def _open_schedule_store(self) -> ScheduleStore:
-        from .schedule_store import PostgresScheduleStore
+        from .schedules import PostgresScheduleStore
 
         return PostgresScheduleStore(self.dsn, schema=self.schema)
 

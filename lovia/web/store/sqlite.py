@@ -17,14 +17,13 @@ The chat index lives in two tables next to the stores' own tables (same SQLite f
   0.9.119 wrote, read either way), deleted with their chat.
 
 The tables are versioned as store ``"chat"`` in ``lovia_schema`` and migrated by the numbered
-steps of :mod:`lovia.web.chat_schema`, which also adopt lovia 0.9.119's chat file.
+steps of :mod:`lovia.web.store.schema`, which also adopt lovia 0.9.119's chat file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import json
 import os
 import sqlite3
@@ -32,34 +31,27 @@ import tempfile
 import threading
 import time
 import uuid
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .._owners import OWNER
-from ..checkpointer import Checkpointer
-from ..exceptions import CorruptRecordError, StoreError
-from ..session import Session
-from ..transcript import InputEntry
-from .chat_schema import migrate_chat_index
-from .ids import check_chat_id, unlink_inside
-from .serialization import parse_ref, segments_runs, user_turn_refs
-from .store_delete import Doomed, SharedStores, same_file, sqlite_delete_tree
-from .store_schedules import RunRow, ScheduleRow, ScheduleRunMixin
+from ..._owners import OWNER
+from ...checkpointer import Checkpointer
+from ...exceptions import StoreError
+from ...session import Session
+from ...transcript import InputEntry
+from ..ids import check_chat_id, unlink_inside
+from ..serialization import parse_ref, segments_runs, user_turn_refs
+from .common import client_context, like_pattern, meta_or_none, new_ui_data_ref, ui_payload
+from .delete import Doomed, SharedStores, same_file, sqlite_delete_tree
+from .records import MAX_TITLE_CHARS, SUBAGENT, ChatMeta, RunRecord, UploadRecord, run_record
+from .runs import RunRow, ScheduleRow, ScheduleRunMixin
+from .schema import migrate_chat_index
 
 __all__ = ["ChatMeta", "ChatStore", "RunRecord", "RunRow", "ScheduleRow", "UploadRecord"]
 
-SUBAGENT = "subagent"
-"""The origin kind of a chat run as a background task of its parent chat (``ChatMeta.parent_id``)."""
 
 T = TypeVar("T")
-
-
-def new_ui_data_ref() -> str:
-    """A fresh ref for a stored UI value (unguessable, URL-safe)."""
-    return f"ud_{uuid.uuid4().hex}"
 
 
 _META_COLUMNS = (
@@ -68,156 +60,6 @@ _META_COLUMNS = (
 )
 """What :meth:`ChatMeta.from_row` reads, from ``chat_sessions s LEFT JOIN chat_origins o``."""
 _META_FROM = "chat_sessions s LEFT JOIN chat_origins o ON o.session_id = s.id"
-MAX_TITLE_CHARS = 120
-"""The longest title :meth:`ChatStore.set_title` keeps."""
-
-
-def like_pattern(query: str) -> str:
-    """A ``LIKE ... ESCAPE '\\'`` pattern matching ``query`` anywhere, lower-cased, its ``%`` and ``_`` literal."""
-    escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-_ORIGIN_KINDS = ("fork", "spawn")
-
-
-@dataclass(frozen=True, slots=True)
-class ChatMeta:
-    """One chat in the sidebar.
-
-    ``parent_id`` names the chat whose background subagent task this chat is (it is deleted with
-    that chat, see :meth:`ChatStore.task_tree`). ``origin_kind`` is ``"fork"`` (a branch of
-    ``origin_session_id``, cut before the user message ``origin_ref``, ``None`` for a whole copy)
-    or ``"spawn"`` (started by ``origin_session_id``'s agent, owned by neither), else ``None``.
-    """
-
-    id: str
-    title: str | None
-    agent: str | None
-    created_at: float
-    updated_at: float
-    pinned: bool = False
-    parent_id: str | None = None
-    origin_kind: str | None = None
-    origin_session_id: str | None = None
-    origin_ref: str | None = None
-    active_run_id: str | None = None
-    """The run in flight (its checkpoint key), kept so a restarted server can resume it."""
-    damaged: str | None = None
-    """``None``, or why this chat's index row cannot be read and what to do (listed, not hidden)."""
-
-    @classmethod
-    def from_row(cls, row: Any) -> ChatMeta:
-        """A chat from an index row: ``id, title, agent, created_at, updated_at, active_run_id, pinned``,
-        optionally followed by the origin's ``kind, origin_session_id`` and the fork's ``origin_ref``.
-
-        A row that cannot be read gives a ``damaged`` chat (listed with the reason, never hidden).
-        """
-        values = tuple(row)
-        kind, origin, ref = (values[7:10] + (None, None, None))[:3]
-        try:
-            return cls(
-                str(values[0]),
-                values[1] or None,  # an untitled chat has no title
-                values[2],
-                float(values[3]),
-                float(values[4]),
-                bool(values[6]),
-                parent_id=str(origin) if kind == SUBAGENT and origin is not None else None,
-                origin_kind=kind if kind in _ORIGIN_KINDS else None,
-                origin_session_id=str(origin) if kind in _ORIGIN_KINDS and origin is not None else None,
-                origin_ref=ref if kind == "fork" else None,
-                active_run_id=values[5],
-            )
-        except (TypeError, ValueError) as exc:  # one damaged row must not hide the other chats
-            damaged = CorruptRecordError(
-                f"the index row of chat {values[0]!r} cannot be read: {exc}",
-                session_id=str(values[0]),
-                hint="the row was damaged outside lovia; delete the chat or restore the database from a backup",
-            )
-            title = values[1] if isinstance(values[1], str) else ""
-            return cls(str(values[0]), title, None, 0.0, 0.0, damaged=str(damaged))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form."""
-        out = {
-            "id": self.id,
-            "title": self.title,
-            "agent": self.agent,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "active_run_id": self.active_run_id,
-            "pinned": self.pinned,
-            "parent_id": self.parent_id,
-            "origin_kind": self.origin_kind,
-            "origin_session_id": self.origin_session_id,
-            "origin_ref": self.origin_ref,
-        }
-        if self.damaged:
-            out["damaged"] = self.damaged
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """What the web app remembers about one run of a chat."""
-
-    run_id: str
-    session_id: str
-    status: str
-    usage: dict[str, int] | None
-    started_at: float
-    finished_at: float | None
-    damaged: str | None = None
-    """``None``, or why this record cannot be read and what to do (listed, not hidden)."""
-    agent: str | None = None
-    source: str = "user"
-    """Why the run started: ``user``, ``schedule:<id>``, ``subagent:<chat>``, ``subagent-report:<task>``..."""
-    error: str | None = None
-    """``"Type: message"`` of a failed run, else ``None``."""
-    owner: str | None = None
-    """The serving process that last ran it (``host:pid``): tells a run live elsewhere from an orphan."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form (the fields of ``GET /api/runs/history``)."""
-        out = {
-            "run_id": self.run_id,
-            "session_id": self.session_id,
-            "agent": self.agent,
-            "source": self.source,
-            "status": self.status,
-            "error": self.error,
-            "usage": self.usage,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-        }
-        if self.damaged:
-            out["damaged"] = self.damaged
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class UploadRecord:
-    """A file uploaded into a chat, kept on disk next to the chat index until the chat is deleted."""
-
-    id: str
-    session_id: str
-    name: str
-    mime_type: str
-    size: int
-    path: str
-    created_at: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON the API returns (the disk path stays on the server)."""
-        return {
-            "id": self.id,
-            "session_id": self.session_id,
-            "name": self.name,
-            "mime_type": self.mime_type,
-            "size": self.size,
-            "created_at": self.created_at,
-        }
 
 
 _UPLOAD_COLUMNS = "id, session_id, name, mime_type, size, path, created_at"
@@ -255,53 +97,7 @@ class _MetaDB:
             self._conn.close()
 
 
-def _ui_payload(stored: bytes) -> bytes:
-    """A UI data payload's JSON bytes: lovia 0.9.119 stored them zlib-compressed, we store them plain.
-
-    JSON text never starts with ``x`` (0x78), the first byte of a zlib stream, so the two cannot be mixed up.
-    """
-    if stored[:1] == b"x":
-        with contextlib.suppress(zlib.error):
-            return zlib.decompress(stored)
-    return stored
-
-
-def _meta(row: Any) -> ChatMeta | None:
-    return None if row is None else ChatMeta.from_row(row)
-
-
-def _context(text: Any) -> dict[str, Any] | None:
-    """A stored client context (JSON text), or ``None`` when absent or unreadable."""
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 _RUN_COLUMNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error, owner"
-
-
-def _record(row: tuple[Any, ...]) -> RunRecord:
-    try:
-        usage = json.loads(row[3]) if row[3] else None
-        if usage is not None and not isinstance(usage, dict):
-            raise ValueError("usage is not a JSON object")
-        finished = float(row[5]) if row[5] is not None else None
-        more = {"agent": row[6], "source": row[7] or "user", "error": row[8]} if len(row) > 6 else {}
-        if len(row) > 9:
-            more["owner"] = row[9]
-        return RunRecord(row[0], row[1], row[2], usage, float(row[4]), finished, **more)
-    except (TypeError, ValueError) as exc:  # one damaged record must not hide the others
-        damaged = CorruptRecordError(
-            f"the record of run {row[0]!r} cannot be read: {exc}",
-            session_id=str(row[1]),
-            run_id=str(row[0]),
-            hint="the row was damaged outside lovia; it only holds the run's usage and timing, so it is safe to ignore",
-        )
-        return RunRecord(str(row[0]), str(row[1]), str(row[2]), None, 0.0, None, damaged=str(damaged))
 
 
 class ChatStore(ScheduleRunMixin):
@@ -327,7 +123,7 @@ class ChatStore(ScheduleRunMixin):
     ) -> None:
         path = os.fspath(meta_path)
         if checkpointer is None:
-            from ..stores import InMemoryCheckpointer, SQLiteCheckpointer
+            from ...stores import InMemoryCheckpointer, SQLiteCheckpointer
 
             checkpointer = InMemoryCheckpointer() if path == ":memory:" else SQLiteCheckpointer(path, wal=wal)
         self.session = session
@@ -338,7 +134,7 @@ class ChatStore(ScheduleRunMixin):
     @classmethod
     def sqlite(cls, path: str | os.PathLike[str], *, wal: bool = True) -> ChatStore:
         """Everything in one SQLite file (created with its folder when missing), in WAL mode unless ``wal=False``."""
-        from ..stores import SQLiteCheckpointer, SQLiteSession
+        from ...stores import SQLiteCheckpointer, SQLiteSession
 
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         return cls(
@@ -348,7 +144,7 @@ class ChatStore(ScheduleRunMixin):
     @classmethod
     def in_memory(cls) -> ChatStore:
         """A store that forgets everything when the process ends (tests, demos)."""
-        from ..stores import InMemoryCheckpointer, InMemorySession
+        from ...stores import InMemoryCheckpointer, InMemorySession
 
         return cls(InMemorySession(), checkpointer=InMemoryCheckpointer(), meta_path=":memory:")
 
@@ -428,7 +224,7 @@ class ChatStore(ScheduleRunMixin):
     async def get(self, session_id: str) -> ChatMeta | None:
         """One chat, or ``None``."""
         sql = f"SELECT {_META_COLUMNS} FROM {_META_FROM} WHERE s.id = ?"
-        return _meta(await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchone()))
+        return meta_or_none(await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchone()))
 
     async def list(self, *, limit: int = 200, offset: int = 0, query: str | None = None) -> builtins.list[ChatMeta]:
         """Chats, pinned first, then most recently updated; ``query`` as in :meth:`search`.
@@ -444,7 +240,7 @@ class ChatStore(ScheduleRunMixin):
         )
         params = (SUBAGENT, pattern, pattern, pattern, limit, offset)
         rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
-        return [m for m in (_meta(r) for r in rows) if m is not None]
+        return [m for m in (meta_or_none(r) for r in rows) if m is not None]
 
     async def search(self, query: str, *, limit: int = 200, offset: int = 0) -> builtins.list[ChatMeta]:
         """The chats whose title or id contains ``query`` (case-insensitive; ``%`` and ``_`` are
@@ -507,7 +303,7 @@ class ChatStore(ScheduleRunMixin):
         """The client context the chat's run in flight started with, or ``None``."""
         sql = "SELECT active_context FROM chat_sessions WHERE id = ?"
         row = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchone())
-        return _context(row[0] if row is not None else None)
+        return client_context(row[0] if row is not None else None)
 
     async def clear_active_run_id(self, session_id: str, *, expected: str | None = None) -> None:
         """Forget the chat's run in flight (only while it is still ``expected``, when given)."""
@@ -582,7 +378,7 @@ class ChatStore(ScheduleRunMixin):
             "ORDER BY s.created_at, s.id"
         )
         rows = await self._db.run(lambda c: c.execute(sql, (SUBAGENT, parent_id)).fetchall())
-        return [m for m in (_meta(r) for r in rows) if m is not None]
+        return [m for m in (meta_or_none(r) for r in rows) if m is not None]
 
     async def task_tree(self, session_id: str) -> builtins.list[str]:
         """``session_id`` then the ids of all its subagent tasks, theirs, and so on (breadth first)."""
@@ -620,8 +416,8 @@ class ChatStore(ScheduleRunMixin):
 
     def _shared_stores(self, schedules: bool) -> SharedStores:
         """Which of the stores beside the index live in its SQLite file (deleted from in its transaction)."""
-        from ..stores import SQLiteCheckpointer, SQLiteSession
-        from .schedule_store import SQLiteScheduleStore
+        from ...stores import SQLiteCheckpointer, SQLiteSession
+        from .schedules import SQLiteScheduleStore
 
         def same(store: object, kind: type) -> bool:
             path = getattr(store, "path", None) if isinstance(store, kind) else None
@@ -716,7 +512,7 @@ class ChatStore(ScheduleRunMixin):
         rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
         out = []
         for row in rows:
-            meta = _meta(tuple(row[:-1]))
+            meta = meta_or_none(tuple(row[:-1]))
             if meta is not None:
                 out.append((meta, str(row[-1])))
         return out
@@ -785,7 +581,7 @@ class ChatStore(ScheduleRunMixin):
         """The JSON bytes stored under ``ref`` in this chat, or ``None`` (never stored, or the chat is gone)."""
         sql = "SELECT payload FROM chat_ui_data WHERE session_id = ? AND ref = ?"
         row = await self._db.run(lambda c: c.execute(sql, (session_id, ref)).fetchone())
-        return _ui_payload(bytes(row[0])) if row is not None else None
+        return ui_payload(bytes(row[0])) if row is not None else None
 
     async def copy_ui_data(self, from_session_id: str, to_session_id: str) -> None:
         """Give a branched chat the UI data of the chat it came from (its envelopes name the same refs)."""
@@ -819,7 +615,7 @@ class ChatStore(ScheduleRunMixin):
         """The chat's run records by run id."""
         sql = f"SELECT {_RUN_COLUMNS} FROM chat_runs WHERE session_id = ?"
         rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
-        return {record.run_id: record for record in map(_record, rows)}
+        return {record.run_id: record for record in map(run_record, rows)}
 
     async def run_history(
         self,
@@ -839,7 +635,7 @@ class ChatStore(ScheduleRunMixin):
         )
         params = (session_id, session_id, source, source, since, since, limit, offset)
         rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
-        return [_record(r) for r in rows]
+        return [run_record(r) for r in rows]
 
     async def close(self) -> None:
         """Close the chat index, the schedule store and the stores that can be closed."""

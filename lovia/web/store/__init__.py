@@ -1,0 +1,64 @@
+"""The web app's store: the chat index beside a session and a checkpointer, on SQLite or PostgreSQL.
+
+* :mod:`.records`: the records every backend returns (:class:`ChatMeta`, :class:`RunRecord`,
+  :class:`UploadRecord`); :mod:`.runs` the run row of the scheduler and the run history (:class:`RunRow`).
+* :mod:`.sqlite`: :class:`ChatStore`, everything in one SQLite file (or in memory).
+* :mod:`.postgres`: :class:`PostgresChatStore`, everything in one PostgreSQL database, shared by replicas.
+* :mod:`.schedules`: the schedule store beside the chats (:class:`ScheduleStore` and its backends).
+* :mod:`.schema`: the chat index's SQLite migrations; :mod:`.delete`: deleting a chat tree in one transaction.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...stores._dsn import is_postgres_url
+from .common import like_pattern, new_ui_data_ref
+from .records import MAX_TITLE_CHARS, SUBAGENT, ChatMeta, RunRecord, UploadRecord
+from .runs import RunRow
+from .schedules import (
+    PostgresScheduleStore,
+    ScheduleClaim,
+    ScheduleRow,
+    ScheduleStore,
+    SQLiteScheduleStore,
+    json_object,
+    open_schedule_store,
+)
+from .sqlite import ChatStore
+
+if TYPE_CHECKING:
+    from .postgres import DEFAULT_LEASE_TTL, PostgresChatStore
+
+__all__ = [
+    "DEFAULT_LEASE_TTL",
+    "MAX_TITLE_CHARS",
+    "SUBAGENT",
+    "ChatMeta",
+    "ChatStore",
+    "PostgresChatStore",
+    "PostgresScheduleStore",
+    "RunRecord",
+    "RunRow",
+    "SQLiteScheduleStore",
+    "ScheduleClaim",
+    "ScheduleRow",
+    "ScheduleStore",
+    "UploadRecord",
+    "is_postgres_url",
+    "json_object",
+    "like_pattern",
+    "new_ui_data_ref",
+    "open_schedule_store",
+]
+
+_POSTGRES = ("DEFAULT_LEASE_TTL", "PostgresChatStore")
+
+
+def __getattr__(name: str) -> Any:
+    """The PostgreSQL store on first use: importing it loads the optional driver."""
+    if name in _POSTGRES:
+        from . import postgres
+
+        return getattr(postgres, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

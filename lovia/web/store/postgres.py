@@ -1,18 +1,9 @@
 """``PostgresChatStore``: the web app's chat index, sessions and checkpoints in one PostgreSQL database.
 
 Several ``lovia web`` processes pointed at the same database (and schema) share everything a
-browser sees: the sidebar, the transcripts, the runs in flight. The index is the ``web`` component
-of the PostgreSQL stores' migration scheme:
-
-* ``web_chats``: one row per chat (as ``chat_sessions`` in SQLite, with the run in flight's
-  ``active_context`` and a fork's ``origin_ref``);
-* ``web_runs``: per-run status, usage, the ``owner`` replica and a takeover claim;
-* ``web_frames``: every frame a live run streamed, so a client on another replica can follow it;
-* ``web_commands``: stop / steer requests for a run owned by another replica;
-* ``web_ui_data``: the full props ``put_ui_data`` kept out of the model's context;
-* ``web_origins``: where a chat came from (a fork, a ``start_session`` chat, a subagent task);
-* ``web_variants``: the earlier answers a regenerate kept (as ``chat_variants`` in SQLite);
-* ``web_uploads``: the files uploaded into a chat, bytes included, so any replica can send them.
+browser sees: the sidebar, the transcripts, the runs in flight. The index is the ``web``
+component of the PostgreSQL stores' migration record; :mod:`lovia.web.store.pg_schema` lists its
+tables and steps.
 
 The replica machinery that uses ``web_frames`` and ``web_commands`` lives in :mod:`lovia.web.replicas`.
 """
@@ -36,6 +27,7 @@ from ...stores.postgres._db import Database
 from ..ids import PathOutside, check_chat_id, path_inside
 from .common import client_context, like_pattern, meta_or_none, new_ui_data_ref
 from .delete import Doomed, SharedStores
+from .pg_schema import COMPONENT, WEB_MIGRATIONS
 from .records import SUBAGENT, ChatMeta, RunRecord, UploadRecord, run_record
 from .runs import PostgresScheduleRunMixin
 from .sqlite import ChatStore
@@ -76,7 +68,14 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         self.schema = schema
         self.lease_ttl = float(lease_ttl)
         self.db = Database(
-            dsn, pool=None, schema=schema, table_prefix="", min_size=1, max_size=max_size, component="web"
+            dsn,
+            pool=None,
+            schema=schema,
+            table_prefix="",
+            min_size=1,
+            max_size=max_size,
+            component=COMPONENT,
+            migrations=WEB_MIGRATIONS,
         )
         n = self.db.names
         tables: tuple[str, ...] = ("web_chats", "web_runs", "web_frames", "web_commands", "web_ui_data", "run_leases")

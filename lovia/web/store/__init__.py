@@ -1,5 +1,6 @@
 """The web app's store: the chat index beside a session and a checkpointer, on SQLite or PostgreSQL.
 
+* :mod:`.protocol`: :class:`ChatIndex`, what the web app asks of either backend.
 * :mod:`.records`: the records every backend returns (:class:`ChatMeta`, :class:`RunRecord`,
   :class:`UploadRecord`); :mod:`.runs` the run row of the scheduler and the run history (:class:`RunRow`).
 * :mod:`.sqlite`: :class:`ChatStore`, everything in one SQLite file (or in memory).
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...stores._dsn import is_postgres_url
 from .common import like_pattern, new_ui_data_ref
+from .protocol import ChatIndex
 from .records import MAX_TITLE_CHARS, SUBAGENT, ChatMeta, RunRecord, UploadRecord
 from .runs import RunRow
 from .schedules import (
@@ -34,6 +36,7 @@ __all__ = [
     "DEFAULT_LEASE_TTL",
     "MAX_TITLE_CHARS",
     "SUBAGENT",
+    "ChatIndex",
     "ChatMeta",
     "ChatStore",
     "PostgresChatStore",

@@ -17,7 +17,7 @@ import pytest
 
 from lovia.exceptions import UserError
 from lovia.transcript import AssistantTextEntry, InputEntry
-from lovia.web.store import ChatStore, RunRow, ScheduleRow, UploadRecord
+from lovia.web.store import ChatIndex, ChatStore, RunRow, ScheduleRow, UploadRecord
 from lovia.web.store import runs as store_schedules
 
 from .backends import BACKENDS, Backend, open_backend
@@ -69,6 +69,11 @@ def _run(rid: str, **kw: Any) -> RunRow:
 
 
 # --------------------------------------------------------------------------- unknown chats and bad ids
+
+
+def test_each_backend_provides_the_whole_chat_index(store: ChatStore) -> None:
+    assert isinstance(store, ChatIndex)
+    assert not isinstance(object(), ChatIndex)  # the check looks at the members: a bare object fails it
 
 
 async def test_an_unknown_chat_reads_as_absent_everywhere(store: ChatStore) -> None:

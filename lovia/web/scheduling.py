@@ -35,7 +35,7 @@ from ..plugins.base import PluginInstance
 from ..run_context import RunContext  # at run time: the tools' type hints are resolved
 from ..tools import Tool, tool
 from .store import ScheduleRow, ScheduleStore, open_schedule_store
-from .store.runs import ScheduleRunMixin
+from .store.base import ChatIndexBase
 from .triggers import MAX_FIRES, check_time, initial_next_fire, validate_trigger
 
 __all__ = ["Scheduling"]
@@ -263,7 +263,7 @@ async def _start_session(store: Any, run: RunContext[Any], instruction: str, tit
 def _schedule_store_for(store: Any) -> ScheduleStore:
     if isinstance(store, ScheduleStore):
         return store
-    if isinstance(store, ScheduleRunMixin):  # a ChatStore: its own schedule store
+    if isinstance(store, ChatIndexBase):  # a ChatStore: its own schedule store
         return store.schedule_store
     dsn = getattr(store, "dsn", None)
     if isinstance(dsn, str):  # a PostgresChatStore: the same database and schema

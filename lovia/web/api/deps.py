@@ -26,7 +26,7 @@ from ..routes_uploads import DEFAULT_MAX_UPLOAD_MB, DEFAULT_UPLOAD_EXTENSIONS
 from ..run_deps import RunDepsFn
 from ..scheduler import Clock, Scheduler
 from ..sse import SessionCreatedData, SessionRetitledData, frame
-from ..store import ChatMeta, ChatStore, PostgresChatStore, ScheduleStore
+from ..store import ChatIndex, ChatMeta, PostgresChatStore, ScheduleStore
 from ..supervisor import EventHub, RunSupervisor
 from ..titles import TITLE_INSTRUCTIONS, generate_title
 from ..workspaces import WorkspaceSessions
@@ -93,7 +93,7 @@ class RouterDeps:
     """
 
     agents: dict[str, Agent[Any]]
-    store: ChatStore
+    store: ChatIndex
     approvals: ApprovalRegistry = field(default_factory=ApprovalRegistry)
     title: str = "lovia"
     context_policy: ContextPolicy | None = None

@@ -3,10 +3,12 @@
 * :mod:`.protocol`: :class:`ChatIndex`, what the web app asks of either backend.
 * :mod:`.records`: the records every backend returns (:class:`ChatMeta`, :class:`RunRecord`,
   :class:`UploadRecord`); :mod:`.runs` the run row of the scheduler and the run history (:class:`RunRow`).
+* :mod:`.base`: what both backends do the same way, over the methods each implements.
 * :mod:`.sqlite`: :class:`ChatStore`, everything in one SQLite file (or in memory).
 * :mod:`.postgres`: :class:`PostgresChatStore`, everything in one PostgreSQL database, shared by replicas.
 * :mod:`.schedules`: the schedule store beside the chats (:class:`ScheduleStore` and its backends).
-* :mod:`.schema`: the chat index's SQLite migrations; :mod:`.delete`: deleting a chat tree in one transaction.
+* :mod:`.schema` and :mod:`.pg_schema`: the chat index's migrations on each database;
+  :mod:`.delete`: deleting a chat tree in one transaction; :mod:`.common`: small pure helpers.
 """
 
 from __future__ import annotations

@@ -25,12 +25,12 @@ from ..._owners import OWNER
 from ...stores._dsn import is_postgres_url
 from ...stores.postgres._db import Database
 from ..ids import PathOutside, check_chat_id, path_inside
+from .base import ChatIndexBase
 from .common import client_context, like_pattern, meta_or_none, new_ui_data_ref
 from .delete import Doomed, SharedStores
 from .pg_schema import COMPONENT, WEB_MIGRATIONS
 from .records import SUBAGENT, ChatMeta, RunRecord, UploadRecord, run_record
-from .runs import PostgresScheduleRunMixin
-from .sqlite import ChatStore
+from .schedules import ScheduleStore
 
 __all__ = ["DEFAULT_LEASE_TTL", "PostgresChatStore", "is_postgres_url"]
 
@@ -44,8 +44,8 @@ _CHAT_TABLES = ("web_frames", "web_commands", "web_ui_data", "web_origins", "web
 _RUNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error, owner"
 
 
-class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
-    """A :class:`ChatStore` whose session, checkpointer and chat index all live in PostgreSQL.
+class PostgresChatStore(ChatIndexBase):
+    """A chat store whose session, checkpointer and chat index all live in PostgreSQL.
 
     Args:
         dsn: ``postgresql://user@host/db``.
@@ -103,6 +103,19 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         async with self.db.connection("writing the chat index") as conn:
             cur = await conn.execute(sql.format(**self.tables), params)
             return int(cur.rowcount or 0)
+
+    # ------------------------------------------------------------------ the base's hooks
+
+    def _open_schedule_store(self) -> ScheduleStore:
+        from .schedules import PostgresScheduleStore
+
+        return PostgresScheduleStore(self.dsn, schema=self.schema)
+
+    async def _runs_fetch(self, sql: str, params: tuple[Any, ...] = ()) -> builtins.list[tuple[Any, ...]]:
+        return await self.fetch(_pg_sql(sql), params)
+
+    async def _runs_execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        return await self.execute(_pg_sql(sql), params)
 
     # ------------------------------------------------------------------ chats
 
@@ -508,3 +521,8 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         await self.db.close()
         await self.pg_session.close()
         await self.pg_checkpointer.close()
+
+
+def _pg_sql(sql: str) -> str:
+    """``?`` placeholders and ``{runs}`` in this store's spelling (``%s``, ``{web_runs}``)."""
+    return sql.replace("?", "%s").replace("{runs}", "{web_runs}")

@@ -39,16 +39,15 @@ from ..._owners import OWNER
 from ...checkpointer import Checkpointer
 from ...exceptions import StoreError
 from ...session import Session
-from ...transcript import InputEntry
 from ..ids import check_chat_id, unlink_inside
-from ..serialization import parse_ref, segments_runs, user_turn_refs
+from .base import ChatIndexBase
 from .common import client_context, like_pattern, meta_or_none, new_ui_data_ref, ui_payload
-from .delete import Doomed, SharedStores, same_file, sqlite_delete_tree
-from .records import MAX_TITLE_CHARS, SUBAGENT, ChatMeta, RunRecord, UploadRecord, run_record
-from .runs import RunRow, ScheduleRow, ScheduleRunMixin
+from .delete import SharedStores, same_file, sqlite_delete_tree
+from .records import SUBAGENT, ChatMeta, RunRecord, UploadRecord, run_record
+from .schedules import ScheduleStore
 from .schema import migrate_chat_index
 
-__all__ = ["ChatMeta", "ChatStore", "RunRecord", "RunRow", "ScheduleRow", "UploadRecord"]
+__all__ = ["ChatStore"]
 
 
 T = TypeVar("T")
@@ -100,7 +99,7 @@ class _MetaDB:
 _RUN_COLUMNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error, owner"
 
 
-class ChatStore(ScheduleRunMixin):
+class ChatStore(ChatIndexBase):
     """A session store, a checkpointer and the chat index, used together by the web app.
 
     Args:
@@ -149,19 +148,24 @@ class ChatStore(ScheduleRunMixin):
         return cls(InMemorySession(), checkpointer=InMemoryCheckpointer(), meta_path=":memory:")
 
     @property
-    def supports_rewind(self) -> bool:
-        """Whether the session store offers ``rewind`` (edit-and-resend and regenerate)."""
-        return callable(getattr(self.session, "rewind", None))
-
-    @property
     def path(self) -> str:
         """The chat index file."""
         return self._db.path
 
-    # ------------------------------------------------------------------ schedules bound to chats
+    # ------------------------------------------------------------------ the base's hooks
 
-    async def _delete_schedules(self, session_id: str) -> None:
-        await self.schedule_store.delete_for_session(session_id)
+    def _open_schedule_store(self) -> ScheduleStore:
+        from .schedules import SQLiteScheduleStore
+
+        return SQLiteScheduleStore(self.path)
+
+    async def _runs_fetch(self, sql: str, params: tuple[Any, ...] = ()) -> builtins.list[tuple[Any, ...]]:
+        text = sql.format(runs="chat_runs")
+        return await self._db.run(lambda c: c.execute(text, params).fetchall())
+
+    async def _runs_execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        text = sql.format(runs="chat_runs")
+        return int(await self._db.run(lambda c: c.execute(text, params).rowcount))
 
     # ------------------------------------------------------------------ chats
 
@@ -193,13 +197,6 @@ class ChatStore(ScheduleRunMixin):
 
         await self._db.run(write)
         await self._link(session_id, parent_id=parent_id, spawned_from=spawned_from)
-
-    async def _link(self, session_id: str, *, parent_id: str | None, spawned_from: str | None) -> None:
-        for kind, origin_id in ((SUBAGENT, parent_id), ("spawn", spawned_from)):
-            if origin_id is not None:
-                origin = await self.get(origin_id)
-                title = (origin.title if origin is not None else None) or ""
-                await self.set_origin(session_id, kind=kind, origin_session_id=origin_id, user_turn=None, title=title)
 
     async def create(self, *, title: str = "", agent: str | None = None, session_id: str | None = None) -> ChatMeta:
         """Add a chat (a fresh id unless ``session_id`` is given; an existing row is returned as it is).
@@ -242,20 +239,6 @@ class ChatStore(ScheduleRunMixin):
         rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
         return [m for m in (meta_or_none(r) for r in rows) if m is not None]
 
-    async def search(self, query: str, *, limit: int = 200, offset: int = 0) -> builtins.list[ChatMeta]:
-        """The chats whose title or id contains ``query`` (case-insensitive; ``%`` and ``_`` are
-        plain characters), in :meth:`list` order."""
-        return await self.list(query=query or None, limit=limit, offset=offset)
-
-    async def set_title(self, session_id: str, title: str) -> None:
-        """Rename a chat, the title stripped and cut to :data:`MAX_TITLE_CHARS` (``updated_at``
-        stays: a rename does not move it in the list)."""
-        await self.update(session_id, title=title.strip()[:MAX_TITLE_CHARS], touch=False)
-
-    async def set_pinned(self, session_id: str, pinned: bool) -> None:
-        """Pin or unpin a chat (pinned chats list first)."""
-        await self.update(session_id, pinned=pinned, touch=False)
-
     async def set_title_if_unchanged(self, session_id: str, title: str, *, expected: str | None) -> None:
         """Rename a chat only while its title is still ``expected`` (``None``: still untitled).
 
@@ -288,11 +271,6 @@ class ChatStore(ScheduleRunMixin):
 
     # ------------------------------------------------------------------ the run in flight
 
-    async def get_active_run_id(self, session_id: str) -> str | None:
-        """The id of the chat's run in flight (resumable after a restart), or ``None``."""
-        meta = await self.get(session_id)
-        return meta.active_run_id if meta is not None else None
-
     async def set_active_run_id(self, session_id: str, run_id: str, *, context: dict[str, Any] | None = None) -> None:
         """Remember the chat's run in flight and the client context it started with (for a resume)."""
         body = json.dumps(context) if context else None
@@ -313,59 +291,7 @@ class ChatStore(ScheduleRunMixin):
         )
         await self._db.run(lambda c: c.execute(sql, (session_id, expected, expected)))
 
-    async def set_active_run(self, session_id: str, run_id: str | None) -> None:
-        """Remember (or forget, with ``None``) the run in flight of a chat, without a client context."""
-        if run_id is None:
-            await self.clear_active_run_id(session_id)
-        else:
-            await self.set_active_run_id(session_id, run_id)
-
     # ------------------------------------------------------------------ forks and tasks
-
-    async def fork(self, source_id: str, *, ref: str | None = None, user_turn: int | None = None) -> str | None:
-        """Copy a chat's finished history into a new chat; the new chat's id.
-
-        The copy stops just before the user message ``ref`` names (or ``user_turn``, its
-        zero-based index among the user messages), or takes everything. The new chat records
-        its origin (``origin_kind == "fork"``) and gets the source's UI data; the source is not
-        touched. ``None``: no such chat, no such message, or no finished history before it.
-        """
-        meta = await self.get(source_id)
-        if meta is None:
-            return None
-        segments = await self.session.segments(source_id)  # finished runs only: a live one is not there
-        runs = segments_runs(segments)
-        if ref is not None:
-            user_turn = parse_ref(ref, runs)
-            if user_turn is None:
-                return None
-        elif user_turn is not None:
-            refs = user_turn_refs(runs)
-            if user_turn >= len(refs):
-                return None
-            ref = refs[user_turn]
-        entries = [e for s in segments for e in s.entries]
-        users = [i for i, e in enumerate(entries) if isinstance(e, InputEntry) and e.role == "user"]
-        keep = len(entries) if user_turn is None else users[user_turn]
-        if keep == 0:
-            return None
-        new = await self.create(title=f"{meta.title or 'Chat'} (branch)", agent=meta.agent)
-        try:
-            await self.set_origin(
-                new.id, kind="fork", origin_session_id=source_id, user_turn=user_turn, title=meta.title or ""
-            )
-            await self._set_origin_ref(new.id, ref)
-            start = 0
-            for seg in segments:  # append-only copy: each run becomes a new run of the new chat
-                taken = seg.entries[: max(0, keep - start)]
-                start += len(seg.entries)
-                if taken:
-                    await self.session.append(new.id, taken, meta=seg.meta)
-            await self.copy_ui_data(source_id, new.id)  # the copied envelopes name the same refs
-        except BaseException:
-            await self.delete(new.id, schedules=False)  # no half-made branch is left behind
-            raise
-        return new.id
 
     async def _set_origin_ref(self, session_id: str, ref: str | None) -> None:
         sql = "UPDATE chat_sessions SET origin_ref = ? WHERE id = ?"
@@ -379,20 +305,6 @@ class ChatStore(ScheduleRunMixin):
         )
         rows = await self._db.run(lambda c: c.execute(sql, (SUBAGENT, parent_id)).fetchall())
         return [m for m in (meta_or_none(r) for r in rows) if m is not None]
-
-    async def task_tree(self, session_id: str) -> builtins.list[str]:
-        """``session_id`` then the ids of all its subagent tasks, theirs, and so on (breadth first)."""
-        out, seen, frontier = [session_id], {session_id}, [session_id]
-        while frontier:
-            nxt = []
-            for parent in frontier:
-                for child in await self.list_children(parent):
-                    if child.id not in seen:
-                        seen.add(child.id)
-                        out.append(child.id)
-                        nxt.append(child.id)
-            frontier = nxt
-        return out
 
     # ------------------------------------------------------------------ delete
 
@@ -429,23 +341,6 @@ class ChatStore(ScheduleRunMixin):
             checkpointer=same(self.checkpointer, SQLiteCheckpointer),
             schedules=schedules and (handle is None and self.path != ":memory:" or same(handle, SQLiteScheduleStore)),
         )
-
-    async def _after_delete(self, doomed: Doomed, shared: SharedStores, *, schedules: bool) -> None:
-        """Clear what the deleted chats had in stores outside the index's transaction."""
-        if not shared.checkpointer:
-            for run_id in doomed.run_ids:
-                await self.checkpointer.delete(run_id)
-        if not shared.session:
-            for chat_id in doomed.chats:
-                await self.session.clear(chat_id)
-        if schedules and not shared.schedules:
-            for chat_id in doomed.chats:
-                await self._delete_schedules(chat_id)
-
-    async def delete_all(self) -> None:
-        """Delete every chat, with its schedules (see :meth:`delete`)."""
-        for session_id in await self.ids():
-            await self.delete(session_id)
 
     # ------------------------------------------------------------------ uploads
 

@@ -118,6 +118,7 @@ def _add_column(version: int, name: str, table: str, column: str, kind: str) -> 
 
 _LAYOUT: tuple[tuple[int, str, str | None], ...] = (
     (4, "chat_sessions", None),
+    (4, "chat_runs", None),
     (5, "chat_sessions", "pinned"),
     (6, "chat_runs", "owner"),
     (7, "chat_runs", "agent"),
@@ -129,7 +130,7 @@ _LAYOUT: tuple[tuple[int, str, str | None], ...] = (
     (13, "chat_sessions", "active_context"),
     (14, "chat_sessions", "origin_ref"),
 )
-"""What each of steps 4 to 14 leaves in a file: a table, or a column of a table."""
+"""What each of steps 4 to 14 leaves in a file: tables, or a column of a table."""
 
 
 def _date_earlier_file(conn: sqlite3.Connection) -> int:
@@ -140,15 +141,13 @@ def _date_earlier_file(conn: sqlite3.Connection) -> int:
     tables of steps 10 to 12 had been numbered, so an early file can have those tables without
     these columns. The steps after the date create their tables ``IF NOT EXISTS``.
     """
-    version = 3  # nothing of 0.9.119's to convert: that file records its own version
     for step, table, column in _LAYOUT:
         found = conn.execute(
             "SELECT 1 FROM pragma_table_info(?) WHERE ? IS NULL OR name = ?", (table, column, column)
         ).fetchone()
         if found is None:
-            break
-        version = step
-    return version
+            return step - 1  # 3 at the least: nothing of 0.9.119's to convert (that file records its version)
+    return _LAYOUT[-1][0]
 
 
 def _adopt_0_9_119() -> tuple[str, ...]:

@@ -224,7 +224,7 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
         offset: Offset = 0,
     ) -> dict[str, Any]:
         records = await store.run_history(session_id=session_id, source=source, since=since, limit=limit, offset=offset)
-        return {"runs": [r.to_dict() for r in records]}
+        return {"runs": [r.history_dict() for r in records]}
 
 
 async def _checkpoint_entries(deps: RouterDeps, meta: ChatMeta) -> list[TranscriptEntry]:

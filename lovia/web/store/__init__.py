@@ -1,8 +1,8 @@
 """The web app's store: the chat index beside a session and a checkpointer, on SQLite or PostgreSQL.
 
 * :mod:`.protocol`: :class:`ChatIndex`, what the web app asks of either backend.
-* :mod:`.records`: the records every backend returns (:class:`ChatMeta`, :class:`RunRecord`,
-  :class:`UploadRecord`); :mod:`.runs` the run row of the scheduler and the run history (:class:`RunRow`).
+* :mod:`.records` and :mod:`.runs`: the records every backend returns (:class:`ChatMeta`,
+  :class:`UploadRecord`, and :class:`RunRow`, the one record of a run).
 * :mod:`.base`: what both backends do the same way, over the methods each implements.
 * :mod:`.sqlite`: :class:`ChatStore`, everything in one SQLite file (or in memory).
 * :mod:`.postgres`: :class:`PostgresChatStore`, everything in one PostgreSQL database, shared by replicas.
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ...stores._dsn import is_postgres_url
 from .common import like_pattern, new_ui_data_ref
 from .protocol import ChatIndex
-from .records import MAX_TITLE_CHARS, SUBAGENT, ChatMeta, RunRecord, UploadRecord
+from .records import MAX_TITLE_CHARS, SUBAGENT, ChatMeta, UploadRecord
 from .runs import RunRow
 from .schedules import (
     PostgresScheduleStore,
@@ -43,7 +43,6 @@ __all__ = [
     "ChatStore",
     "PostgresChatStore",
     "PostgresScheduleStore",
-    "RunRecord",
     "RunRow",
     "SQLiteScheduleStore",
     "ScheduleClaim",

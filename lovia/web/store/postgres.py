@@ -29,7 +29,8 @@ from .base import ChatIndexBase
 from .common import client_context, like_pattern, meta_or_none, new_ui_data_ref
 from .delete import Doomed, SharedStores
 from .pg_schema import COMPONENT, WEB_MIGRATIONS
-from .records import SUBAGENT, ChatMeta, RunRecord, UploadRecord, run_record
+from .records import SUBAGENT, ChatMeta, UploadRecord
+from .runs import HISTORY_COLUMNS, RunRow, read_run
 from .schedules import ScheduleStore
 
 __all__ = ["DEFAULT_LEASE_TTL", "PostgresChatStore", "is_postgres_url"]
@@ -41,7 +42,6 @@ _META = "id, title, agent, created_at, updated_at, active_run_id, pinned"
 _META_C = ", ".join(f"c.{c}" for c in _META.split(", "))
 _CHAT_TABLES = ("web_frames", "web_commands", "web_ui_data", "web_origins", "web_variants", "web_uploads", "web_runs")
 """The index tables keyed by ``session_id`` (``web_chats`` is keyed by ``id``)."""
-_RUNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error, owner"
 
 
 class PostgresChatStore(ChatIndexBase):
@@ -490,10 +490,10 @@ class PostgresChatStore(ChatIndexBase):
             (run_id, session_id, status, usage_json, stamp, stamp if finished else None, OWNER),
         )
 
-    async def runs(self, session_id: str) -> dict[str, RunRecord]:
+    async def runs(self, session_id: str) -> dict[str, RunRow]:
         """The chat's run records by run id."""
-        rows = await self.fetch(f"SELECT {_RUNS} FROM {{web_runs}} WHERE session_id = %s", (session_id,))
-        return {record.run_id: record for record in map(run_record, rows)}
+        rows = await self.fetch(f"SELECT {HISTORY_COLUMNS} FROM {{web_runs}} WHERE session_id = %s", (session_id,))
+        return {record.run_id: record for record in map(read_run, rows)}
 
     async def run_history(
         self,
@@ -503,15 +503,15 @@ class PostgresChatStore(ChatIndexBase):
         since: float | None = None,
         limit: int = 50,
         offset: int = 0,
-    ) -> builtins.list[RunRecord]:
+    ) -> builtins.list[RunRow]:
         """Run records, newest first: of one chat, of one ``source``, and/or finished at or after ``since``."""
         rows = await self.fetch(
-            f"SELECT {_RUNS} FROM {{web_runs}} WHERE (%s::text IS NULL OR session_id = %s) "
+            f"SELECT {HISTORY_COLUMNS} FROM {{web_runs}} WHERE (%s::text IS NULL OR session_id = %s) "
             "AND (%s::text IS NULL OR COALESCE(source, 'user') = %s) "
             "AND (%s::float8 IS NULL OR finished_at >= %s) ORDER BY started_at DESC, run_id DESC LIMIT %s OFFSET %s",
             (session_id, session_id, source, source, since, since, limit, offset),
         )
-        return [run_record(r) for r in rows]
+        return [read_run(r) for r in rows]
 
     async def close(self) -> None:
         """Close the three connection pools and the schedule store; drop the local copies of uploads."""

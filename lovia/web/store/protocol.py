@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ...checkpointer import Checkpointer
 from ...session import Session
-from .records import ChatMeta, RunRecord, UploadRecord
+from .records import ChatMeta, UploadRecord
 
 if TYPE_CHECKING:
     from .runs import RunRow
@@ -103,7 +103,7 @@ class ChatIndex(Protocol):
     async def record_run(
         self, run_id: str, session_id: str, *, status: str, usage: dict[str, int] | None = None, finished: bool = False
     ) -> None: ...
-    async def runs(self, session_id: str) -> dict[str, RunRecord]: ...
+    async def runs(self, session_id: str) -> dict[str, RunRow]: ...
     async def run_history(
         self,
         *,
@@ -112,7 +112,7 @@ class ChatIndex(Protocol):
         since: float | None = None,
         limit: int = 50,
         offset: int = 0,
-    ) -> builtins.list[RunRecord]: ...
+    ) -> builtins.list[RunRow]: ...
     async def start_run(self, row: RunRow) -> None: ...
     async def finish_run(
         self, run_id: str, *, status: str, error: str | None = None, usage: dict[str, Any] | None = None

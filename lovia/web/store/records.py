@@ -1,15 +1,14 @@
-"""The web store's records: a chat in the sidebar (:class:`ChatMeta`), what is kept about a run
-(:class:`RunRecord`) and an uploaded file (:class:`UploadRecord`); the same on every backend."""
+"""The web store's records: a chat in the sidebar (:class:`ChatMeta`) and an uploaded file
+(:class:`UploadRecord`), the same on every backend (a run's record is :class:`~lovia.web.store.RunRow`)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from ...exceptions import CorruptRecordError
 
-__all__ = ["MAX_TITLE_CHARS", "SUBAGENT", "ChatMeta", "RunRecord", "UploadRecord", "run_record"]
+__all__ = ["MAX_TITLE_CHARS", "SUBAGENT", "ChatMeta", "UploadRecord"]
 
 SUBAGENT = "subagent"
 """The origin kind of a chat run as a background task of its parent chat (``ChatMeta.parent_id``)."""
@@ -96,44 +95,6 @@ class ChatMeta:
 
 
 @dataclass(frozen=True, slots=True)
-class RunRecord:
-    """What the web app remembers about one run of a chat."""
-
-    run_id: str
-    session_id: str
-    status: str
-    usage: dict[str, int] | None
-    started_at: float
-    finished_at: float | None
-    damaged: str | None = None
-    """``None``, or why this record cannot be read and what to do (listed, not hidden)."""
-    agent: str | None = None
-    source: str = "user"
-    """Why the run started: ``user``, ``schedule:<id>``, ``subagent:<chat>``, ``subagent-report:<task>``..."""
-    error: str | None = None
-    """``"Type: message"`` of a failed run, else ``None``."""
-    owner: str | None = None
-    """The serving process that last ran it (``host:pid``): tells a run live elsewhere from an orphan."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form (the fields of ``GET /api/runs/history``)."""
-        out = {
-            "run_id": self.run_id,
-            "session_id": self.session_id,
-            "agent": self.agent,
-            "source": self.source,
-            "status": self.status,
-            "error": self.error,
-            "usage": self.usage,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-        }
-        if self.damaged:
-            out["damaged"] = self.damaged
-        return out
-
-
-@dataclass(frozen=True, slots=True)
 class UploadRecord:
     """A file uploaded into a chat, kept on disk next to the chat index until the chat is deleted."""
 
@@ -155,24 +116,3 @@ class UploadRecord:
             "size": self.size,
             "created_at": self.created_at,
         }
-
-
-def run_record(row: tuple[Any, ...]) -> RunRecord:
-    """A run record from a row of the run table's columns (a damaged row gives a ``damaged`` record)."""
-    try:
-        usage = json.loads(row[3]) if row[3] else None
-        if usage is not None and not isinstance(usage, dict):
-            raise ValueError("usage is not a JSON object")
-        finished = float(row[5]) if row[5] is not None else None
-        more = {"agent": row[6], "source": row[7] or "user", "error": row[8]} if len(row) > 6 else {}
-        if len(row) > 9:
-            more["owner"] = row[9]
-        return RunRecord(row[0], row[1], row[2], usage, float(row[4]), finished, **more)
-    except (TypeError, ValueError) as exc:  # one damaged record must not hide the others
-        damaged = CorruptRecordError(
-            f"the record of run {row[0]!r} cannot be read: {exc}",
-            session_id=str(row[1]),
-            run_id=str(row[0]),
-            hint="the row was damaged outside lovia; it only holds the run's usage and timing, so it is safe to ignore",
-        )
-        return RunRecord(str(row[0]), str(row[1]), str(row[2]), None, 0.0, None, damaged=str(damaged))

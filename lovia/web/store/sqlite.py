@@ -43,7 +43,8 @@ from ..ids import check_chat_id, unlink_inside
 from .base import ChatIndexBase
 from .common import client_context, like_pattern, meta_or_none, new_ui_data_ref, ui_payload
 from .delete import SharedStores, same_file, sqlite_delete_tree
-from .records import SUBAGENT, ChatMeta, RunRecord, UploadRecord, run_record
+from .records import SUBAGENT, ChatMeta, UploadRecord
+from .runs import HISTORY_COLUMNS, RunRow, read_run
 from .schedules import ScheduleStore
 from .schema import migrate_chat_index
 
@@ -94,9 +95,6 @@ class _MetaDB:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-
-
-_RUN_COLUMNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error, owner"
 
 
 class ChatStore(ChatIndexBase):
@@ -506,11 +504,11 @@ class ChatStore(ChatIndexBase):
 
         await self._db.run(upsert)
 
-    async def runs(self, session_id: str) -> dict[str, RunRecord]:
+    async def runs(self, session_id: str) -> dict[str, RunRow]:
         """The chat's run records by run id."""
-        sql = f"SELECT {_RUN_COLUMNS} FROM chat_runs WHERE session_id = ?"
+        sql = f"SELECT {HISTORY_COLUMNS} FROM chat_runs WHERE session_id = ?"
         rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
-        return {record.run_id: record for record in map(run_record, rows)}
+        return {record.run_id: record for record in map(read_run, rows)}
 
     async def run_history(
         self,
@@ -520,17 +518,17 @@ class ChatStore(ChatIndexBase):
         since: float | None = None,
         limit: int = 50,
         offset: int = 0,
-    ) -> builtins.list[RunRecord]:
+    ) -> builtins.list[RunRow]:
         """Run records, newest first: of one chat, of one ``source``, and/or finished at or after ``since``."""
         sql = (
-            f"SELECT {_RUN_COLUMNS} FROM chat_runs "
+            f"SELECT {HISTORY_COLUMNS} FROM chat_runs "
             "WHERE (? IS NULL OR session_id = ?) AND (? IS NULL OR COALESCE(source, 'user') = ?) "
             "AND (? IS NULL OR finished_at >= ?) "
             "ORDER BY started_at DESC, run_id DESC LIMIT ? OFFSET ?"
         )
         params = (session_id, session_id, source, source, since, since, limit, offset)
         rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
-        return [run_record(r) for r in rows]
+        return [read_run(r) for r in rows]
 
     async def close(self) -> None:
         """Close the chat index, the schedule store and the stores that can be closed."""

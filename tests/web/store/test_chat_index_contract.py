@@ -500,7 +500,8 @@ async def test_record_run_and_the_run_history(store: ChatStore) -> None:
     assert await store.run_history(source="schedule:x") == []
     since = [r.run_id for r in await store.run_history(since=a.finished_at)]
     assert "run_a" in since and "run_c" not in since  # a running run has not finished since anything
-    assert set(records["run_b"].to_dict()) >= {"run_id", "session_id", "status", "usage", "started_at"}
+    assert set(records["run_b"].history_dict()) >= {"run_id", "session_id", "status", "usage", "started_at"}
+    assert records["run_b"].to_dict()["id"] == "run_b"  # the 0.9.119 form names it id, with a duration
 
 
 async def test_start_run_again_resumes_the_record(store: ChatStore) -> None:

@@ -75,13 +75,13 @@ def _core_migrations(store: str) -> Callable[[], Sequence[Migration]]:
 
 
 def _schedule_migrations() -> Sequence[Migration]:
-    from .web.schedule_store import _SQLITE_MIGRATIONS
+    from .web.store.schedules import SCHEDULE_MIGRATIONS
 
-    return _SQLITE_MIGRATIONS
+    return SCHEDULE_MIGRATIONS
 
 
 def _chat_migrations() -> Sequence[Migration]:
-    from .web.chat_schema import CHAT_MIGRATIONS
+    from .web.store.schema import CHAT_MIGRATIONS
 
     return CHAT_MIGRATIONS
 

@@ -105,11 +105,11 @@ class PostgresStores(Stores):
     """One PostgreSQL schema, as ``lovia web --db postgresql://... --db-schema NAME`` or the Postgres stores use it.
 
     Built with :meth:`open`, which checks the server and the schema before any store touches them.
-    The stores are those of a :class:`~lovia.web.store_pg.PostgresChatStore`, the web app's own.
+    The stores are those of a :class:`~lovia.web.store.PostgresChatStore`, the web app's own.
     """
 
     def __init__(self, dsn: str, schema: str | None, versions: dict[str, int]) -> None:
-        from .web.store_pg import PostgresChatStore
+        from .web.store import PostgresChatStore
 
         self.dsn, self.schema, self.versions = dsn, schema, versions
         self.where = f"{shown_dsn(dsn)} (schema {schema or 'on the search path'})"

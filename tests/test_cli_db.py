@@ -15,7 +15,7 @@ import pytest
 from lovia.stores import SQLiteCheckpointer, SQLiteSession
 from lovia.stores.sqlite._schema import MIGRATIONS, latest_version
 from lovia.transcript import AssistantTextEntry, InputEntry
-from lovia.web.schedule_store import SQLiteScheduleStore
+from lovia.web.store import SQLiteScheduleStore
 from tests.compat._fixtures import FIXTURES, copy_fixture, needs_fixtures
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,7 +206,7 @@ def test_db_commands_import_no_optional_dependency(tmp_path):
 
 @needs_fixtures
 def test_the_0_9_119_chat_file_shows_its_chat_store_and_upgrades_with_its_neighbours(tmp_path):
-    from lovia.web.chat_schema import CHAT_MIGRATIONS
+    from lovia.web.store.schema import CHAT_MIGRATIONS
 
     path = copy_fixture("chat.db", tmp_path)
     before = _folder(path)

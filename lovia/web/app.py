@@ -49,11 +49,15 @@ from .params import CleanJsonBodies  # noqa: E402
 from .questions import QuestionRegistry, broadcast_question  # noqa: E402
 from .routes_uploads import DEFAULT_MAX_UPLOAD_MB, parse_allowed_ext  # noqa: E402
 from .run_deps import RunDepsFn  # noqa: E402
-from .schedule_store import ScheduleStore, open_schedule_store  # noqa: E402
 from .scheduler import Clock  # noqa: E402
 from .serving import log_run_failures, normalize_root_path, server_class  # noqa: E402
 from .state import WebState  # noqa: E402
-from .store import ChatStore  # noqa: E402
+from .store import (  # noqa: E402
+    ChatIndex,  # noqa: E402
+    ChatStore,  # noqa: E402
+    ScheduleStore,
+    open_schedule_store,
+)
 from .ui import ChatUI, build_ui_router  # noqa: E402
 
 __all__ = ["DEFAULT_DB", "WebState", "create_app", "default_db_path", "serve"]
@@ -87,7 +91,7 @@ def create_app(
     *,
     db_path: str | Path | None = None,
     session: Session | None = None,
-    store: ChatStore | None = None,
+    store: ChatIndex | None = None,
     context_policy: ContextPolicy | None = None,
     title_model: str | Provider | None = None,
     titles: bool = True,
@@ -312,7 +316,7 @@ def _cors_allows(app: FastAPI, origin: str) -> bool:
     return False
 
 
-def _db_file(db_path: str | Path | None, store: ChatStore | None, agent: str | None) -> str | None:
+def _db_file(db_path: str | Path | None, store: ChatIndex | None, agent: str | None) -> str | None:
     """The SQLite file ``create_app`` opens: ``db_path``, else the agent's default file (``None``:
     a ``store`` was given, or the default assistant, whose store opens ``DEFAULT_DB``)."""
     if db_path is not None:
@@ -343,7 +347,7 @@ def serve(
     root_path: str = "",
     log_level: str = "info",
     db_path: str | None = None,
-    store: ChatStore | None = None,
+    store: ChatIndex | None = None,
     token: str | None = None,
     title: str = "lovia",
     max_turns: int = 50,

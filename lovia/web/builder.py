@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..tools.human import HumanChannel
     from ..workspace import LocalWorkspace
     from .config.schema import ModelProfile, SearchConfig, WebConfig
-    from .store import ChatStore
+    from .store import ChatIndex
 
 __all__ = [
     "DEFAULT_AGENT_NAME",
@@ -260,7 +260,7 @@ def _flag(args: argparse.Namespace, name: str, default: Any = None) -> Any:
 
 def build_default_agent(
     args: argparse.Namespace,
-    store: ChatStore | None,
+    store: ChatIndex | None,
     provider: Provider | str,
     question_channel: HumanChannel | None = None,
     *,

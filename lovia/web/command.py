@@ -179,7 +179,7 @@ def run_web(args: argparse.Namespace) -> int:
         return _check(args)
     from .agents import load_app
     from .server import serve
-    from .store_pg import PostgresChatStore, is_postgres_url
+    from .store import PostgresChatStore, is_postgres_url
     from .workspaces import served_with_workspace
 
     store = None

@@ -41,7 +41,7 @@ from .sse import frame, frame_data
 from .supervisor import RunController, RunSupervisor, _Attachment, _Subscription
 
 if TYPE_CHECKING:
-    from .store_pg import PostgresChatStore
+    from .store import PostgresChatStore
     from .supervisor import SupervisorDeps
 
 __all__ = ["RemoteMailbox", "ReplicaSupervisor"]
@@ -102,7 +102,7 @@ class RemoteAttachment(_Attachment):
 class ReplicaSupervisor(RunSupervisor):
     """A :class:`RunSupervisor` whose runs are leased, relayed and taken over across replicas.
 
-    ``RouterDeps`` makes one when its store is a :class:`~lovia.web.store_pg.PostgresChatStore`
+    ``RouterDeps`` makes one when its store is a :class:`~lovia.web.store.PostgresChatStore`
     (the lease TTL comes from that store).
     """
 

@@ -37,7 +37,7 @@ from .ids import check_chat_id, path_inside
 from .media import MODEL_IMAGE_MIME_BY_EXT, model_image_mime
 from .schemas import ForkRequest, ForkResponse
 from .serialization import parse_ref, segments_runs
-from .store import ChatMeta, ChatStore, UploadRecord
+from .store import ChatIndex, ChatMeta, UploadRecord
 from .supervisor import RunSupervisor
 
 __all__ = [
@@ -69,7 +69,7 @@ _CHUNK_LIMIT = 1 << 20
 class WebState(Protocol):
     """The part of :class:`lovia.web.state.WebState` these routes use (a protocol: no import back into the app)."""
 
-    store: ChatStore
+    store: ChatIndex
 
     @property
     def supervisor(self) -> RunSupervisor: ...

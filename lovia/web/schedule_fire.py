@@ -17,8 +17,7 @@ from .run_deps import RunDepsFn, RunTrigger, build_run_deps
 from .titles import provisional_title
 
 if TYPE_CHECKING:
-    from .schedule_store import ScheduleRow
-    from .store import ChatMeta, ChatStore
+    from .store import ChatIndex, ChatMeta, ScheduleRow
     from .supervisor import RunSupervisor
 
 __all__ = ["FireState", "fire_in_chat", "fire_input"]
@@ -27,7 +26,7 @@ __all__ = ["FireState", "fire_in_chat", "fire_input"]
 class FireState(Protocol):
     """What a fire needs of the server: its chats, its runs, and how a run's ``deps`` are built."""
 
-    store: ChatStore
+    store: ChatIndex
     run_deps: RunDepsFn | None
 
     @property

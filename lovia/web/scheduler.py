@@ -1,7 +1,7 @@
 """``Scheduler``: fires due schedule slots exactly once, across restarts and across servers.
 
 Each poll reads the due schedules and, for each, claims its slot in the store (see
-:mod:`lovia.web.schedule_store`): the claim row and the move to the next slot commit together,
+:mod:`lovia.web.store`): the claim row and the move to the next slot commit together,
 so of several schedulers on one database exactly one fires a given slot. Then it calls ``fire``
 (start a run) and records the run on the claim.
 
@@ -32,7 +32,7 @@ from typing import Protocol
 from .._owners import OWNER
 from ..exceptions import UserError
 from .schedule_fire import FireState, fire_in_chat, fire_input
-from .schedule_store import ScheduleRow, ScheduleStore
+from .store import ScheduleRow, ScheduleStore
 from .triggers import MAX_FIRES, MAX_TIME, TRIGGER_KINDS, advance_next_fire, initial_next_fire, validate_trigger
 
 __all__ = [

@@ -34,8 +34,8 @@ from ..exceptions import ToolError, UserError
 from ..plugins.base import PluginInstance
 from ..run_context import RunContext  # at run time: the tools' type hints are resolved
 from ..tools import Tool, tool
-from .schedule_store import ScheduleStore, open_schedule_store
-from .store_schedules import ScheduleRow, ScheduleRunMixin
+from .store import ScheduleRow, ScheduleStore, open_schedule_store
+from .store.base import ChatIndexBase
 from .triggers import MAX_FIRES, check_time, initial_next_fire, validate_trigger
 
 __all__ = ["Scheduling"]
@@ -102,7 +102,7 @@ class Scheduling:
     """The scheduling plugin (see the module docstring).
 
     Args:
-        store: where schedules live: a :class:`~lovia.web.schedule_store.ScheduleStore`, or the
+        store: where schedules live: a :class:`~lovia.web.store.ScheduleStore`, or the
             web app's :class:`~lovia.web.ChatStore` (its SQLite file, or its PostgreSQL database and
             schema, which is where ``create_app`` keeps schedules by default).
         instructions: the prompt text added to the agent's instructions (``None``: none).
@@ -263,7 +263,7 @@ async def _start_session(store: Any, run: RunContext[Any], instruction: str, tit
 def _schedule_store_for(store: Any) -> ScheduleStore:
     if isinstance(store, ScheduleStore):
         return store
-    if isinstance(store, ScheduleRunMixin):  # a ChatStore: its own schedule store
+    if isinstance(store, ChatIndexBase):  # a ChatStore: its own schedule store
         return store.schedule_store
     dsn = getattr(store, "dsn", None)
     if isinstance(dsn, str):  # a PostgresChatStore: the same database and schema

@@ -31,7 +31,7 @@ from .schemas import ChatSessionInfo, MessageOut, RunRecordInfo
 RunStatus = Literal["running", "completed", "failed", "cancelled", "interrupted"]
 
 if TYPE_CHECKING:
-    from .store_schedules import RunRow
+    from .store.runs import RunRow
 
 __all__ = [
     "EXPORT_HTML_CSP",

@@ -20,7 +20,7 @@ from ..plugins.subagents import ChildSpec, DeliverFn, RunChildFn, SubagentReport
 from ..result import RunResult
 from ..types import JsonObject
 from .run_deps import RunDepsFn, RunTrigger, build_run_deps
-from .store import ChatMeta, ChatStore
+from .store import ChatIndex, ChatMeta
 from .supervisor import RunSupervisor
 from .titles import provisional_title
 
@@ -35,7 +35,7 @@ SUBAGENT = "subagent"
 class SubagentDeps(Protocol):
     """What the wiring uses of :class:`~lovia.web.api.RouterDeps`."""
 
-    store: ChatStore
+    store: ChatIndex
     run_deps: RunDepsFn | None
 
     @property

@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     from ..tracing import Tracer
     from .approvals import ApprovalRegistry
     from .run_deps import RunDepsFn
-    from .store import ChatStore
+    from .store import ChatIndex as ChatStore
     from .workspaces import WorkspaceSessions
 
 __all__ = [

@@ -81,7 +81,7 @@ async def _serve_chat(path: Path, wal: bool) -> Any:
 
 
 def _chat_migrations() -> Sequence[Migration]:
-    from lovia.web.chat_schema import CHAT_MIGRATIONS
+    from lovia.web.store.schema import CHAT_MIGRATIONS
 
     return CHAT_MIGRATIONS
 

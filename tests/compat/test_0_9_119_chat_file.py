@@ -22,8 +22,8 @@ from lovia.exceptions import SchemaTooNewError
 from lovia.testing import ScriptedProvider, text
 from lovia.transcript import InputEntry, TranscriptEntry
 from lovia.web import ChatStore, create_app
-from lovia.web.chat_schema import CHAT_MIGRATIONS
 from lovia.web.scheduler import ManualClock
+from lovia.web.store.schema import CHAT_MIGRATIONS
 
 from ._chat_ref import REF
 

@@ -43,7 +43,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Thr
         return
     if UNREACHABLE is not None:
         pytest.skip(UNREACHABLE)
-    from lovia.web.store_pg import PostgresChatStore
+    from lovia.web.store import PostgresChatStore
 
     schema = new_schema("chatids")
     pg = PostgresChatStore(DSN, schema=schema)
@@ -188,7 +188,7 @@ def test_postgres_delete_of_an_old_hostile_chat_spares_every_folder_outside(tmp_
     import psycopg
     from psycopg import sql
 
-    from lovia.web.store_pg import PostgresChatStore
+    from lovia.web.store import PostgresChatStore
 
     victim = _victim(tmp_path)
     sid = str(victim) if sid == "TMPVICTIM" else sid

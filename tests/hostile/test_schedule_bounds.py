@@ -19,7 +19,7 @@ import pytest
 
 from lovia.exceptions import StoreError, UserError
 from lovia.web import create_app
-from lovia.web.schedule_store import ScheduleRow, SQLiteScheduleStore
+from lovia.web.store import ScheduleRow, SQLiteScheduleStore
 from lovia.web.triggers import advance_next_fire
 from tests.pg_support import DSN, UNREACHABLE, drop_schema, new_schema
 from tests.web.helpers import ThreadServer, scripted_agent, wait_for
@@ -127,7 +127,7 @@ def test_the_sqlite_schedule_store_keeps_no_time_that_is_not_finite(tmp_path: Pa
 def test_the_postgres_schedule_store_keeps_no_time_that_is_not_finite() -> None:
     if UNREACHABLE is not None:
         pytest.skip(UNREACHABLE)
-    from lovia.web.schedule_store import PostgresScheduleStore
+    from lovia.web.store import PostgresScheduleStore
 
     schema = new_schema("sched")
 

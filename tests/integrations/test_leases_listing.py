@@ -165,7 +165,7 @@ def test_runs_ls_on_postgres_shows_the_host_and_process_driving_a_live_run(tmp_p
 
 async def _seed(schema: str) -> None:
     """Runs of every kind in one schema, the way workers and a ``lovia web`` replica leave them."""
-    from lovia.web.store_pg import PostgresChatStore
+    from lovia.web.store import PostgresChatStore
 
     store = PostgresChatStore(DSN, schema=schema)
     cp = store.pg_checkpointer

@@ -42,7 +42,7 @@ async def _close_pg_store(app: Any) -> None:
     the test could not close them later; unclosed, each store holds up to ~20 connections until
     garbage collection and a run of PostgreSQL tests exhausts the server's ``max_connections``.
     """
-    from lovia.web.store_pg import PostgresChatStore
+    from lovia.web.store import PostgresChatStore
 
     deps = getattr(getattr(app, "state", None), "deps", None)
     store = getattr(deps, "store", None)

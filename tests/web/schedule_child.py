@@ -13,8 +13,8 @@ import os
 import signal
 import sys
 
-from lovia.web.schedule_store import PostgresScheduleStore, ScheduleRow, SQLiteScheduleStore
 from lovia.web.scheduler import Scheduler, next_state
+from lovia.web.store import PostgresScheduleStore, ScheduleRow, SQLiteScheduleStore
 
 T0 = 1_800_000_000.0
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from lovia.web import create_app
-from lovia.web.store_pg import PostgresChatStore
+from lovia.web.store import PostgresChatStore
 from tests.pg_support import DSN, drop_schema, new_schema, requires_pg
 
 from .helpers import ThreadServer, scripted_agent, sse, wait_for

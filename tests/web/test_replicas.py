@@ -161,7 +161,7 @@ def test_a_released_lease_is_taken_over_only_after_a_shutdown_never_while_the_ru
 
     from lovia.web.api import RouterDeps
     from lovia.web.replicas import ReplicaSupervisor
-    from lovia.web.store_pg import PostgresChatStore
+    from lovia.web.store import PostgresChatStore
 
     from .app_fixture import agent
 

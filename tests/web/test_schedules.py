@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from lovia.exceptions import SchemaTooNewError, UserError
-from lovia.web.schedule_store import (
+from lovia.web.scheduler import ManualClock, Scheduler, next_state
+from lovia.web.store import (
     PostgresScheduleStore,
     ScheduleRow,
     ScheduleStore,
     SQLiteScheduleStore,
     open_schedule_store,
 )
-from lovia.web.scheduler import ManualClock, Scheduler, next_state
 from lovia.web.triggers import CronSpec, advance_next_fire, initial_next_fire, validate_trigger
 
 _spec = importlib.util.spec_from_file_location("_lovia_pg_support", Path(__file__).parents[1] / "pg_support.py")

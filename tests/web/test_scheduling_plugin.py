@@ -17,9 +17,9 @@ from lovia.stores import InMemorySession
 from lovia.testing import ScriptedProvider, call, text
 from lovia.transcript import InputEntry, ToolResultEntry, TranscriptEntry
 from lovia.web import ChatStore, create_app
-from lovia.web.schedule_store import SQLiteScheduleStore, open_schedule_store
 from lovia.web.scheduler import ManualClock
 from lovia.web.scheduling import Scheduling
+from lovia.web.store import SQLiteScheduleStore, open_schedule_store
 
 from .helpers import ThreadServer, sse, wait_for
 

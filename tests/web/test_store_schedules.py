@@ -1,18 +1,12 @@
-"""The chat store's schedule and run-record methods (SQLite and PostgreSQL), the trigger helpers of
-``lovia.web.scheduler``, ``fire_input``, stale-run sweeping, and ``Scheduler(deps)`` on a manual clock."""
+"""Schedule and run rows, the trigger helpers of ``lovia.web.scheduler``, ``fire_input``, and
+``Scheduler(deps)`` on a manual clock over SQLite and PostgreSQL (the store's own schedule and
+run-record methods are in ``tests/web/store/test_chat_index_contract.py``)."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime as dt
 import importlib.util
-import os
-import socket
-import sqlite3
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -30,8 +24,7 @@ from lovia.web.scheduler import (
     initial_next_fire,
     validate_trigger,
 )
-from lovia.web.store import ChatStore, RunRow, ScheduleRow
-from lovia.web.store_pg import PostgresChatStore
+from lovia.web.store import ChatStore, PostgresChatStore, RunRow, ScheduleRow
 
 from .helpers import scripted_agent
 
@@ -87,14 +80,6 @@ def _run(rid: str, **kw: Any) -> RunRow:
     }
     base.update(kw)
     return RunRow(id=rid, **base)
-
-
-async def _set_owner(store: ChatStore, run_id: str, owner: str) -> None:
-    if isinstance(store, PostgresChatStore):
-        await store.execute("UPDATE {web_runs} SET owner = %s WHERE run_id = %s", (owner, run_id))
-        return
-    with sqlite3.connect(store.path) as conn:
-        conn.execute("UPDATE chat_runs SET owner = ? WHERE run_id = ?", (owner, run_id))
 
 
 # --------------------------------------------------------------------------- rows
@@ -170,111 +155,6 @@ def test_fire_input_adds_the_stop_condition() -> None:
     text = fire_input(_sched("sched_x", input="check the log", until="it says ready"))
     assert text.startswith("check the log\n\n") and "it says ready" in text
     assert "cancel_schedule" in text and "'sched_x'" in text
-
-
-# --------------------------------------------------------------------------- schedules
-
-
-async def test_schedule_methods(store: ChatStore) -> None:
-    await store.add_schedule(_sched("a", session_id="chat1", until="done", context={"k": 1}))
-    await store.add_schedule(_sched("b", next_fire=T0 + 5))
-    got = await store.get_schedule("a")
-    assert got == _sched("a", session_id="chat1", until="done", context={"k": 1})
-    assert await store.get_schedule("nope") is None
-    assert [r.id for r in await store.list_schedules()] == ["a", "b"]
-    assert [r.id for r in await store.list_schedules(session_id="chat1")] == ["a"]
-
-    await store.update_schedule(dataclasses.replace(got, input="pong", max_fires=4))
-    again = await store.get_schedule("a")
-    assert again is not None and (again.input, again.max_fires) == ("pong", 4)
-
-    assert [r.id for r in await store.due_schedules(T0 + 10)] == ["b"]
-    assert [r.id for r in await store.due_schedules(T0 + 60)] == ["b", "a"]
-
-    await store.mark_fired("b", next_fire=T0 + 65, active=True, last_session_id="chat9")
-    fired = await store.get_schedule("b")
-    assert fired is not None and (fired.next_fire, fired.fire_count, fired.last_session_id) == (T0 + 65, 1, "chat9")
-    await store.mark_fired("b", next_fire=T0 + 65, active=False, last_session_id=None, finished_reason="max_fires")
-    done = await store.get_schedule("b")
-    assert done is not None and (done.active, done.finished_reason, done.fire_count) == (False, "max_fires", 2)
-    assert done.last_session_id == "chat9"  # None keeps the last chat
-    assert [r.id for r in await store.due_schedules(T0 + 100)] == ["a"]
-
-    await store.set_schedule_active("a", active=False, finished_reason="paused")
-    paused = await store.get_schedule("a")
-    assert paused is not None and (paused.active, paused.finished_reason) == (False, "paused")
-    await store.set_schedule_active("a", active=True, next_fire=T0 + 500)
-    resumed = await store.get_schedule("a")
-    assert resumed is not None
-    assert (resumed.active, resumed.finished_reason, resumed.next_fire) == (True, None, T0 + 500)
-
-    assert await store.delete_schedule("a")
-    assert not await store.delete_schedule("a")
-    assert [r.id for r in await store.list_schedules()] == ["b"]
-
-
-# --------------------------------------------------------------------------- runs
-
-
-async def test_run_methods(store: ChatStore) -> None:
-    R0 = time.time() - 3600  # noqa: N806  (runs finish in real time: start them in the past)
-    await store.start_run(_run("r1", session_id="c1", started_at=R0))
-    await store.start_run(_run("r2", session_id="c1", source="schedule:s1", started_at=R0 + 10))
-    await store.start_run(_run("r3", session_id="c2", source="schedule:s1", started_at=R0 + 20))
-    await store.finish_run("r1", status="completed", usage={"requests": 1})
-    await store.finish_run("r3", status="failed", error="ProviderError: down")
-
-    rows = await store.list_runs()
-    assert [r.id for r in rows] == ["r3", "r2", "r1"]
-    r1 = next(r for r in rows if r.id == "r1")
-    assert (r1.status, r1.usage, r1.agent, r1.source) == ("completed", {"requests": 1}, "bot", "user")
-    assert r1.finished_at is not None and r1.finished_at >= r1.started_at
-    r3 = next(r for r in rows if r.id == "r3")
-    assert (r3.status, r3.error) == ("failed", "ProviderError: down")
-
-    assert [r.id for r in await store.list_runs(session_id="c1")] == ["r2", "r1"]
-    assert [r.id for r in await store.list_runs(source="schedule:s1")] == ["r3", "r2"]
-    assert [r.id for r in await store.list_runs(limit=1, offset=1)] == ["r2"]
-    finished = r1.finished_at
-    assert {r.id for r in await store.list_runs(since=finished)} >= {"r1"}
-    assert "r2" not in {r.id for r in await store.list_runs(since=R0)}  # still running: not finished since
-
-    assert await store.latest_run_statuses(["c1", "c2", "nochat"]) == {"c1": "running", "c2": "failed"}
-    latest = await store.latest_run_for("schedule:s1")
-    assert latest is not None and latest.id == "r3"
-    assert await store.latest_run_for("schedule:none") is None
-
-    # a resumed run starts again under its id: running, no error, its start kept
-    await store.start_run(_run("r3", session_id="c2", source="schedule:s1", started_at=R0 + 99))
-    again = await store.latest_run_for("schedule:s1")
-    assert again is not None and (again.status, again.error, again.started_at) == ("running", None, R0 + 20)
-
-
-def _dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
-
-
-async def test_sweep_marks_a_dead_servers_running_runs_interrupted(store: ChatStore) -> None:
-    host = socket.gethostname()
-    for rid in ("dead", "alive", "mine", "elsewhere", "done"):
-        await store.start_run(_run(rid, session_id=rid))
-    await _set_owner(store, "dead", f"{host}:{_dead_pid()}")
-    await _set_owner(store, "alive", f"{host}:{os.getppid()}")
-    await _set_owner(store, "elsewhere", "some-other-host.invalid:1")
-    await _set_owner(store, "done", f"{host}:{_dead_pid()}")
-    await store.finish_run("done", status="completed")
-
-    await store.sweep_stale_runs()
-    statuses = {r.id: r.status for r in await store.list_runs()}
-    assert statuses == {
-        "dead": "interrupted",
-        "alive": "running",
-        "mine": "running",
-        "elsewhere": "running",
-        "done": "completed",
-    }
 
 
 # --------------------------------------------------------------------------- Scheduler(deps)

@@ -1,6 +1,6 @@
-"""``ChatStore``'s chat surface on SQLite and PostgreSQL: upsert, titles, pins, search, the run in
-flight and its client context, UI data, forks, subagent task trees, delete with schedules; and a
-resumed run getting its stored client context back after a server restart."""
+"""``ChatStore`` beyond the chat index contract (``tests/web/store/test_chat_index_contract.py``):
+reading index rows, constructor defaults and WAL, a resumed run getting its stored client context
+back after a server restart, background titles and deleting a task tree over HTTP."""
 
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
-from lovia.exceptions import UserError
 from lovia.stores import SQLiteCheckpointer, SQLiteSession
-from lovia.transcript import AssistantTextEntry, InputEntry
 from lovia.web import ChatMeta, ChatStore, create_app
 from lovia.web.run_deps import RunTrigger
-from lovia.web.schedule_store import ScheduleRow
+from lovia.web.store import ScheduleRow
 
 from ..pg_support import DSN, drop_schema, new_schema, requires_pg
 from .helpers import Gate, ThreadServer, scripted_agent, sse, wait_for
@@ -36,7 +34,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeS
     def make() -> ChatStore:
         if schema is None:
             return ChatStore.sqlite(tmp_path / "chats.db")
-        from lovia.web.store_pg import PostgresChatStore
+        from lovia.web.store import PostgresChatStore
 
         return PostgresChatStore(DSN, schema=schema)
 
@@ -75,82 +73,6 @@ def test_chat_meta_from_row_reads_the_origin_columns() -> None:
     assert damaged.damaged and "c4" in damaged.damaged
 
 
-def test_upsert_titles_pins_list_and_search(make_store: MakeStore) -> None:
-    async def body(store: ChatStore) -> None:
-        await store.upsert("chat_a", agent="bot", title="Quarterly report")
-        first = await store.get("chat_a")
-        assert first is not None and (first.title, first.agent) == ("Quarterly report", "bot")
-        time.sleep(0.01)
-        await store.upsert("chat_a")  # nothing given: the title and agent stay, updated_at moves
-        again = await store.get("chat_a")
-        assert again is not None and (again.title, again.agent) == ("Quarterly report", "bot")
-        assert again.created_at == first.created_at and again.updated_at > first.updated_at
-        await store.upsert("chat_a", agent="other", title="Renamed")
-        assert (await store.get("chat_a")).agent == "other"  # type: ignore[union-attr]
-        time.sleep(0.01)
-        await store.upsert("chat_b", title="Grocery list")
-        await store.set_title("chat_a", "Annual REPORT")
-        assert [m.id for m in await store.list()] == ["chat_b", "chat_a"]  # newest first
-        await store.set_pinned("chat_a", True)
-        listed = await store.list()
-        assert [m.id for m in listed] == ["chat_a", "chat_b"] and listed[0].pinned
-        assert listed[0].title == "Annual REPORT"
-        assert [m.id for m in await store.list(limit=1, offset=1)] == ["chat_b"]
-        assert [m.id for m in await store.search("report")] == ["chat_a"]  # case-insensitive, by title
-        assert [m.id for m in await store.search("CHAT_B")] == ["chat_b"]  # or by id
-        assert [m.id for m in await store.list(query="grocery")] == ["chat_b"]
-        await store.set_pinned("chat_a", False)
-        assert [m.id for m in await store.list()] == ["chat_b", "chat_a"]
-
-    run(make_store, body)
-
-
-def test_set_title_if_unchanged_keeps_a_rename_made_meanwhile(make_store: MakeStore) -> None:
-    async def body(store: ChatStore) -> None:
-        await store.upsert("chat_t", title="make the report")
-        await store.set_title("chat_t", "My name for it")  # the user renames while a title is computed
-        await store.set_title_if_unchanged("chat_t", "Report request", expected="make the report")
-        assert (await store.get("chat_t")).title == "My name for it"  # type: ignore[union-attr]
-        await store.set_title_if_unchanged("chat_t", "Report request", expected="My name for it")
-        assert (await store.get("chat_t")).title == "Report request"  # type: ignore[union-attr]
-        await store.upsert("chat_u")
-        await store.set_title_if_unchanged("chat_u", "Named", expected=None)  # None: still untitled
-        assert (await store.get("chat_u")).title == "Named"  # type: ignore[union-attr]
-
-    run(make_store, body)
-
-
-def test_the_run_in_flight_and_its_client_context(make_store: MakeStore) -> None:
-    async def body(store: ChatStore) -> None:
-        await store.upsert("chat_r")
-        assert await store.get_active_run_id("chat_r") is None and await store.get_active_context("chat_r") is None
-        await store.set_active_run_id("chat_r", "run_1", context={"tab": "reports", "ids": [1, 2]})
-        assert await store.get_active_run_id("chat_r") == "run_1"
-        assert (await store.get("chat_r")).active_run_id == "run_1"  # type: ignore[union-attr]
-        assert await store.get_active_context("chat_r") == {"tab": "reports", "ids": [1, 2]}
-        await store.clear_active_run_id("chat_r", expected="run_other")  # another run's end: kept
-        assert await store.get_active_run_id("chat_r") == "run_1"
-        await store.clear_active_run_id("chat_r", expected="run_1")
-        assert await store.get_active_run_id("chat_r") is None and await store.get_active_context("chat_r") is None
-        await store.set_active_run_id("chat_r", "run_2")
-        assert await store.get_active_context("chat_r") is None  # no context given
-        await store.clear_active_run_id("chat_r")
-        assert await store.get_active_run_id("chat_r") is None
-
-    run(make_store, body)
-
-
-def test_put_ui_data_needs_the_chat(make_store: MakeStore) -> None:
-    async def body(store: ChatStore) -> None:
-        assert await store.put_ui_data("chat_missing", b"{}") is None
-        assert await store.get_ui_data("chat_missing", "anything") is None
-        await store.upsert("chat_ui")
-        ref = await store.put_ui_data("chat_ui", b'{"rows": [1]}')
-        assert ref is not None and await store.get_ui_data("chat_ui", ref) == b'{"rows": [1]}'
-
-    run(make_store, body)
-
-
 def _schedule(sid: str, n: int) -> ScheduleRow:
     now = time.time()
     return ScheduleRow(
@@ -166,103 +88,6 @@ def _schedule(sid: str, n: int) -> ScheduleRow:
         created_at=now,
         updated_at=now,
     )
-
-
-def test_delete_takes_the_chats_schedules_unless_told_not_to(make_store: MakeStore) -> None:
-    async def body(store: ChatStore) -> None:
-        schedules = store.schedule_store
-        assert schedules is not None
-        for sid in ("chat_1", "chat_2", "chat_3"):
-            await store.upsert(sid)
-            await schedules.add(_schedule(sid, 1))
-        await schedules.add(_schedule("chat_1", 2))
-        await store.delete("chat_1")
-        assert await store.get("chat_1") is None and list(await schedules.list(session_id="chat_1")) == []
-        assert [r.id for r in await schedules.list(session_id="chat_2")] == ["sch_chat_2_1"]
-        await store.delete("chat_2", schedules=False)
-        assert await store.get("chat_2") is None
-        assert [r.id for r in await schedules.list(session_id="chat_2")] == ["sch_chat_2_1"]  # kept
-        await store.upsert("chat_4")
-        await store.delete_all()
-        assert await store.list() == [] and list(await schedules.list(session_id="chat_3")) == []
-
-    run(make_store, body)
-
-
-async def _two_turn_chat(store: ChatStore, sid: str) -> tuple[str, str]:
-    await store.upsert(sid, title="Source", agent="bot")
-    await store.session.append(
-        sid,
-        [InputEntry(role="user", content="q1"), AssistantTextEntry("a1")],
-        run_id="run_one",
-    )
-    await store.session.append(
-        sid,
-        [InputEntry(role="user", content="q2"), AssistantTextEntry("a2")],
-        run_id="run_two",
-    )
-    return "run_one:0", "run_two:0"
-
-
-def test_fork_copies_history_up_to_a_ref(make_store: MakeStore) -> None:
-    async def body(store: ChatStore) -> None:
-        first, second = await _two_turn_chat(store, "chat_src")
-        if not store.supports_origins:  # this database records no origins: refused, nothing left behind
-            with pytest.raises(UserError):
-                await store.fork("chat_src", ref=second)
-            assert await store.ids() == ["chat_src"]
-            return
-        new_id = await store.fork("chat_src", ref=second)
-        assert new_id is not None and new_id != "chat_src"
-        meta = await store.get(new_id)
-        assert meta is not None and (meta.origin_kind, meta.origin_session_id, meta.origin_ref) == (
-            "fork",
-            "chat_src",
-            second,
-        )
-        assert meta.title == "Source (branch)" and meta.agent == "bot" and meta.parent_id is None
-        copied = await store.session.load(new_id)
-        assert [getattr(e, "content", getattr(e, "text", None)) for e in copied] == ["q1", "a1"]
-        whole = await store.fork("chat_src")
-        assert whole is not None and len(await store.session.load(whole)) == 4
-        assert (await store.get(whole)).origin_ref is None  # type: ignore[union-attr]
-        listed = {m.id: m for m in await store.list()}
-        assert listed[new_id].origin_ref == second  # the list carries the origin too
-        assert await store.fork("chat_src", ref=first) is None  # nothing before the first message
-        assert await store.fork("chat_src", ref="run_nope:0") is None
-        assert await store.fork("chat_missing") is None
-        assert len(await store.session.load("chat_src")) == 4  # the source is untouched
-
-    run(make_store, body)
-
-
-def test_children_and_a_task_tree_deeper_than_one(make_store: MakeStore) -> None:
-    async def body(store: ChatStore) -> None:
-        await store.upsert("chat_root", title="root")
-        if not store.supports_origins:
-            with pytest.raises(UserError):
-                await store.upsert("chat_child", parent_id="chat_root")
-            assert await store.list_children("chat_root") == []
-            assert list(await store.task_tree("chat_root")) == ["chat_root"]
-            return
-        await store.upsert("chat_child", parent_id="chat_root")
-        await store.upsert("chat_grandchild", parent_id="chat_child")
-        await store.upsert("chat_second", parent_id="chat_root")
-        await store.upsert("chat_spawned", spawned_from="chat_root")
-        children = await store.list_children("chat_root")
-        assert [c.id for c in children] == ["chat_child", "chat_second"]
-        assert all(c.parent_id == "chat_root" and c.origin_kind is None for c in children)
-        spawned = await store.get("chat_spawned")
-        assert spawned is not None and (spawned.origin_kind, spawned.origin_session_id, spawned.parent_id) == (
-            "spawn",
-            "chat_root",
-            None,
-        )
-        assert list(await store.task_tree("chat_root")) == ["chat_root", "chat_child", "chat_second", "chat_grandchild"]
-        assert list(await store.task_tree("chat_child")) == ["chat_child", "chat_grandchild"]
-        assert [c.id for c in await store.list_children("chat_grandchild")] == []
-
-    run(make_store, body)
 
 
 def test_constructor_defaults_and_wal(tmp_path: Path) -> None:

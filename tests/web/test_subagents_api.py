@@ -187,7 +187,7 @@ def test_no_wiring_on_a_store_without_origins(release: threading.Event) -> None:
 
 def test_postgres_stores_wire_the_children_too(release: threading.Event) -> None:
     from lovia.web.api import RouterDeps
-    from lovia.web.store_pg import PostgresChatStore
+    from lovia.web.store import PostgresChatStore
     from lovia.web.subagents import wire_subagents
 
     agent = delegating_agent(release)  # no connection is made: wiring only asks the store what it supports

@@ -23,7 +23,7 @@ from lovia.testing import ScriptedProvider, call, text
 from lovia.transcript import ToolResultEntry, TranscriptEntry
 from lovia.web import ChatStore, create_app, put_ui_data, ui_result
 from lovia.web.components import ENVELOPE_KEY, MAX_UI_DATA_BYTES
-from lovia.web.store_pg import PostgresChatStore
+from lovia.web.store import PostgresChatStore
 
 from .helpers import ThreadServer, last_user
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,8 @@ from ._names import Names
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
+
+    from ._schema import Migration
 
 __all__ = ["Database", "import_driver", "validate_identifier"]
 
@@ -71,6 +73,7 @@ class Database:
         min_size: int,
         max_size: int,
         component: str,
+        migrations: Sequence[Migration] | None = None,
     ) -> None:
         psycopg, psycopg_pool = import_driver()
         if (dsn is None) == (pool is None):
@@ -88,6 +91,7 @@ class Database:
         )
         self.dsn = dsn
         self.component = component
+        self._migrations = migrations
         self._psycopg = psycopg
         self._pool_cls = psycopg_pool.AsyncConnectionPool
         self._pool = pool
@@ -123,14 +127,14 @@ class Database:
 
         if self._pool is not None:
             async with self._errors("migrating the schema"), self._pool.connection() as conn:
-                await ensure_schema(conn, self.component, self.names)
+                await ensure_schema(conn, self.component, self.names, self._migrations)
             return
         # One direct connection first: an unreachable server fails fast with the driver's own
         # reason, instead of a pool retrying in the background until its timeout.
         async with self._errors("connecting"):
             conn = await self._psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
         async with self._errors("migrating the schema"), conn:
-            await ensure_schema(conn, self.component, self.names)
+            await ensure_schema(conn, self.component, self.names, self._migrations)
 
     async def _make_pool(self) -> Any:
         min_size, max_size = self._sizes
@@ -163,6 +167,10 @@ class Database:
                     hint="the server is unreachable or the pool is exhausted; raise max_size or check the server",
                 ) from exc
             raise
+
+    async def ready(self) -> None:
+        """Open the pool and migrate the schema now (otherwise done on first use)."""
+        await self._open()
 
     @asynccontextmanager
     async def connection(self, doing: str) -> AsyncIterator[AsyncConnection[Any]]:

@@ -32,6 +32,7 @@ reorders keys) and is cheaper to write (``bench/pg_checkpoint.py --jsonb`` measu
 
 from __future__ import annotations
 
+import string
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -56,6 +57,8 @@ class Migration:
     statements: tuple[str, ...]
     # Runs after the statements, in the same transaction: work SQL alone cannot do here.
     backfill: Callable[[AsyncConnection[Any], Names], Awaitable[None]] | None = None
+    # The index names the statements create, rendered unqualified (the stores' own are known here).
+    indexes: tuple[str, ...] = ()
 
 
 async def _checksum_segments(conn: AsyncConnection[Any], names: Names) -> None:
@@ -161,149 +164,11 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
         ),
         Migration(3, "compact_entry_rows", ()),
     ),
-    # The chat index of ``lovia web`` replicas (lovia.web.store_pg): chats, runs, live frames, commands.
-    "web": (
-        Migration(
-            1,
-            "create_web_tables",
-            (
-                """CREATE TABLE IF NOT EXISTS {web_chats} (
-                    id TEXT PRIMARY KEY,
-                    title TEXT NOT NULL DEFAULT '',
-                    agent TEXT,
-                    created_at DOUBLE PRECISION NOT NULL,
-                    updated_at DOUBLE PRECISION NOT NULL,
-                    active_run_id TEXT,
-                    pinned BOOLEAN NOT NULL DEFAULT FALSE
-                )""",
-                """CREATE TABLE IF NOT EXISTS {web_runs} (
-                    run_id TEXT PRIMARY KEY,
-                    session_id TEXT NOT NULL,
-                    status TEXT NOT NULL,
-                    usage_json TEXT,
-                    started_at DOUBLE PRECISION NOT NULL,
-                    finished_at DOUBLE PRECISION,
-                    owner TEXT,
-                    claimed_until DOUBLE PRECISION
-                )""",
-                "CREATE INDEX IF NOT EXISTS {web_runs_session} ON {web_runs} (session_id)",
-                """CREATE TABLE IF NOT EXISTS {web_frames} (
-                    seq BIGSERIAL PRIMARY KEY,
-                    session_id TEXT NOT NULL,
-                    run_id TEXT NOT NULL,
-                    event TEXT NOT NULL,
-                    data_json TEXT NOT NULL
-                )""",
-                "CREATE INDEX IF NOT EXISTS {web_frames_run} ON {web_frames} (run_id, seq)",
-                """CREATE TABLE IF NOT EXISTS {web_commands} (
-                    id BIGSERIAL PRIMARY KEY,
-                    session_id TEXT NOT NULL,
-                    run_id TEXT NOT NULL,
-                    kind TEXT NOT NULL,
-                    payload_json TEXT NOT NULL,
-                    done BOOLEAN NOT NULL DEFAULT FALSE
-                )""",
-            ),
-        ),
-        # Bulk UI data (lovia.web.components.put_ui_data): JSON bytes per chat, deleted with it.
-        Migration(
-            2,
-            "create_web_ui_data",
-            (
-                """CREATE TABLE IF NOT EXISTS {web_ui_data} (
-                    session_id TEXT NOT NULL,
-                    ref TEXT NOT NULL,
-                    payload BYTEA NOT NULL,
-                    created_at DOUBLE PRECISION NOT NULL,
-                    PRIMARY KEY (session_id, ref)
-                )""",
-            ),
-        ),
-        # Links between chats (forks, spawned and subagent chats) and the answers a regenerate kept.
-        Migration(
-            3,
-            "create_web_links",
-            (
-                """CREATE TABLE IF NOT EXISTS {web_origins} (
-                    session_id TEXT PRIMARY KEY,
-                    kind TEXT NOT NULL,
-                    origin_session_id TEXT NOT NULL,
-                    user_turn INTEGER,
-                    title TEXT NOT NULL DEFAULT ''
-                )""",
-                "CREATE INDEX IF NOT EXISTS {web_origins_origin} ON {web_origins} (origin_session_id)",
-                """CREATE TABLE IF NOT EXISTS {web_variants} (
-                    seq BIGSERIAL PRIMARY KEY,
-                    session_id TEXT NOT NULL,
-                    user_turn INTEGER NOT NULL,
-                    entries_json TEXT NOT NULL,
-                    created_at DOUBLE PRECISION NOT NULL
-                )""",
-                "CREATE INDEX IF NOT EXISTS {web_variants_session} ON {web_variants} (session_id, user_turn, seq)",
-            ),
-        ),
-        # The client context of the run in flight (a resume gets it back) and a fork's cut point.
-        Migration(
-            4,
-            "add_web_chat_context_and_origin_ref",
-            (
-                "ALTER TABLE {web_chats} ADD COLUMN active_context TEXT",
-                "ALTER TABLE {web_chats} ADD COLUMN origin_ref TEXT",
-            ),
-        ),
-        # Run records name their agent, why they started and how they failed (lovia.web.store_schedules).
-        Migration(
-            5,
-            "add_web_run_details",
-            (
-                "ALTER TABLE {web_runs} ADD COLUMN IF NOT EXISTS agent TEXT",
-                "ALTER TABLE {web_runs} ADD COLUMN IF NOT EXISTS source TEXT",
-                "ALTER TABLE {web_runs} ADD COLUMN IF NOT EXISTS error TEXT",
-            ),
-        ),
-        # Files uploaded into a chat: the bytes live in the database, so every replica can read them.
-        Migration(
-            6,
-            "create_web_uploads",
-            (
-                """CREATE TABLE IF NOT EXISTS {web_uploads} (
-                    id TEXT PRIMARY KEY,
-                    session_id TEXT NOT NULL,
-                    name TEXT NOT NULL,
-                    mime_type TEXT NOT NULL,
-                    size BIGINT NOT NULL,
-                    content BYTEA NOT NULL,
-                    created_at DOUBLE PRECISION NOT NULL
-                )""",
-                "CREATE INDEX IF NOT EXISTS {web_uploads_session} ON {web_uploads} (session_id, created_at)",
-            ),
-        ),
-    ),
 }
 
 _INDEXES = (
     "session_runs_session_id",
     "snapshot_heads_updated",
-    "web_runs_session",
-    "web_frames_run",
-    "web_origins_origin",
-    "web_variants_session",
-    "web_uploads_session",
-)
-_TABLES = (
-    "session_runs",
-    "session_heads",
-    "snapshot_heads",
-    "snapshot_turns",
-    "run_leases",
-    "web_chats",
-    "web_runs",
-    "web_frames",
-    "web_commands",
-    "web_ui_data",
-    "web_origins",
-    "web_variants",
-    "web_uploads",
 )
 
 
@@ -312,13 +177,18 @@ def latest_version(component: str) -> int:
     return MIGRATIONS[component][-1].version
 
 
-def render(template: str, names: Names) -> Any:
-    """A migration template with every table and index name filled in as a quoted identifier."""
+def render(template: str, names: Names, indexes: Sequence[str] = ()) -> Any:
+    """A migration template with every ``{name}`` filled in as a quoted identifier: an index name
+    (the stores' own, or one of ``indexes``) unqualified, any other name as a table of the namespace.
+
+    A component defined outside this module (the web app's chat index) names its tables and
+    indexes this way too, and passes its own steps to :func:`ensure_schema`.
+    """
     from psycopg import sql
 
-    idents: dict[str, Any] = {t: names.table(t) for t in _TABLES}
-    idents.update({i: names.plain(i) for i in _INDEXES})
-    return sql.SQL(template).format(**{k: v for k, v in idents.items() if "{" + k + "}" in template})
+    keys = {field for _, field, _, _ in string.Formatter().parse(template) if field}
+    plain = set(_INDEXES) | set(indexes)
+    return sql.SQL(template).format(**{k: names.plain(k) if k in plain else names.table(k) for k in keys})
 
 
 async def _record_columns(conn: AsyncConnection[Any], names: Names) -> set[str]:
@@ -402,7 +272,7 @@ async def _apply_step(conn: AsyncConnection[Any], store: str, migration: Migrati
     from psycopg import sql
 
     for statement in migration.statements:
-        await conn.execute(render(statement, names))
+        await conn.execute(render(statement, names, migration.indexes))
     if migration.backfill is not None:
         await migration.backfill(conn, names)
     await conn.execute(

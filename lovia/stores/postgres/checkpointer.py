@@ -127,6 +127,12 @@ class PostgresCheckpointer:
             await conn.execute(self._sql["delete_turns"], (run_id,))
             await conn.execute(self._sql["delete_lease"], (run_id,))
 
+    async def delete_in(self, conn: Any, run_id: str) -> None:
+        """:meth:`delete` inside the caller's transaction on ``conn`` (a connection to this store's database)."""
+        await self._db.ready()
+        for step in ("delete_head", "delete_turns", "delete_lease"):
+            await conn.execute(self._sql[step], (run_id,))
+
     async def list_runs(self, *, status: RunStatus | None = None, limit: int = 50, offset: int = 0) -> list[RunInfo]:
         """Stored runs, most recently updated first, optionally only those with ``status``."""
         check_non_negative(limit=limit, offset=offset)

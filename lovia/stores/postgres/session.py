@@ -200,6 +200,16 @@ class PostgresSession:
                 await conn.execute(self._bump_epoch, (session_id,))
         self._cache.drop(session_id)
 
+    async def clear_in(self, conn: Any, session_id: str) -> None:
+        """Delete every segment of the session inside the caller's transaction on ``conn`` (a connection
+        to this store's database): the web app's chat index deletes a chat in one transaction with it."""
+        await self._db.ready()
+        self._cache.drop(session_id)
+        await conn.execute(self._lock_head, (session_id,))
+        cur = await conn.execute(self._clear, (session_id,))
+        if cur.rowcount:
+            await conn.execute(self._bump_epoch, (session_id,))
+
     async def trim_tool_results(self, session_id: str, *, keep_chars: int = 400, keep_runs: int = 1) -> int:
         """Truncate tool outputs older than the newest ``keep_runs`` runs; return how many were trimmed.
 

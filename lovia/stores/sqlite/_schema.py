@@ -14,15 +14,22 @@ starts again from the same version. Version 1 of each store uses ``IF NOT EXISTS
 Stores outside this module (the web chat file, the memory indexes) pass their own ``migrations``
 to :func:`ensure_schema`; the ones here are the session and checkpoint stores.
 
+A store that wrote files before it kept a row in ``lovia_schema`` declares its steps as
+:class:`Steps` with a ``legacy_version``: given such a file (no row for the store yet), it returns
+the version whose layout the file already has (``0``: none). The steps up to that version are then
+recorded without running, in the same transaction as the pending ones, and :func:`pending_migrations`
+lists only the steps that will run. The hook is asked once per file: afterwards the row answers.
+
 To change the schema: append a :class:`Migration` (never edit a released one), bump nothing else,
 and add a frozen fixture of the new version under ``tests/fixtures/sqlite/``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,6 +40,8 @@ __all__ = [
     "MIGRATIONS",
     "Component",
     "Migration",
+    "Steps",
+    "current_version",
     "ensure_schema",
     "latest_version",
     "pending_migrations",
@@ -54,6 +63,26 @@ class Migration:
     # A query that returns a row when the file already has this step's layout (a file written
     # before versioning existed): the step is then recorded without running its statements.
     already_applied: str | None = None
+    # A step converting a foreign layout to ours can build what later steps add: their versions,
+    # recorded without running their statements when this step ran in the same migration.
+    covers: tuple[int, ...] = ()
+
+
+class Steps(tuple[Migration, ...]):
+    """A store's migrations in order, with how to date a file written before the store kept its row.
+
+    ``legacy_version(conn)`` is called inside the migration's transaction for a file with no row for
+    the store, and returns the version whose layout the file already has.
+    """
+
+    legacy_version: Callable[[sqlite3.Connection], int] | None
+
+    def __new__(
+        cls, steps: Iterable[Migration], *, legacy_version: Callable[[sqlite3.Connection], int] | None = None
+    ) -> Steps:
+        made = super().__new__(cls, steps)
+        made.legacy_version = legacy_version
+        return made
 
 
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
@@ -231,21 +260,35 @@ def latest_version(store: str, migrations: Sequence[Migration] | None = None) ->
     return (MIGRATIONS[store] if migrations is None else migrations)[-1].version
 
 
-def read_version(conn: sqlite3.Connection, store: str) -> int:
-    """The version recorded in the file (0 when the file predates versioning or is new); reads either record shape."""
+def _recorded(conn: sqlite3.Connection, store: str) -> int | None:
     shape = record_shape(conn)
     if shape == "none":
-        return 0
+        return None
     row = conn.execute(f"SELECT version FROM lovia_schema WHERE {shape} = ?", (store,)).fetchone()
-    return int(row[0]) if row else 0
+    return int(row[0]) if row else None
+
+
+def read_version(conn: sqlite3.Connection, store: str) -> int:
+    """The version recorded in the file (0 when the file predates versioning or is new); reads either record shape."""
+    return _recorded(conn, store) or 0
+
+
+def current_version(conn: sqlite3.Connection, store: str, migrations: Sequence[Migration] | None = None) -> int:
+    """The version the file is at: the recorded one, else what the steps' ``legacy_version`` dates it to."""
+    recorded = _recorded(conn, store)
+    if recorded is not None:
+        return recorded
+    legacy = getattr(migrations, "legacy_version", None)
+    return int(legacy(conn)) if legacy is not None else 0
 
 
 def pending_migrations(
     conn: sqlite3.Connection, store: str, migrations: Sequence[Migration] | None = None
 ) -> list[Migration]:
     """The steps an open would apply to this file, in order (nothing is changed)."""
-    current = read_version(conn, store)
-    return [m for m in (MIGRATIONS[store] if migrations is None else migrations) if m.version > current]
+    steps = MIGRATIONS[store] if migrations is None else migrations
+    current = current_version(conn, store, steps)
+    return [m for m in steps if m.version > current]
 
 
 def _refuse_if_too_new(version: int, store: str, path: str, latest: int) -> None:
@@ -263,6 +306,15 @@ def _sql_checksum(entries_json: object, meta_json: object) -> int | None:
     return checksum(entries_json, meta_json)
 
 
+def _record(conn: sqlite3.Connection, store: str, migration: Migration) -> None:
+    conn.execute(
+        "INSERT INTO lovia_schema (store, version, migration, applied_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (store) DO UPDATE SET version = excluded.version, "
+        "migration = excluded.migration, applied_at = excluded.applied_at",
+        (store, migration.version, migration.name, time.time()),
+    )
+
+
 def _apply_step(conn: sqlite3.Connection, store: str, migration: Migration) -> None:
     """Run one step and record it (inside the caller's transaction).
 
@@ -272,12 +324,7 @@ def _apply_step(conn: sqlite3.Connection, store: str, migration: Migration) -> N
     adopted = migration.already_applied and conn.execute(migration.already_applied).fetchone()
     for statement in () if adopted else migration.statements:
         conn.execute(statement)
-    conn.execute(
-        "INSERT INTO lovia_schema (store, version, migration, applied_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (store) DO UPDATE SET version = excluded.version, "
-        "migration = excluded.migration, applied_at = excluded.applied_at",
-        (store, migration.version, migration.name, time.time()),
-    )
+    _record(conn, store, migration)
 
 
 def ensure_schema(
@@ -289,25 +336,34 @@ def ensure_schema(
 ) -> None:
     """Bring ``store`` up to date in this file in one transaction, or refuse a file from a newer lovia.
 
-    ``migrations`` defaults to this module's steps for ``store``.
+    ``migrations`` defaults to this module's steps for ``store``; given as :class:`Steps` with a
+    ``legacy_version``, a file without a row for the store is dated by it first (see the module
+    docstring).
     """
-    steps = MIGRATIONS[store] if migrations is None else tuple(migrations)
+    steps = MIGRATIONS[store] if migrations is None else migrations
     latest = steps[-1].version
     conn.create_function("lovia_checksum", 2, _sql_checksum, deterministic=True)
-    current = read_version(conn, store)
-    _refuse_if_too_new(current, store, path, latest)
-    if current >= latest and _record_is_current(conn):
+    recorded = _recorded(conn, store)
+    _refuse_if_too_new(recorded or 0, store, path, latest)
+    if recorded is not None and recorded >= latest and _record_is_current(conn):
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
         # Another process may have migrated while we waited for the write lock.
-        current = read_version(conn, store)
+        recorded = _recorded(conn, store)
+        current = current_version(conn, store, steps)
         _refuse_if_too_new(current, store, path, latest)
         _convert_record(conn)
+        if recorded is None and current > 0:  # a file from before the record: its layout's version
+            _record(conn, store, next(m for m in steps if m.version == current))
+        covered: set[int] = set()
         for migration in steps:
             if migration.version <= current:
                 continue
+            if migration.version in covered:  # an earlier step of this migration built its layout
+                migration = dataclasses.replace(migration, statements=(), already_applied=None)
             _apply_step(conn, store, migration)
+            covered.update(migration.covers)
     except BaseException:
         conn.rollback()
         raise

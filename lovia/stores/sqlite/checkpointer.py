@@ -100,15 +100,21 @@ def _load(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
     return RunSnapshot.from_parts(run_id, entries, head)
 
 
+def delete_rows(conn: sqlite3.Connection, run_id: str) -> None:
+    """Forget a run's checkpoint inside the caller's write transaction on a connection to the store's file
+    (a live lease on it is kept); the web app's chat index deletes a chat in one transaction with it."""
+    row = conn.execute("SELECT last_turn FROM snapshot_heads WHERE run_id = ?", (run_id,)).fetchone()
+    if row is not None and row[0] is not None:
+        conn.execute(
+            f"DELETE FROM snapshot_turns WHERE id IN (SELECT id FROM ({_CHAIN_SQL}))", (row[0], run_id, run_id)
+        )
+    conn.execute("DELETE FROM snapshot_heads WHERE run_id = ?", (run_id,))
+    conn.execute("DELETE FROM run_leases WHERE run_id = ? AND expires_at <= ?", (run_id, time.time()))
+
+
 def _delete(conn: sqlite3.Connection, run_id: str) -> None:
     with write(conn):
-        row = conn.execute("SELECT last_turn FROM snapshot_heads WHERE run_id = ?", (run_id,)).fetchone()
-        if row is not None and row[0] is not None:
-            conn.execute(
-                f"DELETE FROM snapshot_turns WHERE id IN (SELECT id FROM ({_CHAIN_SQL}))", (row[0], run_id, run_id)
-            )
-        conn.execute("DELETE FROM snapshot_heads WHERE run_id = ?", (run_id,))
-        conn.execute("DELETE FROM run_leases WHERE run_id = ? AND expires_at <= ?", (run_id, time.time()))
+        delete_rows(conn, run_id)
 
 
 _LIST_SQL = """

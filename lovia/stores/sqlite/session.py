@@ -133,11 +133,20 @@ def _rewind(conn: sqlite3.Connection, session_id: str, keep_entries: int) -> int
     return plan.removed
 
 
+def clear_rows(conn: sqlite3.Connection, session_id: str) -> None:
+    """Delete a session's segments inside the caller's write transaction on a connection to the store's file.
+
+    Another store sharing the file (the web app's chat index) uses it to delete a chat in one
+    transaction; a cached history of the session sees the bumped epoch and reloads.
+    """
+    if conn.execute("DELETE FROM session_runs WHERE session_id = ?", (session_id,)).rowcount:
+        # The head row stays: its counters must never repeat a version a cache may hold.
+        conn.execute(_BUMP_EPOCH, (session_id,))
+
+
 def _clear(conn: sqlite3.Connection, session_id: str) -> None:
     with write(conn):
-        if conn.execute("DELETE FROM session_runs WHERE session_id = ?", (session_id,)).rowcount:
-            # The head row stays: its counters must never repeat a version a cache may hold.
-            conn.execute(_BUMP_EPOCH, (session_id,))
+        clear_rows(conn, session_id)
 
 
 _LIST_SQL = """

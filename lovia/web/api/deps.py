@@ -24,11 +24,9 @@ from ..followups import FollowupFn, FollowupRequest, coerce_suggestions, generat
 from ..questions import QuestionRegistry
 from ..routes_uploads import DEFAULT_MAX_UPLOAD_MB, DEFAULT_UPLOAD_EXTENSIONS
 from ..run_deps import RunDepsFn
-from ..schedule_store import ScheduleStore
 from ..scheduler import Clock, Scheduler
 from ..sse import SessionCreatedData, SessionRetitledData, frame
-from ..store import ChatMeta, ChatStore
-from ..store_pg import PostgresChatStore
+from ..store import ChatIndex, ChatMeta, PostgresChatStore, ScheduleStore
 from ..supervisor import EventHub, RunSupervisor
 from ..titles import TITLE_INSTRUCTIONS, generate_title
 from ..workspaces import WorkspaceSessions
@@ -98,7 +96,7 @@ class RouterDeps:
     """
 
     agents: dict[str, Agent[Any]]
-    store: ChatStore
+    store: ChatIndex
     approvals: ApprovalRegistry = field(default_factory=ApprovalRegistry)
     title: str = "lovia"
     context_policy: ContextPolicy | None = None

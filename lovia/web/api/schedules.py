@@ -40,7 +40,7 @@ async def _run_records(deps: RouterDeps, session_ids: Any) -> dict[str, dict[str
     """The run records of these chats, by run id."""
     out: dict[str, dict[str, Any]] = {}
     for session_id in {s for s in session_ids if s}:
-        out.update({run_id: record.to_dict() for run_id, record in (await deps.store.runs(session_id)).items()})
+        out.update({run_id: record.history_dict() for run_id, record in (await deps.store.runs(session_id)).items()})
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import time
 from typing import Any
@@ -223,7 +224,7 @@ def _read_routes(router: APIRouter, deps: RouterDeps) -> None:
         offset: Offset = 0,
     ) -> dict[str, Any]:
         records = await store.run_history(session_id=session_id, source=source, since=since, limit=limit, offset=offset)
-        return {"runs": [r.to_dict() for r in records]}
+        return {"runs": [r.history_dict() for r in records]}
 
 
 async def _checkpoint_entries(deps: RouterDeps, meta: ChatMeta) -> list[TranscriptEntry]:
@@ -336,8 +337,7 @@ def _write_routes(router: APIRouter, deps: RouterDeps) -> None:
     async def delete(session_id: str) -> dict[str, Any]:
         await _require(deps, session_id)
         # Its background subagent tasks (and theirs) are its own: stopped and deleted with it (a spawned chat stays).
-        for chat_id in reversed(await store.task_tree(session_id)):
-            await _delete_chat(deps, chat_id)
+        await _delete_chat(deps, session_id)
         return {"deleted": session_id}
 
     @router.delete("/sessions")
@@ -445,13 +445,19 @@ def _is_version(variant: dict[str, Any]) -> bool:
 
 
 async def _delete_chat(deps: RouterDeps, session_id: str) -> None:
-    """Stop a chat's run, then delete the chat, its schedules and its workspace session."""
+    """Stop the runs of a chat and of its subagent tasks at any depth, then delete them all in one
+    store transaction (with their schedules) and close their workspace sessions."""
     sup = deps.supervisor
-    await sup.stop(session_id, discard=True)  # nothing of it is kept: the chat goes
-    async with sup.lock(session_id):
+    tree = await deps.store.task_tree(session_id)
+    for chat_id in reversed(tree):
+        await sup.stop(chat_id, discard=True)  # nothing of it is kept: the chat goes
+    async with contextlib.AsyncExitStack() as locks:
+        for chat_id in tree:
+            await locks.enter_async_context(sup.lock(chat_id))
         await deps.store.delete(session_id)  # with its schedules (the store is bound to the app's)
-    await sup.workspaces.close(session_id)
-    deps.emit("session_deleted", {"session_id": session_id})
+    for chat_id in reversed(tree):
+        await sup.workspaces.close(chat_id)
+        deps.emit("session_deleted", {"session_id": chat_id})
 
 
 async def _drop_rewound_checkpoints(deps: RouterDeps, segments: list[Segment], keep: int) -> None:

@@ -27,7 +27,7 @@ from .storage import LoadedConfig, save_config
 
 if TYPE_CHECKING:
     from ..api.deps import RouterDeps
-    from ..store import ChatStore
+    from ..store import ChatIndex
 
 __all__ = ["Built", "ConfigRuntime"]
 
@@ -55,7 +55,7 @@ class ConfigRuntime:
         *,
         args: argparse.Namespace,
         loaded: LoadedConfig,
-        store: ChatStore | None,
+        store: ChatIndex | None,
         question_channel: HumanChannel | None = None,
         agent_key: str | None = None,
     ) -> None:

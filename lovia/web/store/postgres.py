@@ -1,18 +1,9 @@
 """``PostgresChatStore``: the web app's chat index, sessions and checkpoints in one PostgreSQL database.
 
 Several ``lovia web`` processes pointed at the same database (and schema) share everything a
-browser sees: the sidebar, the transcripts, the runs in flight. The index is the ``web`` component
-of the PostgreSQL stores' migration scheme:
-
-* ``web_chats``: one row per chat (as ``chat_sessions`` in SQLite, with the run in flight's
-  ``active_context`` and a fork's ``origin_ref``);
-* ``web_runs``: per-run status, usage, the ``owner`` replica and a takeover claim;
-* ``web_frames``: every frame a live run streamed, so a client on another replica can follow it;
-* ``web_commands``: stop / steer requests for a run owned by another replica;
-* ``web_ui_data``: the full props ``put_ui_data`` kept out of the model's context;
-* ``web_origins``: where a chat came from (a fork, a ``start_session`` chat, a subagent task);
-* ``web_variants``: the earlier answers a regenerate kept (as ``chat_variants`` in SQLite);
-* ``web_uploads``: the files uploaded into a chat, bytes included, so any replica can send them.
+browser sees: the sidebar, the transcripts, the runs in flight. The index is the ``web``
+component of the PostgreSQL stores' migration record; :mod:`lovia.web.store.pg_schema` lists its
+tables and steps.
 
 The replica machinery that uses ``web_frames`` and ``web_commands`` lives in :mod:`lovia.web.replicas`.
 """
@@ -30,23 +21,17 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .._owners import OWNER
-from ..stores._dsn import is_postgres_url
-from ..stores.postgres._db import Database
-from .ids import PathOutside, check_chat_id, path_inside
-from .store import (
-    SUBAGENT,
-    ChatMeta,
-    ChatStore,
-    RunRecord,
-    UploadRecord,
-    _context,
-    _meta,
-    _record,
-    like_pattern,
-    new_ui_data_ref,
-)
-from .store_schedules import PostgresScheduleRunMixin
+from ..._owners import OWNER
+from ...stores._dsn import is_postgres_url
+from ...stores.postgres._db import Database
+from ..ids import PathOutside, check_chat_id, path_inside
+from .base import ChatIndexBase
+from .common import client_context, like_pattern, meta_or_none, new_ui_data_ref
+from .delete import Doomed, SharedStores
+from .pg_schema import COMPONENT, WEB_MIGRATIONS
+from .records import SUBAGENT, ChatMeta, UploadRecord
+from .runs import HISTORY_COLUMNS, RunRow, read_run
+from .schedules import ScheduleStore
 
 __all__ = ["DEFAULT_LEASE_TTL", "PostgresChatStore", "is_postgres_url"]
 
@@ -55,11 +40,12 @@ DEFAULT_LEASE_TTL = 10.0
 
 _META = "id, title, agent, created_at, updated_at, active_run_id, pinned"
 _META_C = ", ".join(f"c.{c}" for c in _META.split(", "))
-_RUNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error, owner"
+_CHAT_TABLES = ("web_frames", "web_commands", "web_ui_data", "web_origins", "web_variants", "web_uploads", "web_runs")
+"""The index tables keyed by ``session_id`` (``web_chats`` is keyed by ``id``)."""
 
 
-class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
-    """A :class:`ChatStore` whose session, checkpointer and chat index all live in PostgreSQL.
+class PostgresChatStore(ChatIndexBase):
+    """A chat store whose session, checkpointer and chat index all live in PostgreSQL.
 
     Args:
         dsn: ``postgresql://user@host/db``.
@@ -72,7 +58,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
     def __init__(
         self, dsn: str, *, schema: str | None = None, lease_ttl: float = DEFAULT_LEASE_TTL, max_size: int = 5
     ) -> None:
-        from ..stores import PostgresCheckpointer, PostgresSession
+        from ...stores import PostgresCheckpointer, PostgresSession
 
         self.pg_session = PostgresSession(dsn, schema=schema, max_size=max_size)
         self.pg_checkpointer = PostgresCheckpointer(dsn, schema=schema, max_size=max_size)
@@ -82,11 +68,18 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         self.schema = schema
         self.lease_ttl = float(lease_ttl)
         self.db = Database(
-            dsn, pool=None, schema=schema, table_prefix="", min_size=1, max_size=max_size, component="web"
+            dsn,
+            pool=None,
+            schema=schema,
+            table_prefix="",
+            min_size=1,
+            max_size=max_size,
+            component=COMPONENT,
+            migrations=WEB_MIGRATIONS,
         )
         n = self.db.names
         tables: tuple[str, ...] = ("web_chats", "web_runs", "web_frames", "web_commands", "web_ui_data", "run_leases")
-        tables += ("web_origins", "web_variants", "web_uploads")
+        tables += ("web_origins", "web_variants", "web_uploads", "web_schedules", "web_schedule_claims")
         self.tables = {t: n.regclass(t) for t in tables}  # validated identifiers, quoted
         self._pg_uploads_dir: Path | None = None
         self.channel = f"lovia_web_{schema or 'public'}"
@@ -110,6 +103,19 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         async with self.db.connection("writing the chat index") as conn:
             cur = await conn.execute(sql.format(**self.tables), params)
             return int(cur.rowcount or 0)
+
+    # ------------------------------------------------------------------ the base's hooks
+
+    def _open_schedule_store(self) -> ScheduleStore:
+        from .schedules import PostgresScheduleStore
+
+        return PostgresScheduleStore(self.dsn, schema=self.schema)
+
+    async def _runs_fetch(self, sql: str, params: tuple[Any, ...] = ()) -> builtins.list[tuple[Any, ...]]:
+        return await self.fetch(_pg_sql(sql), params)
+
+    async def _runs_execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        return await self.execute(_pg_sql(sql), params)
 
     # ------------------------------------------------------------------ chats
 
@@ -157,7 +163,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
     async def get(self, session_id: str) -> ChatMeta | None:
         """One chat, or ``None``."""
         rows = await self.fetch(f"{self._SELECT_META} WHERE c.id = %s", (session_id,))
-        return _meta(rows[0]) if rows else None
+        return meta_or_none(rows[0]) if rows else None
 
     async def list(self, *, limit: int = 200, offset: int = 0, query: str | None = None) -> builtins.list[ChatMeta]:
         """Chats, pinned first, then most recently updated; ``query`` matches title or id."""
@@ -168,7 +174,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
             "ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC LIMIT %s OFFSET %s",
             (SUBAGENT, pattern, pattern, pattern, limit, offset),
         )
-        return [m for m in (_meta(r) for r in rows) if m is not None]
+        return [m for m in (meta_or_none(r) for r in rows) if m is not None]
 
     async def update(
         self, session_id: str, *, title: str | None = None, pinned: bool | None = None, touch: bool = True
@@ -202,7 +208,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
     async def get_active_context(self, session_id: str) -> dict[str, Any] | None:
         """The client context the chat's run in flight started with, or ``None``."""
         rows = await self.fetch("SELECT active_context FROM {web_chats} WHERE id = %s", (session_id,))
-        return _context(rows[0][0] if rows else None)
+        return client_context(rows[0][0] if rows else None)
 
     async def clear_active_run_id(self, session_id: str, *, expected: str | None = None) -> None:
         """Forget the chat's run in flight (only while it is still ``expected``, when given)."""
@@ -221,24 +227,76 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
             f"{self._SELECT_META} WHERE o.kind = %s AND o.origin_session_id = %s ORDER BY c.created_at, c.id",
             (SUBAGENT, parent_id),
         )
-        return [m for m in (_meta(r) for r in rows) if m is not None]
+        return [m for m in (meta_or_none(r) for r in rows) if m is not None]
 
-    async def _delete_one(self, session_id: str, *, schedules: bool) -> None:
-        """Forget one chat (not its tasks): its transcript, its runs' checkpoints, frames and index
-        rows (and its schedules, with ``schedules``)."""
-        meta = await self.get(session_id)
-        if meta is not None and meta.active_run_id:
-            await self.checkpointer.delete(meta.active_run_id)
-        for run_id in await self.runs(session_id):
-            await self.checkpointer.delete(run_id)
-        await self.session.clear(session_id)
-        tables = ("web_frames", "web_commands", "web_ui_data", "web_origins", "web_variants", "web_uploads", "web_runs")
-        for table in tables:
-            await self.execute(f"DELETE FROM {{{table}}} WHERE session_id = %s", (session_id,))
-        await self.execute("DELETE FROM {web_chats} WHERE id = %s", (session_id,))
-        self._drop_local_uploads(session_id)
-        if schedules:
-            await self._delete_schedules(session_id)
+    async def delete(self, session_id: str, *, schedules: bool = True) -> None:
+        """Forget a chat and its subagent tasks at any depth, all or nothing: one transaction removes
+        their transcripts, checkpoints, run records, frames, uploads, UI data, index rows and (with
+        ``schedules``) the schedules bound to them. A chat it spawned stays."""
+        shared = self._shared_stores(schedules)
+        async with self.db.transaction("deleting a chat") as conn:
+            doomed = await self._delete_tree(conn, session_id, shared)
+        await self._after_delete(doomed, shared, schedules=schedules)
+        for chat_id in doomed.chats:
+            self._drop_local_uploads(chat_id)
+
+    def _shared_stores(self, schedules: bool) -> SharedStores:
+        from .schedules import PostgresScheduleStore
+
+        handle = self._schedule_handle
+        same_schedules = handle is None or (
+            isinstance(handle, PostgresScheduleStore)
+            and handle.dsn == self.dsn
+            and handle.names.schema == self.schema
+            and handle.names.prefix == ""
+        )
+        return SharedStores(
+            session=self.session is self.pg_session,
+            checkpointer=self.checkpointer is self.pg_checkpointer,
+            schedules=schedules and same_schedules,
+        )
+
+    async def _delete_tree(self, conn: Any, root: str, shared: SharedStores) -> Doomed:
+        """The delete of :meth:`delete` on ``conn``, inside its transaction."""
+
+        async def rows(sql: str, params: tuple[Any, ...]) -> builtins.list[tuple[Any, ...]]:
+            cur = await conn.execute(sql.format(**self.tables), params)
+            return list(await cur.fetchall()) if cur.description else []
+
+        doomed = Doomed(chats=[root])
+        frontier = [root]
+        while frontier:
+            found = await rows(
+                "SELECT o.session_id FROM {web_origins} o JOIN {web_chats} c ON c.id = o.session_id "
+                "WHERE o.kind = %s AND o.origin_session_id = ANY(%s) ORDER BY c.created_at, c.id",
+                (SUBAGENT, frontier),
+            )
+            frontier = [str(r[0]) for r in found if str(r[0]) not in doomed.chats]
+            doomed.chats += frontier
+        found = await rows("SELECT to_regclass(%s)", (self.tables["web_schedules"],))
+        has_schedules = found[0][0] is not None
+        for chat_id in reversed(doomed.chats):  # the deepest tasks first
+            runs = [str(r[0]) for r in await rows("SELECT run_id FROM {web_runs} WHERE session_id = %s", (chat_id,))]
+            active = await rows("SELECT active_run_id FROM {web_chats} WHERE id = %s", (chat_id,))
+            if active and active[0][0] and active[0][0] not in runs:
+                runs.insert(0, str(active[0][0]))
+            doomed.run_ids += runs
+            if shared.checkpointer:
+                for run_id in runs:
+                    await self.pg_checkpointer.delete_in(conn, run_id)
+            if shared.session:
+                await self.pg_session.clear_in(conn, chat_id)
+            if shared.schedules and has_schedules:
+                await rows(
+                    "DELETE FROM {web_schedule_claims} WHERE schedule_id IN "
+                    "(SELECT id FROM {web_schedules} WHERE session_id = %s)",
+                    (chat_id,),
+                )
+                await rows("DELETE FROM {web_schedules} WHERE session_id = %s", (chat_id,))
+            for table in _CHAT_TABLES:
+                await rows(f"DELETE FROM {{{table}}} WHERE session_id = %s", (chat_id,))
+            await rows("DELETE FROM {web_chats} WHERE id = %s", (chat_id,))
+        return doomed
 
     # ------------------------------------------------------------------ uploads (bytes in the database)
 
@@ -351,7 +409,7 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         )
         out = []
         for row in rows:
-            meta = _meta(tuple(row[:-1]))
+            meta = meta_or_none(tuple(row[:-1]))
             if meta is not None:
                 out.append((meta, str(row[-1])))
         return out
@@ -432,10 +490,10 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
             (run_id, session_id, status, usage_json, stamp, stamp if finished else None, OWNER),
         )
 
-    async def runs(self, session_id: str) -> dict[str, RunRecord]:
+    async def runs(self, session_id: str) -> dict[str, RunRow]:
         """The chat's run records by run id."""
-        rows = await self.fetch(f"SELECT {_RUNS} FROM {{web_runs}} WHERE session_id = %s", (session_id,))
-        return {record.run_id: record for record in map(_record, rows)}
+        rows = await self.fetch(f"SELECT {HISTORY_COLUMNS} FROM {{web_runs}} WHERE session_id = %s", (session_id,))
+        return {record.run_id: record for record in map(read_run, rows)}
 
     async def run_history(
         self,
@@ -445,15 +503,15 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         since: float | None = None,
         limit: int = 50,
         offset: int = 0,
-    ) -> builtins.list[RunRecord]:
+    ) -> builtins.list[RunRow]:
         """Run records, newest first: of one chat, of one ``source``, and/or finished at or after ``since``."""
         rows = await self.fetch(
-            f"SELECT {_RUNS} FROM {{web_runs}} WHERE (%s::text IS NULL OR session_id = %s) "
+            f"SELECT {HISTORY_COLUMNS} FROM {{web_runs}} WHERE (%s::text IS NULL OR session_id = %s) "
             "AND (%s::text IS NULL OR COALESCE(source, 'user') = %s) "
             "AND (%s::float8 IS NULL OR finished_at >= %s) ORDER BY started_at DESC, run_id DESC LIMIT %s OFFSET %s",
             (session_id, session_id, source, source, since, since, limit, offset),
         )
-        return [_record(r) for r in rows]
+        return [read_run(r) for r in rows]
 
     async def close(self) -> None:
         """Close the three connection pools and the schedule store; drop the local copies of uploads."""
@@ -463,3 +521,8 @@ class PostgresChatStore(PostgresScheduleRunMixin, ChatStore):
         await self.db.close()
         await self.pg_session.close()
         await self.pg_checkpointer.close()
+
+
+def _pg_sql(sql: str) -> str:
+    """``?`` placeholders and ``{runs}`` in this store's spelling (``%s``, ``{web_runs}``)."""
+    return sql.replace("?", "%s").replace("{runs}", "{web_runs}")

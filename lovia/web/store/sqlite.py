@@ -17,14 +17,13 @@ The chat index lives in two tables next to the stores' own tables (same SQLite f
   0.9.119 wrote, read either way), deleted with their chat.
 
 The tables are versioned as store ``"chat"`` in ``lovia_schema`` and migrated by the numbered
-steps of :mod:`lovia.web.chat_schema`, which also adopt lovia 0.9.119's chat file.
+steps of :mod:`lovia.web.store.schema`, which also adopt lovia 0.9.119's chat file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import json
 import os
 import sqlite3
@@ -32,33 +31,27 @@ import tempfile
 import threading
 import time
 import uuid
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .._owners import OWNER
-from ..checkpointer import Checkpointer
-from ..exceptions import CorruptRecordError, StoreError
-from ..session import Session
-from ..transcript import InputEntry
-from .chat_schema import migrate_chat_index
-from .ids import check_chat_id, unlink_inside
-from .serialization import parse_ref, segments_runs, user_turn_refs
-from .store_schedules import RunRow, ScheduleRow, ScheduleRunMixin
+from ..._owners import OWNER
+from ...checkpointer import Checkpointer
+from ...exceptions import StoreError
+from ...session import Session
+from ..ids import check_chat_id, unlink_inside
+from .base import ChatIndexBase
+from .common import client_context, like_pattern, meta_or_none, new_ui_data_ref, ui_payload
+from .delete import SharedStores, same_file, sqlite_delete_tree
+from .records import SUBAGENT, ChatMeta, UploadRecord
+from .runs import HISTORY_COLUMNS, RunRow, read_run
+from .schedules import ScheduleStore
+from .schema import migrate_chat_index
 
-__all__ = ["ChatMeta", "ChatStore", "RunRecord", "RunRow", "ScheduleRow", "UploadRecord"]
+__all__ = ["ChatStore"]
 
-SUBAGENT = "subagent"
-"""The origin kind of a chat run as a background task of its parent chat (``ChatMeta.parent_id``)."""
 
 T = TypeVar("T")
-
-
-def new_ui_data_ref() -> str:
-    """A fresh ref for a stored UI value (unguessable, URL-safe)."""
-    return f"ud_{uuid.uuid4().hex}"
 
 
 _META_COLUMNS = (
@@ -67,156 +60,6 @@ _META_COLUMNS = (
 )
 """What :meth:`ChatMeta.from_row` reads, from ``chat_sessions s LEFT JOIN chat_origins o``."""
 _META_FROM = "chat_sessions s LEFT JOIN chat_origins o ON o.session_id = s.id"
-MAX_TITLE_CHARS = 120
-"""The longest title :meth:`ChatStore.set_title` keeps."""
-
-
-def like_pattern(query: str) -> str:
-    """A ``LIKE ... ESCAPE '\\'`` pattern matching ``query`` anywhere, lower-cased, its ``%`` and ``_`` literal."""
-    escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-_ORIGIN_KINDS = ("fork", "spawn")
-
-
-@dataclass(frozen=True, slots=True)
-class ChatMeta:
-    """One chat in the sidebar.
-
-    ``parent_id`` names the chat whose background subagent task this chat is (it is deleted with
-    that chat, see :meth:`ChatStore.task_tree`). ``origin_kind`` is ``"fork"`` (a branch of
-    ``origin_session_id``, cut before the user message ``origin_ref``, ``None`` for a whole copy)
-    or ``"spawn"`` (started by ``origin_session_id``'s agent, owned by neither), else ``None``.
-    """
-
-    id: str
-    title: str | None
-    agent: str | None
-    created_at: float
-    updated_at: float
-    pinned: bool = False
-    parent_id: str | None = None
-    origin_kind: str | None = None
-    origin_session_id: str | None = None
-    origin_ref: str | None = None
-    active_run_id: str | None = None
-    """The run in flight (its checkpoint key), kept so a restarted server can resume it."""
-    damaged: str | None = None
-    """``None``, or why this chat's index row cannot be read and what to do (listed, not hidden)."""
-
-    @classmethod
-    def from_row(cls, row: Any) -> ChatMeta:
-        """A chat from an index row: ``id, title, agent, created_at, updated_at, active_run_id, pinned``,
-        optionally followed by the origin's ``kind, origin_session_id`` and the fork's ``origin_ref``.
-
-        A row that cannot be read gives a ``damaged`` chat (listed with the reason, never hidden).
-        """
-        values = tuple(row)
-        kind, origin, ref = (values[7:10] + (None, None, None))[:3]
-        try:
-            return cls(
-                str(values[0]),
-                values[1] or None,  # an untitled chat has no title
-                values[2],
-                float(values[3]),
-                float(values[4]),
-                bool(values[6]),
-                parent_id=str(origin) if kind == SUBAGENT and origin is not None else None,
-                origin_kind=kind if kind in _ORIGIN_KINDS else None,
-                origin_session_id=str(origin) if kind in _ORIGIN_KINDS and origin is not None else None,
-                origin_ref=ref if kind == "fork" else None,
-                active_run_id=values[5],
-            )
-        except (TypeError, ValueError) as exc:  # one damaged row must not hide the other chats
-            damaged = CorruptRecordError(
-                f"the index row of chat {values[0]!r} cannot be read: {exc}",
-                session_id=str(values[0]),
-                hint="the row was damaged outside lovia; delete the chat or restore the database from a backup",
-            )
-            title = values[1] if isinstance(values[1], str) else ""
-            return cls(str(values[0]), title, None, 0.0, 0.0, damaged=str(damaged))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form."""
-        out = {
-            "id": self.id,
-            "title": self.title,
-            "agent": self.agent,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "active_run_id": self.active_run_id,
-            "pinned": self.pinned,
-            "parent_id": self.parent_id,
-            "origin_kind": self.origin_kind,
-            "origin_session_id": self.origin_session_id,
-            "origin_ref": self.origin_ref,
-        }
-        if self.damaged:
-            out["damaged"] = self.damaged
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """What the web app remembers about one run of a chat."""
-
-    run_id: str
-    session_id: str
-    status: str
-    usage: dict[str, int] | None
-    started_at: float
-    finished_at: float | None
-    damaged: str | None = None
-    """``None``, or why this record cannot be read and what to do (listed, not hidden)."""
-    agent: str | None = None
-    source: str = "user"
-    """Why the run started: ``user``, ``schedule:<id>``, ``subagent:<chat>``, ``subagent-report:<task>``..."""
-    error: str | None = None
-    """``"Type: message"`` of a failed run, else ``None``."""
-    owner: str | None = None
-    """The serving process that last ran it (``host:pid``): tells a run live elsewhere from an orphan."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form (the fields of ``GET /api/runs/history``)."""
-        out = {
-            "run_id": self.run_id,
-            "session_id": self.session_id,
-            "agent": self.agent,
-            "source": self.source,
-            "status": self.status,
-            "error": self.error,
-            "usage": self.usage,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-        }
-        if self.damaged:
-            out["damaged"] = self.damaged
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class UploadRecord:
-    """A file uploaded into a chat, kept on disk next to the chat index until the chat is deleted."""
-
-    id: str
-    session_id: str
-    name: str
-    mime_type: str
-    size: int
-    path: str
-    created_at: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON the API returns (the disk path stays on the server)."""
-        return {
-            "id": self.id,
-            "session_id": self.session_id,
-            "name": self.name,
-            "mime_type": self.mime_type,
-            "size": self.size,
-            "created_at": self.created_at,
-        }
 
 
 _UPLOAD_COLUMNS = "id, session_id, name, mime_type, size, path, created_at"
@@ -254,56 +97,7 @@ class _MetaDB:
             self._conn.close()
 
 
-def _ui_payload(stored: bytes) -> bytes:
-    """A UI data payload's JSON bytes: lovia 0.9.119 stored them zlib-compressed, we store them plain.
-
-    JSON text never starts with ``x`` (0x78), the first byte of a zlib stream, so the two cannot be mixed up.
-    """
-    if stored[:1] == b"x":
-        with contextlib.suppress(zlib.error):
-            return zlib.decompress(stored)
-    return stored
-
-
-def _meta(row: Any) -> ChatMeta | None:
-    return None if row is None else ChatMeta.from_row(row)
-
-
-def _context(text: Any) -> dict[str, Any] | None:
-    """A stored client context (JSON text), or ``None`` when absent or unreadable."""
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-_RUN_COLUMNS = "run_id, session_id, status, usage_json, started_at, finished_at, agent, source, error, owner"
-
-
-def _record(row: tuple[Any, ...]) -> RunRecord:
-    try:
-        usage = json.loads(row[3]) if row[3] else None
-        if usage is not None and not isinstance(usage, dict):
-            raise ValueError("usage is not a JSON object")
-        finished = float(row[5]) if row[5] is not None else None
-        more = {"agent": row[6], "source": row[7] or "user", "error": row[8]} if len(row) > 6 else {}
-        if len(row) > 9:
-            more["owner"] = row[9]
-        return RunRecord(row[0], row[1], row[2], usage, float(row[4]), finished, **more)
-    except (TypeError, ValueError) as exc:  # one damaged record must not hide the others
-        damaged = CorruptRecordError(
-            f"the record of run {row[0]!r} cannot be read: {exc}",
-            session_id=str(row[1]),
-            run_id=str(row[0]),
-            hint="the row was damaged outside lovia; it only holds the run's usage and timing, so it is safe to ignore",
-        )
-        return RunRecord(str(row[0]), str(row[1]), str(row[2]), None, 0.0, None, damaged=str(damaged))
-
-
-class ChatStore(ScheduleRunMixin):
+class ChatStore(ChatIndexBase):
     """A session store, a checkpointer and the chat index, used together by the web app.
 
     Args:
@@ -326,7 +120,7 @@ class ChatStore(ScheduleRunMixin):
     ) -> None:
         path = os.fspath(meta_path)
         if checkpointer is None:
-            from ..stores import InMemoryCheckpointer, SQLiteCheckpointer
+            from ...stores import InMemoryCheckpointer, SQLiteCheckpointer
 
             checkpointer = InMemoryCheckpointer() if path == ":memory:" else SQLiteCheckpointer(path, wal=wal)
         self.session = session
@@ -337,7 +131,7 @@ class ChatStore(ScheduleRunMixin):
     @classmethod
     def sqlite(cls, path: str | os.PathLike[str], *, wal: bool = True) -> ChatStore:
         """Everything in one SQLite file (created with its folder when missing), in WAL mode unless ``wal=False``."""
-        from ..stores import SQLiteCheckpointer, SQLiteSession
+        from ...stores import SQLiteCheckpointer, SQLiteSession
 
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         return cls(
@@ -347,24 +141,29 @@ class ChatStore(ScheduleRunMixin):
     @classmethod
     def in_memory(cls) -> ChatStore:
         """A store that forgets everything when the process ends (tests, demos)."""
-        from ..stores import InMemoryCheckpointer, InMemorySession
+        from ...stores import InMemoryCheckpointer, InMemorySession
 
         return cls(InMemorySession(), checkpointer=InMemoryCheckpointer(), meta_path=":memory:")
-
-    @property
-    def supports_rewind(self) -> bool:
-        """Whether the session store offers ``rewind`` (edit-and-resend and regenerate)."""
-        return callable(getattr(self.session, "rewind", None))
 
     @property
     def path(self) -> str:
         """The chat index file."""
         return self._db.path
 
-    # ------------------------------------------------------------------ schedules bound to chats
+    # ------------------------------------------------------------------ the base's hooks
 
-    async def _delete_schedules(self, session_id: str) -> None:
-        await self.schedule_store.delete_for_session(session_id)
+    def _open_schedule_store(self) -> ScheduleStore:
+        from .schedules import SQLiteScheduleStore
+
+        return SQLiteScheduleStore(self.path)
+
+    async def _runs_fetch(self, sql: str, params: tuple[Any, ...] = ()) -> builtins.list[tuple[Any, ...]]:
+        text = sql.format(runs="chat_runs")
+        return await self._db.run(lambda c: c.execute(text, params).fetchall())
+
+    async def _runs_execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        text = sql.format(runs="chat_runs")
+        return int(await self._db.run(lambda c: c.execute(text, params).rowcount))
 
     # ------------------------------------------------------------------ chats
 
@@ -397,13 +196,6 @@ class ChatStore(ScheduleRunMixin):
         await self._db.run(write)
         await self._link(session_id, parent_id=parent_id, spawned_from=spawned_from)
 
-    async def _link(self, session_id: str, *, parent_id: str | None, spawned_from: str | None) -> None:
-        for kind, origin_id in ((SUBAGENT, parent_id), ("spawn", spawned_from)):
-            if origin_id is not None:
-                origin = await self.get(origin_id)
-                title = (origin.title if origin is not None else None) or ""
-                await self.set_origin(session_id, kind=kind, origin_session_id=origin_id, user_turn=None, title=title)
-
     async def create(self, *, title: str = "", agent: str | None = None, session_id: str | None = None) -> ChatMeta:
         """Add a chat (a fresh id unless ``session_id`` is given; an existing row is returned as it is).
 
@@ -427,7 +219,7 @@ class ChatStore(ScheduleRunMixin):
     async def get(self, session_id: str) -> ChatMeta | None:
         """One chat, or ``None``."""
         sql = f"SELECT {_META_COLUMNS} FROM {_META_FROM} WHERE s.id = ?"
-        return _meta(await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchone()))
+        return meta_or_none(await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchone()))
 
     async def list(self, *, limit: int = 200, offset: int = 0, query: str | None = None) -> builtins.list[ChatMeta]:
         """Chats, pinned first, then most recently updated; ``query`` as in :meth:`search`.
@@ -443,21 +235,7 @@ class ChatStore(ScheduleRunMixin):
         )
         params = (SUBAGENT, pattern, pattern, pattern, limit, offset)
         rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
-        return [m for m in (_meta(r) for r in rows) if m is not None]
-
-    async def search(self, query: str, *, limit: int = 200, offset: int = 0) -> builtins.list[ChatMeta]:
-        """The chats whose title or id contains ``query`` (case-insensitive; ``%`` and ``_`` are
-        plain characters), in :meth:`list` order."""
-        return await self.list(query=query or None, limit=limit, offset=offset)
-
-    async def set_title(self, session_id: str, title: str) -> None:
-        """Rename a chat, the title stripped and cut to :data:`MAX_TITLE_CHARS` (``updated_at``
-        stays: a rename does not move it in the list)."""
-        await self.update(session_id, title=title.strip()[:MAX_TITLE_CHARS], touch=False)
-
-    async def set_pinned(self, session_id: str, pinned: bool) -> None:
-        """Pin or unpin a chat (pinned chats list first)."""
-        await self.update(session_id, pinned=pinned, touch=False)
+        return [m for m in (meta_or_none(r) for r in rows) if m is not None]
 
     async def set_title_if_unchanged(self, session_id: str, title: str, *, expected: str | None) -> None:
         """Rename a chat only while its title is still ``expected`` (``None``: still untitled).
@@ -491,11 +269,6 @@ class ChatStore(ScheduleRunMixin):
 
     # ------------------------------------------------------------------ the run in flight
 
-    async def get_active_run_id(self, session_id: str) -> str | None:
-        """The id of the chat's run in flight (resumable after a restart), or ``None``."""
-        meta = await self.get(session_id)
-        return meta.active_run_id if meta is not None else None
-
     async def set_active_run_id(self, session_id: str, run_id: str, *, context: dict[str, Any] | None = None) -> None:
         """Remember the chat's run in flight and the client context it started with (for a resume)."""
         body = json.dumps(context) if context else None
@@ -506,7 +279,7 @@ class ChatStore(ScheduleRunMixin):
         """The client context the chat's run in flight started with, or ``None``."""
         sql = "SELECT active_context FROM chat_sessions WHERE id = ?"
         row = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchone())
-        return _context(row[0] if row is not None else None)
+        return client_context(row[0] if row is not None else None)
 
     async def clear_active_run_id(self, session_id: str, *, expected: str | None = None) -> None:
         """Forget the chat's run in flight (only while it is still ``expected``, when given)."""
@@ -516,59 +289,7 @@ class ChatStore(ScheduleRunMixin):
         )
         await self._db.run(lambda c: c.execute(sql, (session_id, expected, expected)))
 
-    async def set_active_run(self, session_id: str, run_id: str | None) -> None:
-        """Remember (or forget, with ``None``) the run in flight of a chat, without a client context."""
-        if run_id is None:
-            await self.clear_active_run_id(session_id)
-        else:
-            await self.set_active_run_id(session_id, run_id)
-
     # ------------------------------------------------------------------ forks and tasks
-
-    async def fork(self, source_id: str, *, ref: str | None = None, user_turn: int | None = None) -> str | None:
-        """Copy a chat's finished history into a new chat; the new chat's id.
-
-        The copy stops just before the user message ``ref`` names (or ``user_turn``, its
-        zero-based index among the user messages), or takes everything. The new chat records
-        its origin (``origin_kind == "fork"``) and gets the source's UI data; the source is not
-        touched. ``None``: no such chat, no such message, or no finished history before it.
-        """
-        meta = await self.get(source_id)
-        if meta is None:
-            return None
-        segments = await self.session.segments(source_id)  # finished runs only: a live one is not there
-        runs = segments_runs(segments)
-        if ref is not None:
-            user_turn = parse_ref(ref, runs)
-            if user_turn is None:
-                return None
-        elif user_turn is not None:
-            refs = user_turn_refs(runs)
-            if user_turn >= len(refs):
-                return None
-            ref = refs[user_turn]
-        entries = [e for s in segments for e in s.entries]
-        users = [i for i, e in enumerate(entries) if isinstance(e, InputEntry) and e.role == "user"]
-        keep = len(entries) if user_turn is None else users[user_turn]
-        if keep == 0:
-            return None
-        new = await self.create(title=f"{meta.title or 'Chat'} (branch)", agent=meta.agent)
-        try:
-            await self.set_origin(
-                new.id, kind="fork", origin_session_id=source_id, user_turn=user_turn, title=meta.title or ""
-            )
-            await self._set_origin_ref(new.id, ref)
-            start = 0
-            for seg in segments:  # append-only copy: each run becomes a new run of the new chat
-                taken = seg.entries[: max(0, keep - start)]
-                start += len(seg.entries)
-                if taken:
-                    await self.session.append(new.id, taken, meta=seg.meta)
-            await self.copy_ui_data(source_id, new.id)  # the copied envelopes name the same refs
-        except BaseException:
-            await self.delete(new.id, schedules=False)  # no half-made branch is left behind
-            raise
-        return new.id
 
     async def _set_origin_ref(self, session_id: str, ref: str | None) -> None:
         sql = "UPDATE chat_sessions SET origin_ref = ? WHERE id = ?"
@@ -581,63 +302,43 @@ class ChatStore(ScheduleRunMixin):
             "ORDER BY s.created_at, s.id"
         )
         rows = await self._db.run(lambda c: c.execute(sql, (SUBAGENT, parent_id)).fetchall())
-        return [m for m in (_meta(r) for r in rows) if m is not None]
-
-    async def task_tree(self, session_id: str) -> builtins.list[str]:
-        """``session_id`` then the ids of all its subagent tasks, theirs, and so on (breadth first)."""
-        out, seen, frontier = [session_id], {session_id}, [session_id]
-        while frontier:
-            nxt = []
-            for parent in frontier:
-                for child in await self.list_children(parent):
-                    if child.id not in seen:
-                        seen.add(child.id)
-                        out.append(child.id)
-                        nxt.append(child.id)
-            frontier = nxt
-        return out
+        return [m for m in (meta_or_none(r) for r in rows) if m is not None]
 
     # ------------------------------------------------------------------ delete
 
     async def delete(self, session_id: str, *, schedules: bool = True) -> None:
-        """Forget a chat and its subagent tasks at any depth (:meth:`task_tree`, deepest first):
-        their transcripts, their runs' checkpoints and records, UI data and index rows.
+        """Forget a chat and its subagent tasks at any depth (:meth:`task_tree`): their transcripts,
+        their runs' checkpoints and records, uploads, UI data and index rows, all or nothing.
 
         With ``schedules`` (the default) the schedules bound to them go too (see
         :meth:`bind_schedules`). A chat it spawned with ``start_session`` stays.
+
+        Everything kept in the index's own file (the session and checkpointer of :meth:`sqlite`, the
+        schedule store opened beside the chats) is deleted in one transaction: on an error nothing
+        is. A store kept elsewhere is cleared after that transaction commits, so a failure there
+        leaves unreachable rows, never a listed chat with half its data gone.
         """
-        for chat_id in reversed(await self.task_tree(session_id)):
-            await self._delete_one(chat_id, schedules=schedules)
+        shared = self._shared_stores(schedules)
+        doomed = await self._db.run(lambda conn: sqlite_delete_tree(conn, session_id, shared))
+        await self._after_delete(doomed, shared, schedules=schedules)
+        for upload in doomed.uploads:  # after the rows: a crash in between leaves orphan files, never dangling rows
+            unlink_inside(self.uploads_dir, upload)  # a file outside the uploads folder stays
 
-    async def _delete_one(self, session_id: str, *, schedules: bool) -> None:
-        """Forget one chat (not its tasks): transcript, checkpoints, run records, uploads, index rows."""
-        meta = await self.get(session_id)
-        if meta is not None and meta.active_run_id:
-            await self.checkpointer.delete(meta.active_run_id)
-        for run_id in await self.runs(session_id):  # failed runs keep a checkpoint: it goes with the chat
-            await self.checkpointer.delete(run_id)
-        await self.session.clear(session_id)
+    def _shared_stores(self, schedules: bool) -> SharedStores:
+        """Which of the stores beside the index live in its SQLite file (deleted from in its transaction)."""
+        from ...stores import SQLiteCheckpointer, SQLiteSession
+        from .schedules import SQLiteScheduleStore
 
-        uploads = await self.uploads(session_id)
+        def same(store: object, kind: type) -> bool:
+            path = getattr(store, "path", None) if isinstance(store, kind) else None
+            return path is not None and same_file(path, self.path)
 
-        def drop(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM chat_sessions WHERE id = ?", (session_id,))
-            conn.execute("DELETE FROM chat_runs WHERE session_id = ?", (session_id,))
-            conn.execute("DELETE FROM chat_uploads WHERE session_id = ?", (session_id,))
-            conn.execute("DELETE FROM chat_origins WHERE session_id = ?", (session_id,))
-            conn.execute("DELETE FROM chat_ui_data WHERE session_id = ?", (session_id,))
-            conn.execute("DELETE FROM chat_variants WHERE session_id = ?", (session_id,))
-
-        await self._db.run(drop)
-        for upload in uploads:  # after the rows: a crash in between leaves orphan files, never dangling rows
-            unlink_inside(self.uploads_dir, upload.path)  # a file outside the uploads folder stays
-        if schedules:
-            await self._delete_schedules(session_id)
-
-    async def delete_all(self) -> None:
-        """Delete every chat, with its schedules (see :meth:`delete`)."""
-        for session_id in await self.ids():
-            await self.delete(session_id)
+        handle = self._schedule_handle
+        return SharedStores(
+            session=same(self.session, SQLiteSession),
+            checkpointer=same(self.checkpointer, SQLiteCheckpointer),
+            schedules=schedules and (handle is None and self.path != ":memory:" or same(handle, SQLiteScheduleStore)),
+        )
 
     # ------------------------------------------------------------------ uploads
 
@@ -704,7 +405,7 @@ class ChatStore(ScheduleRunMixin):
         rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
         out = []
         for row in rows:
-            meta = _meta(tuple(row[:-1]))
+            meta = meta_or_none(tuple(row[:-1]))
             if meta is not None:
                 out.append((meta, str(row[-1])))
         return out
@@ -773,7 +474,7 @@ class ChatStore(ScheduleRunMixin):
         """The JSON bytes stored under ``ref`` in this chat, or ``None`` (never stored, or the chat is gone)."""
         sql = "SELECT payload FROM chat_ui_data WHERE session_id = ? AND ref = ?"
         row = await self._db.run(lambda c: c.execute(sql, (session_id, ref)).fetchone())
-        return _ui_payload(bytes(row[0])) if row is not None else None
+        return ui_payload(bytes(row[0])) if row is not None else None
 
     async def copy_ui_data(self, from_session_id: str, to_session_id: str) -> None:
         """Give a branched chat the UI data of the chat it came from (its envelopes name the same refs)."""
@@ -803,11 +504,11 @@ class ChatStore(ScheduleRunMixin):
 
         await self._db.run(upsert)
 
-    async def runs(self, session_id: str) -> dict[str, RunRecord]:
+    async def runs(self, session_id: str) -> dict[str, RunRow]:
         """The chat's run records by run id."""
-        sql = f"SELECT {_RUN_COLUMNS} FROM chat_runs WHERE session_id = ?"
+        sql = f"SELECT {HISTORY_COLUMNS} FROM chat_runs WHERE session_id = ?"
         rows = await self._db.run(lambda c: c.execute(sql, (session_id,)).fetchall())
-        return {record.run_id: record for record in map(_record, rows)}
+        return {record.run_id: record for record in map(read_run, rows)}
 
     async def run_history(
         self,
@@ -817,17 +518,17 @@ class ChatStore(ScheduleRunMixin):
         since: float | None = None,
         limit: int = 50,
         offset: int = 0,
-    ) -> builtins.list[RunRecord]:
+    ) -> builtins.list[RunRow]:
         """Run records, newest first: of one chat, of one ``source``, and/or finished at or after ``since``."""
         sql = (
-            f"SELECT {_RUN_COLUMNS} FROM chat_runs "
+            f"SELECT {HISTORY_COLUMNS} FROM chat_runs "
             "WHERE (? IS NULL OR session_id = ?) AND (? IS NULL OR COALESCE(source, 'user') = ?) "
             "AND (? IS NULL OR finished_at >= ?) "
             "ORDER BY started_at DESC, run_id DESC LIMIT ? OFFSET ?"
         )
         params = (session_id, session_id, source, source, since, since, limit, offset)
         rows = await self._db.run(lambda c: c.execute(sql, params).fetchall())
-        return [_record(r) for r in rows]
+        return [read_run(r) for r in rows]
 
     async def close(self) -> None:
         """Close the chat index, the schedule store and the stores that can be closed."""

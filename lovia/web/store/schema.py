@@ -6,15 +6,15 @@ commit in one transaction, so a failure or a crash leaves the file as it was.
 
 Three kinds of file arrive here:
 
-* a new file (no row for ``"chat"``): steps 4 onwards create the tables;
-* a chat index our earlier releases wrote (no row, versioned only by ``PRAGMA user_version``):
-  each of steps 4 to 14 creates a table ``IF NOT EXISTS`` or probes the column it adds, so the
-  file is adopted in place whatever ``user_version`` it reached;
+* a new file: dated 3 (below), so steps 4 onwards create the tables;
+* a chat index our earlier releases wrote before it had a row in ``lovia_schema``: the steps'
+  ``legacy_version`` (:func:`_date_earlier_file`) dates it by the layout it has, and only the
+  steps after that run, so the file is adopted in place;
 * lovia 0.9.119's chat file, which records ``('chat', 2)``: its layout differs from ours (runs
   keyed by ``id``, origins and the parent chat as columns of ``chat_sessions``, UI data blobs
   zlib-compressed, schedules in ``chat_schedules``). Versions 1 and 2 are the numbers 0.9.119
   gave its own layout; they do nothing here. Step 3 converts that layout to ours (and moves
-  its schedules to the schedule store's ``web_schedules``); it is skipped for any other file.
+  its schedules to the schedule store's ``web_schedules``); no other file reaches it.
 
 Our latest version is above 2, so 0.9.119 refuses a file we migrated with its own "upgrade
 lovia" error instead of misreading it. Append new steps at the end; never edit a released one.
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..stores.sqlite._schema import Migration, ensure_schema
-from .schedule_store import _SQLITE_MIGRATIONS as _SCHEDULE_STEPS
+from ...stores.sqlite._schema import Migration, Steps, ensure_schema
+from .schedules import SCHEDULE_MIGRATIONS as _SCHEDULE_STEPS
 
 __all__ = ["CHAT_MIGRATIONS", "STORE", "migrate_chat_index"]
 
@@ -111,15 +111,43 @@ _VARIANTS = """CREATE TABLE IF NOT EXISTS chat_variants (
 )"""
 
 
-def _has_column(table: str, column: str) -> str:
-    return f"SELECT 1 FROM pragma_table_info('{table}') WHERE name = '{column}'"
-
-
 def _add_column(version: int, name: str, table: str, column: str, kind: str) -> Migration:
-    """A step adding one column, recorded without running when an earlier release already added it."""
-    return Migration(
-        version, name, (f"ALTER TABLE {table} ADD COLUMN {column} {kind}",), already_applied=_has_column(table, column)
-    )
+    """A step adding one column."""
+    return Migration(version, name, (f"ALTER TABLE {table} ADD COLUMN {column} {kind}",))
+
+
+_LAYOUT: tuple[tuple[int, str, str | None], ...] = (
+    (4, "chat_sessions", None),
+    (4, "chat_runs", None),
+    (5, "chat_sessions", "pinned"),
+    (6, "chat_runs", "owner"),
+    (7, "chat_runs", "agent"),
+    (8, "chat_runs", "source"),
+    (9, "chat_runs", "error"),
+    (10, "chat_uploads", None),
+    (11, "chat_ui_data", None),
+    (12, "chat_variants", None),
+    (13, "chat_sessions", "active_context"),
+    (14, "chat_sessions", "origin_ref"),
+)
+"""What each of steps 4 to 14 leaves in a file: tables, or a column of a table."""
+
+
+def _date_earlier_file(conn: sqlite3.Connection) -> int:
+    """The version of a chat index our releases wrote before its row in ``lovia_schema``: the last
+    of steps 4 to 14 whose layout the file has, counting in order (3 for a file without one).
+
+    The layout decides, not the file's own numbering: the columns of steps 7 to 9 came after the
+    tables of steps 10 to 12 had been numbered, so an early file can have those tables without
+    these columns. The steps after the date create their tables ``IF NOT EXISTS``.
+    """
+    for step, table, column in _LAYOUT:
+        found = conn.execute(
+            "SELECT 1 FROM pragma_table_info(?) WHERE ? IS NULL OR name = ?", (table, column, column)
+        ).fetchone()
+        if found is None:
+            return step - 1  # 3 at the least: nothing of 0.9.119's to convert (that file records its version)
+    return _LAYOUT[-1][0]
 
 
 def _adopt_0_9_119() -> tuple[str, ...]:
@@ -173,29 +201,27 @@ def _adopt_0_9_119() -> tuple[str, ...]:
     )
 
 
-CHAT_MIGRATIONS: tuple[Migration, ...] = (
-    # 1 and 2: the versions lovia 0.9.119 recorded for its own layout; nothing to do here.
-    Migration(1, "chat_layout_0_9_119_v1", ()),
-    Migration(2, "chat_layout_0_9_119_v2", ()),
-    Migration(
-        3,
-        "adopt_0_9_119_chat_file",
-        _adopt_0_9_119(),
-        # Skipped unless the file has 0.9.119's runs table (keyed by ``id``, ours by ``run_id``).
-        already_applied="SELECT 1 WHERE NOT EXISTS (" + _has_column("chat_runs", "id") + ")",
+CHAT_MIGRATIONS = Steps(
+    (
+        # 1 and 2: the versions lovia 0.9.119 recorded for its own layout; nothing to do here.
+        Migration(1, "chat_layout_0_9_119_v1", ()),
+        Migration(2, "chat_layout_0_9_119_v2", ()),
+        # Runs for 0.9.119's file only (it records version 2; ours are dated past 3). It builds
+        # the columns steps 5 to 9, 13 and 14 add: they are then recorded without running.
+        Migration(3, "adopt_0_9_119_chat_file", _adopt_0_9_119(), covers=(5, 6, 7, 8, 9, 13, 14)),
+        Migration(4, "create_chat_index", (_SESSIONS, _RUNS, _RUNS_INDEX)),
+        _add_column(5, "add_chat_pinned", "chat_sessions", "pinned", "INTEGER NOT NULL DEFAULT 0"),
+        _add_column(6, "add_run_owner", "chat_runs", "owner", "TEXT"),
+        _add_column(7, "add_run_agent", "chat_runs", "agent", "TEXT"),
+        _add_column(8, "add_run_source", "chat_runs", "source", "TEXT"),
+        _add_column(9, "add_run_error", "chat_runs", "error", "TEXT"),
+        Migration(10, "create_uploads_and_origins", (*_UPLOADS, _ORIGINS)),
+        Migration(11, "create_ui_data", (_UI_DATA,)),
+        Migration(12, "create_answer_variants", (_VARIANTS,)),
+        _add_column(13, "add_active_context", "chat_sessions", "active_context", "TEXT"),
+        _add_column(14, "add_fork_origin_ref", "chat_sessions", "origin_ref", "TEXT"),
     ),
-    Migration(4, "create_chat_index", (_SESSIONS, _RUNS, _RUNS_INDEX)),
-    _add_column(5, "add_chat_pinned", "chat_sessions", "pinned", "INTEGER NOT NULL DEFAULT 0"),
-    _add_column(6, "add_run_owner", "chat_runs", "owner", "TEXT"),
-    _add_column(7, "add_run_agent", "chat_runs", "agent", "TEXT"),
-    _add_column(8, "add_run_source", "chat_runs", "source", "TEXT"),
-    _add_column(9, "add_run_error", "chat_runs", "error", "TEXT"),
-    # Steps 10 to 14 were PRAGMA user_version 1 to 4 of our earlier releases.
-    Migration(10, "create_uploads_and_origins", (*_UPLOADS, _ORIGINS)),
-    Migration(11, "create_ui_data", (_UI_DATA,)),
-    Migration(12, "create_answer_variants", (_VARIANTS,)),
-    _add_column(13, "add_active_context", "chat_sessions", "active_context", "TEXT"),
-    _add_column(14, "add_fork_origin_ref", "chat_sessions", "origin_ref", "TEXT"),
+    legacy_version=_date_earlier_file,
 )
 
 

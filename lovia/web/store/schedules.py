@@ -28,10 +28,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from ..exceptions import StoreError, UserError
-from ..stores.sqlite._schema import Migration, ensure_schema
-from ..types import JsonObject
-from .triggers import MAX_FIRES, check_time
+from ...exceptions import StoreError, UserError
+from ...stores.sqlite._schema import Migration, ensure_schema
+from ...types import JsonObject
+from ..triggers import MAX_FIRES, check_time
 
 __all__ = [
     "PostgresScheduleStore",
@@ -197,7 +197,7 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
 )
 LATEST_VERSION = _MIGRATIONS[-1][0]
 # The same steps for the stores' shared SQLite migration record (lovia/stores/sqlite/_schema.py).
-_SQLITE_MIGRATIONS = tuple(
+SCHEDULE_MIGRATIONS = tuple(
     Migration(version, name, tuple(statement.format(p="", i="", real="REAL") for statement in statements))
     for version, name, statements in _MIGRATIONS
 )
@@ -323,7 +323,7 @@ class SQLiteScheduleStore(ScheduleStore):
             ) from exc
 
     def _migrate(self) -> None:
-        ensure_schema(self._conn, COMPONENT, path=self.path, migrations=_SQLITE_MIGRATIONS)
+        ensure_schema(self._conn, COMPONENT, path=self.path, migrations=SCHEDULE_MIGRATIONS)
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         def locked() -> T:
@@ -489,8 +489,8 @@ class PostgresScheduleStore(ScheduleStore):
     """
 
     def __init__(self, dsn: str, *, schema: str | None = None, table_prefix: str = "", max_size: int = 4) -> None:
-        from ..stores.postgres._db import import_driver, validate_identifier
-        from ..stores.postgres._names import Names
+        from ...stores.postgres._db import import_driver, validate_identifier
+        from ...stores.postgres._names import Names
 
         self._psycopg, self._pool_mod = import_driver()
         self.dsn = dsn
@@ -522,7 +522,7 @@ class PostgresScheduleStore(ScheduleStore):
         return self._pool
 
     def _error(self, exc: BaseException, doing: str) -> StoreError:
-        from ..stores.postgres._db import describe
+        from ...stores.postgres._db import describe
 
         return StoreError(
             f"PostgreSQL schedule store: error while {doing}: {describe(exc)}",
@@ -531,7 +531,7 @@ class PostgresScheduleStore(ScheduleStore):
 
     def _pg_migrations(self) -> tuple[Any, ...]:
         """The schedule steps for the stores' shared PostgreSQL record (``lovia/stores/postgres/_schema.py``)."""
-        from ..stores.postgres._schema import Migration as PgMigration
+        from ...stores.postgres._schema import Migration as PgMigration
 
         schema = self.names.schema
         prefix = (f"{self._psycopg.sql.Identifier(schema).as_string(None)}." if schema else "") + self.names.prefix
@@ -542,7 +542,7 @@ class PostgresScheduleStore(ScheduleStore):
         return tuple(steps)
 
     async def _migrate(self, conn: Any) -> None:
-        from ..stores.postgres._schema import ensure_schema as ensure_pg_schema
+        from ...stores.postgres._schema import ensure_schema as ensure_pg_schema
 
         await ensure_pg_schema(conn, COMPONENT, self.names, self._pg_migrations())
 

@@ -11,9 +11,8 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from lovia.web.schedule_store import SQLiteScheduleStore
 from lovia.web.scheduler import ManualClock, Scheduler
-from lovia.web.store import ScheduleRow
+from lovia.web.store import ScheduleRow, SQLiteScheduleStore
 
 
 async def main() -> None:

@@ -57,8 +57,13 @@ def _sse_chunk(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 
+def _choice(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return _sse_chunk({"object": "chat.completion.chunk", "choices": [choice]})
+
+
 def _delta(text: str) -> bytes:
-    return _sse_chunk({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}}]})
+    return _choice({"content": text})
 
 
 _TAIL = (

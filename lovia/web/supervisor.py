@@ -59,6 +59,7 @@ from .sse import (
     RunStartedData,
     SnapshotData,
     UserTurnRefs,
+    encode_frame,
     encode_stream,
     error_data,
     event_to_sse,
@@ -199,14 +200,35 @@ class _Subscription:
 
     async def frames(self, *, keepalive: bool = True) -> AsyncIterator[SseFrame]:
         """The frames as they come, until the end; a keep-alive frame after each quiet spell."""
+        async for batch in self.batches(keepalive=keepalive):
+            for item in batch:
+                yield item
+
+    async def batches(self, *, keepalive: bool = True) -> AsyncIterator[list[SseFrame]]:
+        """The frames in batches, until the end: all that is queued, or (when nothing is) the
+        next to come; ``[keep-alive frame]`` after each quiet spell."""
+        queue = self.queue
         while True:
-            item = await next_or_keepalive(self.queue) if keepalive else await self.queue.get()
-            if item is None:
-                return
-            if item is KEEPALIVE_FRAME:
-                yield dict(KEEPALIVE_FRAME)
+            waited: SseFrame | None | bool = False  # False: frames were queued, nothing to wait for
+            if queue.empty():
+                waited = await next_or_keepalive(queue) if keepalive else await queue.get()
+            if waited is KEEPALIVE_FRAME:
+                yield [dict(KEEPALIVE_FRAME)]
                 continue
-            yield item
+            batch: list[SseFrame] = []
+            ended = waited is None
+            if isinstance(waited, dict):
+                batch.append(waited)
+            while not ended and not queue.empty():
+                item = queue.get_nowait()
+                if item is None:
+                    ended = True
+                else:
+                    batch.append(item)
+            if batch:
+                yield batch
+            if ended:
+                return
 
 
 @dataclass(slots=True)
@@ -223,25 +245,63 @@ class _Attachment:
             self.subscription.close()
 
 
-async def forward(source: _Attachment | _Subscription, *, sid: str, emit_session: bool) -> AsyncIterator[SseFrame]:
+class _Forward:
+    """What :func:`forward` returns: iterated, the frames; through :meth:`chunks`, their bytes."""
+
+    def __init__(self, source: _Attachment | _Subscription, sid: str, emit_session: bool) -> None:
+        self.source = source
+        self.sid = sid
+        self.emit_session = emit_session
+
+    def _head(self) -> list[SseFrame]:
+        head = [frame("session", {"session_id": self.sid})] if self.emit_session else []
+        if isinstance(self.source, _Attachment):
+            head.extend(self.source.prologue)
+        return head
+
+    def _subscription(self) -> _Subscription | None:
+        source = self.source
+        return source.subscription if isinstance(source, _Attachment) else source
+
+    def __aiter__(self) -> AsyncIterator[SseFrame]:
+        return self._frames()
+
+    async def _frames(self) -> AsyncIterator[SseFrame]:
+        subscription = self._subscription()
+        try:
+            for item in self._head():
+                yield item
+            if subscription is not None:
+                async for item in subscription.frames():
+                    yield item
+        finally:
+            self.source.close()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The stream as SSE bytes: the ``session`` frame and the prologue in one chunk, then one
+        chunk per batch of live frames (those queued while the previous chunk was written)."""
+        subscription = self._subscription()
+        try:
+            head = self._head()
+            if head:
+                yield b"".join(map(encode_frame, head))
+            if subscription is not None:
+                async for batch in subscription.batches():
+                    yield b"".join(map(encode_frame, batch))
+        finally:
+            self.source.close()
+
+
+def forward(source: _Attachment | _Subscription, *, sid: str, emit_session: bool) -> _Forward:
     """The frames a chat stream sends for ``source``, as :func:`lovia.web.sse.frame` dicts.
 
     With ``emit_session`` a ``session`` frame naming chat ``sid`` comes first; then an attachment's
     prologue, then the live frames until the run ends, with ``{"comment": "keep-alive"}`` frames
     while nothing happens. Closing the iterator (a client gone) only unsubscribes: the run goes on.
+    :func:`lovia.web.sse.event_stream` writes it through its ``chunks()``: the frames queued
+    while the response was busy go out in one write.
     """
-    subscription = source.subscription if isinstance(source, _Attachment) else source
-    try:
-        if emit_session:
-            yield frame("session", {"session_id": sid})
-        if isinstance(source, _Attachment):
-            for item in source.prologue:
-                yield item
-        if subscription is not None:
-            async for item in subscription.frames():
-                yield item
-    finally:
-        source.close()
+    return _Forward(source, sid, emit_session)
 
 
 class EventHub:

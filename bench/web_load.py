@@ -189,8 +189,9 @@ class Servers:
 
 
 @contextmanager
-def servers(python: str = sys.executable) -> Iterator[Servers]:
+def servers(python: str = sys.executable, lovia_from: str = ROOT) -> Iterator[Servers]:
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    lovia_env = {**env, "PYTHONPATH": lovia_from + os.pathsep + env["PYTHONPATH"]}
     procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -201,8 +202,8 @@ def servers(python: str = sys.executable) -> Iterator[Servers]:
                 [python, os.path.join(HERE, "relay_floor.py"), "--port", str(ports[1]), "--model-url", model_url],
                 [python, __file__, "--serve-lovia", str(ports[2]), os.path.join(tmp, "web.db"), model_url],
             ]
-            for cmd, port in zip(commands, ports, strict=True):
-                procs.append(subprocess.Popen(cmd, env=env, cwd=tmp))
+            for cmd, port, cmd_env in zip(commands, ports, (env, env, lovia_env), strict=True):
+                procs.append(subprocess.Popen(cmd, env=cmd_env, cwd=tmp))
                 _wait_listening(port, procs[-1])
             yield Servers(*procs, f"http://127.0.0.1:{ports[1]}", f"http://127.0.0.1:{ports[2]}")
         finally:
@@ -306,10 +307,10 @@ def pace_for(at_once: int) -> float:
     return max(1.0, at_once * 0.1)
 
 
-def measure(plan: Plan, progress: Any = None) -> Figures:
+def measure(plan: Plan, progress: Any = None, lovia_from: str = ROOT) -> Figures:
     say = progress or (lambda _msg: None)
     out = Figures()
-    with servers() as srv:
+    with servers(lovia_from=lovia_from) as srv:
         targets = (("floor", srv.floor.pid, srv.floor_url, False), ("lovia", srv.lovia.pid, srv.lovia_url, True))
         for _name, _pid, url, is_lovia in targets:  # warm-up: imports, first connections, first store writes
             asyncio.run(load(url, is_lovia, 4, 2, 50, 0))
@@ -399,6 +400,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="CPU per streamed token and per chat: lovia web against a bare relay.")
     parser.add_argument("--quick", action="store_true", help="one repetition, shorter answers")
     parser.add_argument("--reps", type=int, help="repetitions (default 3; medians are reported)")
+    parser.add_argument(
+        "--lovia-from",
+        default=ROOT,
+        metavar="DIR",
+        help="serve the lovia package of this checkout (e.g. an older commit's, for a before/after)",
+    )
     parser.add_argument("--serve-model", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--serve-lovia", nargs=3, metavar=("PORT", "DB", "MODEL_URL"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -412,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else Plan()
     if args.reps:
         plan.reps = args.reps
-    fig = measure(plan, progress=lambda msg: print(f"  .. {msg}", file=sys.stderr, flush=True))
+    fig = measure(plan, lambda msg: print(f"  .. {msg}", file=sys.stderr, flush=True), os.path.abspath(args.lovia_from))
     for line in table(fig):
         print(line)
     print()

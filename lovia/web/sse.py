@@ -590,8 +590,8 @@ def event_to_sse(ev: events.Event | LegFrame) -> dict[str, str] | None:  # noqa:
 async def encode_stream(source: AsyncIterator[events.Event]) -> AsyncIterator[dict[str, str]]:
     """The frames of a stream of run events, in order (events without a frame are skipped).
 
-    Fed a ``RunHandle`` it ends with the run's ``done`` or terminal ``error`` frame. The run
-    supervisor feeds it its own runs' events (their ends it frames itself).
+    Fed a ``RunHandle`` it ends with the run's ``done`` or terminal ``error`` frame. (The run
+    supervisor frames its own runs' events with :func:`event_to_sse`, and their ends itself.)
     """
     async for ev in source:
         sse = event_to_sse(ev)

@@ -60,7 +60,6 @@ from .sse import (
     SnapshotData,
     UserTurnRefs,
     encode_frame,
-    encode_stream,
     error_data,
     event_to_sse,
     frame,
@@ -865,8 +864,10 @@ class RunSupervisor:
                 "source": live.source,
             }
             self.hub.publish(frame("run_started", started))
-            async for item in encode_stream(self._events(live)):
-                live.broadcast(item)
+            async for event in self._events(live):  # encode_stream, without a generator in between
+                sse = event_to_sse(event)
+                if sse is not None:
+                    live.broadcast(sse)
         except Exception as exc:  # a store failure around the run: report it, never hang the streams
             logger.exception("chat run %s failed outside the run loop", live.run_id)
             if live.status == "running":

@@ -7,9 +7,9 @@ Three processes on loopback, all started here:
   milliseconds (``pace=0``: the whole answer in one write). The first token carries the
   monotonic clock of the moment it was written, so a client can tell how long the server held it;
 * the floor, ``bench/relay_floor.py``: Starlette + httpx, relays the tokens as SSE frames;
-* the lovia web server (``--serve-lovia``): ``create_app`` on the ``openai-chat`` provider pointed
-  at the fake model, SQLite store, served by ``lovia.web.serve`` (uvicorn), as ``lovia web`` does,
-  with the run cap raised so 200 chats can stream at once (``lovia web`` keeps 8).
+* the lovia web server (``--serve-lovia``): ``create_app`` on one ``OpenAIChatProvider`` pointed
+  at the fake model and a SQLite store, served by ``lovia.web.serve`` (uvicorn) as ``lovia web``
+  does, with the run cap raised so 200 chats can stream at once (``lovia web`` keeps 8).
 
 A load client (httpx, one event loop) opens N chats at once and reads every frame. Each server's
 CPU time comes from ``/proc/<pid>/task/*/schedstat`` before and after each step, so the figures
@@ -136,11 +136,13 @@ async def serve_model(port: int) -> None:
 
 
 def serve_lovia(port: int, db: str, model_url: str) -> None:
-    os.environ.update(OPENAI_BASE_URL=model_url, OPENAI_API_KEY="sk-bench")
     from lovia import Agent
+    from lovia.providers import OpenAIChatProvider
     from lovia.web import create_app, serve
 
-    agent: Agent[Any] = Agent(name="assistant", instructions="Answer.", model="openai:bench-model")
+    # One provider for every run, as `lovia web` builds it (its HTTP client keeps connections open).
+    model = OpenAIChatProvider("bench-model", base_url=model_url, api_key="sk-bench")
+    agent: Agent[Any] = Agent(name="assistant", instructions="Answer.", model=model)
     app = create_app(agent, db_path=db, max_background_runs=10_000)
     serve(app, port=port, log_level="warning")
 
@@ -203,7 +205,7 @@ def servers(python: str = sys.executable, lovia_from: str = ROOT) -> Iterator[Se
                 [python, __file__, "--serve-lovia", str(ports[2]), os.path.join(tmp, "web.db"), model_url],
             ]
             for cmd, port, cmd_env in zip(commands, ports, (env, env, lovia_env), strict=True):
-                procs.append(subprocess.Popen(cmd, env=cmd_env, cwd=tmp))
+                procs.append(subprocess.Popen(cmd, env=cmd_env, cwd=tmp, stdout=subprocess.DEVNULL))
                 _wait_listening(port, procs[-1])
             yield Servers(*procs, f"http://127.0.0.1:{ports[1]}", f"http://127.0.0.1:{ports[2]}")
         finally:

@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from .workspaces import WorkspaceSessions
 
 __all__ = [
+    "ChatFrames",
     "EventHub",
     "RunController",
     "RunSupervisor",
@@ -244,63 +245,59 @@ class _Attachment:
             self.subscription.close()
 
 
-class _Forward:
-    """What :func:`forward` returns: iterated, the frames; through :meth:`chunks`, their bytes."""
+async def forward(source: _Attachment | _Subscription, *, sid: str, emit_session: bool) -> AsyncIterator[SseFrame]:
+    """The frames a chat stream sends for ``source``, as :func:`lovia.web.sse.frame` dicts.
 
-    def __init__(self, source: _Attachment | _Subscription, sid: str, emit_session: bool) -> None:
+    With ``emit_session`` a ``session`` frame naming chat ``sid`` comes first; then an attachment's
+    prologue, then the live frames until the run ends, with ``{"comment": "keep-alive"}`` frames
+    while nothing happens. Closing the iterator (a client gone) only unsubscribes: the run goes on.
+    (:class:`ChatFrames` is the same stream, which a response can also write in batches.)
+    """
+    subscription = source.subscription if isinstance(source, _Attachment) else source
+    try:
+        for item in _head(source, sid, emit_session):
+            yield item
+        if subscription is not None:
+            async for item in subscription.frames():
+                yield item
+    finally:
+        source.close()
+
+
+def _head(source: _Attachment | _Subscription, sid: str, emit_session: bool) -> list[SseFrame]:
+    """The frames a chat stream starts with: ``session`` (with ``emit_session``), then the prologue."""
+    head = [frame("session", {"session_id": sid})] if emit_session else []
+    if isinstance(source, _Attachment):
+        head.extend(source.prologue)
+    return head
+
+
+class ChatFrames:
+    """The stream of :func:`forward`: iterated, its frames; through :meth:`chunks`, their bytes,
+    several frames to a chunk (:func:`lovia.web.sse.event_stream` writes it that way)."""
+
+    def __init__(self, source: _Attachment | _Subscription, *, sid: str, emit_session: bool) -> None:
         self.source = source
         self.sid = sid
         self.emit_session = emit_session
 
-    def _head(self) -> list[SseFrame]:
-        head = [frame("session", {"session_id": self.sid})] if self.emit_session else []
-        if isinstance(self.source, _Attachment):
-            head.extend(self.source.prologue)
-        return head
-
-    def _subscription(self) -> _Subscription | None:
-        source = self.source
-        return source.subscription if isinstance(source, _Attachment) else source
-
     def __aiter__(self) -> AsyncIterator[SseFrame]:
-        return self._frames()
-
-    async def _frames(self) -> AsyncIterator[SseFrame]:
-        subscription = self._subscription()
-        try:
-            for item in self._head():
-                yield item
-            if subscription is not None:
-                async for item in subscription.frames():
-                    yield item
-        finally:
-            self.source.close()
+        return forward(self.source, sid=self.sid, emit_session=self.emit_session)
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The stream as SSE bytes: the ``session`` frame and the prologue in one chunk, then one
         chunk per batch of live frames (those queued while the previous chunk was written)."""
-        subscription = self._subscription()
+        source = self.source
+        subscription = source.subscription if isinstance(source, _Attachment) else source
         try:
-            head = self._head()
+            head = _head(source, self.sid, self.emit_session)
             if head:
                 yield b"".join(map(encode_frame, head))
             if subscription is not None:
                 async for batch in subscription.batches():
                     yield b"".join(map(encode_frame, batch))
         finally:
-            self.source.close()
-
-
-def forward(source: _Attachment | _Subscription, *, sid: str, emit_session: bool) -> _Forward:
-    """The frames a chat stream sends for ``source``, as :func:`lovia.web.sse.frame` dicts.
-
-    With ``emit_session`` a ``session`` frame naming chat ``sid`` comes first; then an attachment's
-    prologue, then the live frames until the run ends, with ``{"comment": "keep-alive"}`` frames
-    while nothing happens. Closing the iterator (a client gone) only unsubscribes: the run goes on.
-    :func:`lovia.web.sse.event_stream` writes it through its ``chunks()``: the frames queued
-    while the response was busy go out in one write.
-    """
-    return _Forward(source, sid, emit_session)
+            source.close()
 
 
 class EventHub:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LOVIA_ONLY = {"startup"}
+LOVIA_ONLY = {"startup", "web"}
 """Workloads that measure lovia alone: run by themselves they need no peers environment."""
 ROOT = os.path.dirname(HERE)
 PEERS_VENV = os.path.join(HERE, ".peers")
@@ -58,8 +58,7 @@ PACKAGES = (
 
 def bootstrap(args: argparse.Namespace) -> None:
     """Make sure we run inside bench/.peers, creating or topping it up first unless told not to."""
-    inside = os.path.realpath(sys.prefix) == os.path.realpath(PEERS_VENV)
-    if inside:
+    if os.path.realpath(sys.prefix) == os.path.realpath(PEERS_VENV):
         return
     if not args.no_setup or not os.path.exists(PEERS_PYTHON):
         print("setting up bench/.peers (lovia editable + peers) ...", flush=True)
@@ -584,6 +583,28 @@ def run_save(cfg: Config, rep: Report) -> dict[str, float]:
     return out
 
 
+def run_web(cfg: Config, rep: Report) -> dict[str, Any]:
+    """Workload 9 (``web_load.py``): the web server's CPU per streamed token and per chat, and how
+    long it holds a burst's first token, against a bare Starlette + httpx relay."""
+    import web_load
+
+    plan = web_load.QUICK if cfg is QUICK else web_load.Plan()
+    fig = web_load.measure(plan, progress)
+    rep.out("### 9. Web streaming: lovia web against a bare relay")
+    rep.out()
+    rep.out(
+        "Server CPU (``/proc/<pid>/task/*/schedstat``) of `lovia web` (create_app, SQLite, openai-chat provider) and "
+        "of `relay_floor.py`, both fed by one fake OpenAI-compatible model on loopback; medians of "
+        f"{plan.reps} repetitions. Per token: a {plan.long}-token answer over a {plan.short}-token one."
+    )
+    rep.out()
+    for line in web_load.table(fig):
+        rep.out(line)
+    rep.out()
+    rep.data["web"] = [list(t) for t in web_load.targets(fig)]
+    return rep.data["web"]
+
+
 # --------------------------------------------------------------------------- targets
 
 
@@ -756,6 +777,8 @@ def evaluate(cfg: Config, rep: Report) -> list[Target]:
             )
         value = history["long run"]
         targets.append(Target("one run of 2,000 turns: last 10% <= 2x the first", value, 2.0, f"{value:.2f}x"))
+    for name, value, limit, detail in rep.data.get("web", []):
+        targets.append(Target(name, value, limit, f"{value:.2f} ({detail})"))
     session = rep.data.get("session", {})
     nmax = max(session) if session else None
     if nmax is not None:
@@ -807,7 +830,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-setup", action="store_true", help="do not run setup_peers.sh when bench/.peers exists")
     parser.add_argument(
         "--only",
-        choices=["session", "growth", "loop", "concurrency", "store", "history", "save", "startup"],
+        choices=["session", "growth", "loop", "concurrency", "store", "history", "save", "startup", "web"],
         action="append",
         help="run only these workloads",
     )
@@ -838,6 +861,7 @@ def main(argv: list[str] | None = None) -> int:
         "history": run_history,
         "save": run_save,
         "startup": run_startup,
+        "web": run_web,
     }
     for name, fn in steps.items():
         if args.only and name not in args.only:

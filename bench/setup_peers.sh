@@ -11,7 +11,7 @@ if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --upgrade pip
 fi
-"$venv/bin/python" -m pip install --quiet -e "$root" -r "$here/requirements-peers.txt"
+"$venv/bin/python" -m pip install --quiet -e "$root[web]" -r "$here/requirements-peers.txt"
 "$venv/bin/python" - <<'PY'
 import importlib.metadata as md
 for name in ("lovia", "openai-agents", "langgraph", "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres", "langchain-core", "pydantic-ai", "pydantic-ai-slim"):

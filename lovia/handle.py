@@ -4,6 +4,13 @@ Contract: iterate at most once; iteration never raises run errors and ends after
 terminal event (``RunCompleted`` or ``RunFailed``); ``await handle`` equals ``await
 handle.result()``, which drives the run itself when nobody iterates; abandoning iteration before
 the terminal event cancels the run and makes ``result()`` raise.
+
+A model that sends many deltas at once (a burst already in the socket) would otherwise be parsed
+to its end before anyone downstream saw the first one: the run never yields to the event loop
+while its provider has bytes in hand. So when events follow each other without the loop getting
+a turn, the handle yields to it: at once for the first such pair (the first token reaches a
+reader without waiting for the rest), then at most every :data:`BURST_SLICE` seconds, so the
+readers take the rest in batches. A stream whose events come one at a time never yields here.
 """
 
 from __future__ import annotations
@@ -17,7 +24,10 @@ from .events import ApprovalRequired, Event, RunCompleted, RunFailed
 from .reliability import CancelToken
 from .result import RunResult
 
-__all__ = ["EventSink", "RunHandle"]
+__all__ = ["BURST_SLICE", "EventSink", "RunHandle"]
+
+BURST_SLICE = 0.002
+"""Seconds a burst of events runs before the handle lets its readers have the loop again."""
 
 T = TypeVar("T")
 EventSink = Callable[[Event], Awaitable[None]]
@@ -44,6 +54,8 @@ class RunHandle(Generic[T]):
         self._consumer_acks = False
         self._terminal_seen = False
         self._waiting = False
+        self._in_burst = False  # an event was queued since the event loop last had a turn
+        self._last_yield = float("-inf")
 
     # ------------------------------------------------------------------ control
 
@@ -96,6 +108,20 @@ class RunHandle(Generic[T]):
             await ack
         else:
             self._queue.put_nowait((event, None))
+        if not self._in_burst:
+            self._in_burst = True
+            asyncio.get_running_loop().call_soon(self._loop_turned)
+            return
+        now = asyncio.get_running_loop().time()
+        if now - self._last_yield >= BURST_SLICE:
+            self._last_yield = now
+            # Twice: once for the reader of this queue, once for whoever it hands the events to
+            # (a web stream writing them to its socket).
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+
+    def _loop_turned(self) -> None:
+        self._in_burst = False
 
     # ------------------------------------------------------------------ iteration
 

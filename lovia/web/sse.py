@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 
 if sys.version_info >= (3, 11):
     from typing import NotRequired
@@ -48,6 +48,7 @@ __all__ = [
     "DeltaData",
     "DoneData",
     "EmptyData",
+    "EncodedStream",
     "ErrorData",
     "LegFrame",
     "LegTiming",
@@ -321,13 +322,24 @@ LegFrame = UserTurnRefs | LegTiming
 # --------------------------------------------------------------------------- frames
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+"""What :func:`frame` encodes with (one encoder for every frame, not one per call)."""
+
+
 def frame(event: str, data: Mapping[str, object], default: Callable[[object], object] | None = None) -> dict[str, str]:
     """One frame: ``{"event": event, "data": <data as one line of JSON>}``.
 
     ``default`` converts what JSON cannot encode; without it such a value is written as its ``str``.
     """
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=default or str)
+    if default is None:
+        return {"event": event, "data": _JSON.encode(data)}
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=default)
     return {"event": event, "data": payload}
+
+
+def _delta_frame(event: str, delta: str) -> dict[str, str]:
+    """``frame(event, {"delta": delta})``, written out: it runs once per streamed token."""
+    return {"event": event, "data": '{"delta":' + _JSON.encode(delta) + "}"}
 
 
 def frame_data(sse: Mapping[str, str]) -> Any:
@@ -342,26 +354,52 @@ def encode_frame(sse: Mapping[str, str]) -> bytes:
     return f"event: {sse['event']}\ndata: {sse['data']}\n\n".encode()
 
 
-async def encode_frames(frames: AsyncIterator[Mapping[str, str]]) -> AsyncIterator[bytes]:
+@runtime_checkable
+class EncodedStream(Protocol):
+    """Frames that can also be had as bytes, several frames to a write (see :func:`event_stream`)."""
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """The frames' bytes: each chunk is the frames that were ready when it was made."""
+        ...
+
+
+async def encode_frames(frames: AsyncIterable[Mapping[str, str]]) -> AsyncIterator[bytes]:
     """:func:`encode_frame` of every frame of ``frames``."""
     async for item in frames:
         yield encode_frame(item)
 
 
-def event_stream(frames: AsyncIterator[Mapping[str, str]]) -> StreamingResponse:
-    """An SSE response of ``frames`` that proxies must not buffer."""
+def event_stream(frames: AsyncIterable[Mapping[str, str]]) -> StreamingResponse:
+    """An SSE response of ``frames`` that proxies must not buffer.
+
+    An :class:`EncodedStream` is written through its ``chunks()``: the frames queued while the
+    response waited go out in one write, not one write each.
+    """
     from fastapi.responses import StreamingResponse  # only the routes need it, not the wire format
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(encode_frames(frames), media_type="text/event-stream", headers=headers)
+    body = frames.chunks() if isinstance(frames, EncodedStream) else encode_frames(frames)
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
 
-async def next_or_keepalive(queue: asyncio.Queue[Any]) -> Any:
-    """The next item of ``queue``, or :data:`KEEPALIVE_FRAME` after :data:`KEEPALIVE_SECONDS` of quiet."""
-    try:
-        return await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
-    except asyncio.TimeoutError:
-        return KEEPALIVE_FRAME
+if sys.version_info >= (3, 11):
+
+    async def next_or_keepalive(queue: asyncio.Queue[Any]) -> Any:
+        """The next item of ``queue``, or :data:`KEEPALIVE_FRAME` after :data:`KEEPALIVE_SECONDS` of quiet."""
+        try:
+            async with asyncio.timeout(KEEPALIVE_SECONDS):  # a timer, where wait_for would add a task
+                return await queue.get()
+        except TimeoutError:
+            return KEEPALIVE_FRAME
+
+else:
+
+    async def next_or_keepalive(queue: asyncio.Queue[Any]) -> Any:
+        """The next item of ``queue``, or :data:`KEEPALIVE_FRAME` after :data:`KEEPALIVE_SECONDS` of quiet."""
+        try:
+            return await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+        except asyncio.TimeoutError:
+            return KEEPALIVE_FRAME
 
 
 # --------------------------------------------------------------------------- payload builders
@@ -512,9 +550,9 @@ def event_to_sse(ev: events.Event | LegFrame) -> dict[str, str] | None:  # noqa:
     :class:`LegTiming` becomes ``refs`` / ``timing``.
     """
     if isinstance(ev, events.TextDelta):
-        return frame("text_delta", DeltaData(delta=ev.delta))
+        return _delta_frame("text_delta", ev.delta)
     if isinstance(ev, events.ReasoningDelta):
-        return frame("reasoning_delta", DeltaData(delta=ev.delta))
+        return _delta_frame("reasoning_delta", ev.delta)
     if isinstance(ev, events.OutputDiscarded):
         return frame("output_discarded", EmptyData())
     if isinstance(ev, events.TurnStarted):
@@ -553,8 +591,8 @@ def event_to_sse(ev: events.Event | LegFrame) -> dict[str, str] | None:  # noqa:
 async def encode_stream(source: AsyncIterator[events.Event]) -> AsyncIterator[dict[str, str]]:
     """The frames of a stream of run events, in order (events without a frame are skipped).
 
-    Fed a ``RunHandle`` it ends with the run's ``done`` or terminal ``error`` frame. The run
-    supervisor feeds it its own runs' events (their ends it frames itself).
+    Fed a ``RunHandle`` it ends with the run's ``done`` or terminal ``error`` frame. (The run
+    supervisor frames its own runs' events with :func:`event_to_sse`, and their ends itself.)
     """
     async for ev in source:
         sse = event_to_sse(ev)

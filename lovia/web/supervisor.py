@@ -63,7 +63,7 @@ from .sse import (
     RunStartedData,
     SnapshotData,
     UserTurnRefs,
-    encode_stream,
+    encode_frame,
     error_data,
     event_to_sse,
     frame,
@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from .workspaces import WorkspaceSessions
 
 __all__ = [
+    "ChatFrames",
     "EventHub",
     "RunController",
     "RunSupervisor",
@@ -205,14 +206,35 @@ class _Subscription:
 
     async def frames(self, *, keepalive: bool = True) -> AsyncIterator[SseFrame]:
         """The frames as they come, until the end; a keep-alive frame after each quiet spell."""
+        async for batch in self.batches(keepalive=keepalive):
+            for item in batch:
+                yield item
+
+    async def batches(self, *, keepalive: bool = True) -> AsyncIterator[list[SseFrame]]:
+        """The frames in batches, until the end: all that is queued, or (when nothing is) the
+        next to come; ``[keep-alive frame]`` after each quiet spell."""
+        queue = self.queue
         while True:
-            item = await next_or_keepalive(self.queue) if keepalive else await self.queue.get()
-            if item is None:
-                return
-            if item is KEEPALIVE_FRAME:
-                yield dict(KEEPALIVE_FRAME)
+            waited: SseFrame | None | bool = False  # False: frames were queued, nothing to wait for
+            if queue.empty():
+                waited = await next_or_keepalive(queue) if keepalive else await queue.get()
+            if waited is KEEPALIVE_FRAME:
+                yield [dict(KEEPALIVE_FRAME)]
                 continue
-            yield item
+            batch: list[SseFrame] = []
+            ended = waited is None
+            if isinstance(waited, dict):
+                batch.append(waited)
+            while not ended and not queue.empty():
+                item = queue.get_nowait()
+                if item is None:
+                    ended = True
+                else:
+                    batch.append(item)
+            if batch:
+                yield batch
+            if ended:
+                return
 
 
 @dataclass(slots=True)
@@ -235,19 +257,53 @@ async def forward(source: _Attachment | _Subscription, *, sid: str, emit_session
     With ``emit_session`` a ``session`` frame naming chat ``sid`` comes first; then an attachment's
     prologue, then the live frames until the run ends, with ``{"comment": "keep-alive"}`` frames
     while nothing happens. Closing the iterator (a client gone) only unsubscribes: the run goes on.
+    (:class:`ChatFrames` is the same stream, which a response can also write in batches.)
     """
     subscription = source.subscription if isinstance(source, _Attachment) else source
     try:
-        if emit_session:
-            yield frame("session", {"session_id": sid})
-        if isinstance(source, _Attachment):
-            for item in source.prologue:
-                yield item
+        for item in _head(source, sid, emit_session):
+            yield item
         if subscription is not None:
             async for item in subscription.frames():
                 yield item
     finally:
         source.close()
+
+
+def _head(source: _Attachment | _Subscription, sid: str, emit_session: bool) -> list[SseFrame]:
+    """The frames a chat stream starts with: ``session`` (with ``emit_session``), then the prologue."""
+    head = [frame("session", {"session_id": sid})] if emit_session else []
+    if isinstance(source, _Attachment):
+        head.extend(source.prologue)
+    return head
+
+
+class ChatFrames:
+    """The stream of :func:`forward`: iterated, its frames; through :meth:`chunks`, their bytes,
+    several frames to a chunk (:func:`lovia.web.sse.event_stream` writes it that way)."""
+
+    def __init__(self, source: _Attachment | _Subscription, *, sid: str, emit_session: bool) -> None:
+        self.source = source
+        self.sid = sid
+        self.emit_session = emit_session
+
+    def __aiter__(self) -> AsyncIterator[SseFrame]:
+        return forward(self.source, sid=self.sid, emit_session=self.emit_session)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The stream as SSE bytes: the ``session`` frame and the prologue in one chunk, then one
+        chunk per batch of live frames (those queued while the previous chunk was written)."""
+        source = self.source
+        subscription = source.subscription if isinstance(source, _Attachment) else source
+        try:
+            head = _head(source, self.sid, self.emit_session)
+            if head:
+                yield b"".join(map(encode_frame, head))
+            if subscription is not None:
+                async for batch in subscription.batches():
+                    yield b"".join(map(encode_frame, batch))
+        finally:
+            source.close()
 
 
 class EventHub:
@@ -896,8 +952,10 @@ class RunSupervisor:
                 "source": live.source,
             }
             self.hub.publish(frame("run_started", started))
-            async for item in encode_stream(self._events(live)):
-                live.broadcast(item)
+            async for event in self._events(live):  # encode_stream, without a generator in between
+                sse = event_to_sse(event)
+                if sse is not None:
+                    live.broadcast(sse)
         except Exception as exc:  # a store failure around the run: report it, never hang the streams
             logger.exception("chat run %s failed outside the run loop", live.run_id)
             if live.status == "running":

@@ -33,7 +33,7 @@ from ..schemas import (
 )
 from ..sse import event_stream
 from ..store import ChatMeta
-from ..supervisor import RunController, TooManyRuns, _Attachment, forward
+from ..supervisor import ChatFrames, RunController, TooManyRuns, _Attachment
 from ..titles import provisional_title
 from .deps import RouterDeps
 from .workspace import attachment_file
@@ -46,7 +46,7 @@ _LIST_HINT = "list the chats with GET /api/sessions"
 
 def _stream(sid: str, attachment: _Attachment) -> StreamingResponse:
     """The chat stream of ``attachment``: a ``session`` frame, the prologue, then the live tail."""
-    return event_stream(forward(attachment, sid=sid, emit_session=True))
+    return event_stream(ChatFrames(attachment, sid=sid, emit_session=True))
 
 
 def build_chat_router(deps: RouterDeps) -> APIRouter:

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._text import clean_entries
 from ..agent import Agent
 from ..events import Event, MessageCompleted
 from ..exceptions import ContextOverflowError, OutputValidationError
@@ -86,8 +85,7 @@ async def model_turn(
     if assembled.usage.input_tokens:
         state.head.last_input_tokens = assembled.usage.input_tokens
     state.finish_reason = assembled.finish_reason
-    entries = clean_entries(assembled.entries(turn=state.turns))  # the text policy (lovia._text)
-    state.append(entries)
+    entries = state.append(assembled.entries(turn=state.turns))  # cleaned by the text policy (lovia._text)
     await emit(MessageCompleted(entries=list(entries)))
     await save()
     if options.budget is not None:

@@ -110,11 +110,6 @@ class ToolPhase:
     async def _wait(tasks: set[asyncio.Task[None]]) -> None:
         if not tasks:
             return
-        if len(tasks) == 1:  # one call in flight: awaiting it is cheaper than asyncio.wait
-            (task,) = tasks
-            await task
-            tasks.clear()
-            return
         done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
             if task.exception() is not None:

@@ -60,11 +60,15 @@ async def model_turn(
     options: RunOptions,
     emit: Callable[[Event], Awaitable[None]],
     save: Callable[[], Awaitable[None]],
+    *,
+    stream_deltas: bool = True,
 ) -> list[TranscriptEntry]:
-    """Build the view, call the model (once more after a reactive compaction), record the reply."""
+    """Build the view, call the model (once more after a reactive compaction), record the reply.
+
+    ``stream_deltas=False``: nobody listens, so text and reasoning deltas are not emitted."""
     view = await _view(state, active, options, emit, overflow=False, reported_window=None)
     try:
-        assembled = await _call(state, active, options, emit, view)
+        assembled = await _call(state, active, options, emit, view, stream_deltas)
     except ContextOverflowError as exc:
         logger.warning("context.overflow run_id=%s window=%s", state.run_id, exc.reported_window)
         result = await compact(
@@ -79,7 +83,8 @@ async def model_turn(
         )
         if not result.compacted:
             raise
-        assembled = await _call(state, active, options, emit, await inject(result.entries, active, state.ctx))
+        view = await inject(result.entries, active, state.ctx)
+        assembled = await _call(state, active, options, emit, view, stream_deltas)
     state.usage.add(assembled.usage)
     add_model_usage(state.model_usage, active.model_key, assembled.usage)
     if assembled.usage.input_tokens:
@@ -121,6 +126,7 @@ async def _call(
     options: RunOptions,
     emit: Callable[[Event], Awaitable[None]],
     view: list[TranscriptEntry],
+    stream_deltas: bool,
 ) -> TurnAssembler:
     return await call_model(
         active.provider,
@@ -132,6 +138,7 @@ async def _call(
         emit=emit,
         tracer=options.tracer,
         turn=state.turns,
+        stream_deltas=stream_deltas,
     )
 
 

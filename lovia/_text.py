@@ -111,13 +111,22 @@ def _init_fields(cls: type) -> tuple[str, ...]:
     return names
 
 
+_PLAIN = frozenset({int, float, bool, type(None)})
+"""Field value types that hold no text: nothing to clean."""
+
+
 def _clean_fields(obj: T) -> T:
     """A frozen dataclass with every str / container field cleaned (parts and entries)."""
     changes: dict[str, Any] = {}
     for name in _init_fields(type(obj)):
         old = getattr(obj, name)
-        if name == "arguments" and isinstance(old, str):
-            new: Any = clean_arguments(old)
+        kind = type(old)
+        if kind in _PLAIN:
+            continue
+        if kind is str:
+            new: Any = clean_arguments(old) if name == "arguments" else clean_text(old)
+        elif name == "arguments" and isinstance(old, str):
+            new = clean_arguments(old)
         elif isinstance(old, list) and old and dataclasses.is_dataclass(old[0]):
             items = [_clean_fields(item) for item in old]
             new = old if all(a is b for a, b in zip(items, old, strict=True)) else items
@@ -130,4 +139,8 @@ def _clean_fields(obj: T) -> T:
 
 def clean_entries(entries: Sequence[T]) -> list[T]:
     """Transcript entries with the text policy applied (unchanged entries are the same objects)."""
-    return [_clean_fields(entry) if dataclasses.is_dataclass(entry) else entry for entry in entries]
+    # A type seen before is a known dataclass: skip the generic check for it.
+    return [
+        _clean_fields(entry) if type(entry) in _INIT_FIELDS or dataclasses.is_dataclass(entry) else entry
+        for entry in entries
+    ]

@@ -300,6 +300,9 @@ class Compaction:
         n_sys = leading_system_count(entries)
         cache.body = list(entries[n_sys:])
         cache.raw_total = self.counter.count_all(cache.body)
+        if not cache.state.has_decisions:  # nothing to fit or render differently: the view is the body
+            cache.view, cache.view_total = list(cache.body), cache.raw_total
+            return
         if _validate(cache.state, cache.body):
             cache.state.save(cache.scratch)
         self._rerender(cache)

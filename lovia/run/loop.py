@@ -230,6 +230,14 @@ class RunLoop:
                 await plugin.hooks.dispatch(event, ctx)
         await self.sink(event)
 
+    def _deltas_wanted(self, active: Active) -> bool:
+        """Whether anyone sees text and reasoning deltas: a hook, or a reader of the stream."""
+        from ..handle import _drop  # the sink of a run nobody iterates
+
+        if self.sink is not _drop or self.state.agent.hooks is not None:
+            return True
+        return any(plugin.hooks is not None for plugin in active.plugins)
+
     async def save(self) -> None:
         """Checkpoint the run if it has a checkpointer."""
         if self.writer is not None:
@@ -289,7 +297,9 @@ class RunLoop:
         assert self.active is not None
         active = self.active
         async with cancel_scope(state.ctx.cancel_token):
-            entries = await model_turn(state, active, options, self.emit, self.save)
+            entries = await model_turn(
+                state, active, options, self.emit, self.save, stream_deltas=self._deltas_wanted(active)
+            )
             calls = [e for e in entries if isinstance(e, ToolCallEntry)]
             outcome: TurnOutcome
             if calls:

@@ -34,12 +34,15 @@ async def call_model(
     emit: Callable[[Event], Awaitable[None]],
     tracer: Tracer,
     turn: int,
+    stream_deltas: bool = True,
 ) -> TurnAssembler:
     """Stream one response into a :class:`TurnAssembler`.
 
     A retryable failure is retried under ``retry``; when output was already streamed, the
     consumer first gets ``OutputDiscarded`` (or, without ``restart_on_partial``, the error).
     ``ContextOverflowError`` is never retried here: the caller routes it to the context policy.
+    ``stream_deltas=False`` (nobody listens) skips the text and reasoning delta events; the
+    retry decisions are the same either way.
     """
     policy = retry or RetryPolicy(max_attempts=1)
     attempt = 0
@@ -52,7 +55,7 @@ async def call_model(
             with tracer.span("model_call", model=provider_model(provider), turn=turn, system=provider.name) as span:
                 stream = provider.stream(view, tools=tools, response_format=response_format, settings=settings)
                 async for delta in stream:
-                    emitted = await _fold(delta, assembler, emit) or emitted
+                    emitted = await _fold(delta, assembler, emit, stream_deltas) or emitted
                 record_model_response(span, assembler)
             if logger.isEnabledFor(logging.DEBUG):
                 usage = assembler.usage
@@ -82,15 +85,18 @@ async def call_model(
             await policy.sleep(delay)
 
 
-async def _fold(delta: Any, asm: TurnAssembler, emit: Callable[[Event], Awaitable[None]]) -> bool:
-    """Fold one delta into the turn; True when something was streamed to the consumer."""
+async def _fold(delta: Any, asm: TurnAssembler, emit: Callable[[Event], Awaitable[None]], deltas: bool) -> bool:
+    """Fold one delta into the turn; True when something was streamed to the consumer (or would
+    have been: ``deltas=False`` means nobody listens to text and reasoning deltas)."""
     if isinstance(delta, ProviderTextDelta):
         asm.text.append(chunk := clean_text(delta.text))  # the text policy (lovia._text)
-        await emit(TextDelta(delta=chunk))
+        if deltas:
+            await emit(TextDelta(delta=chunk))
         return True
     if isinstance(delta, ProviderReasoningDelta):
         asm.reasoning.append(chunk := clean_text(delta.text))
-        await emit(ReasoningDelta(delta=chunk))
+        if deltas:
+            await emit(ReasoningDelta(delta=chunk))
         return True
     if isinstance(delta, ToolCallDelta):
         asm.add_call(delta)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .._text import clean_entries
 from ..agent import Agent
@@ -21,6 +21,8 @@ from ..run_context import RunContext
 from ..transcript import TranscriptEntry
 
 __all__ = ["RunState"]
+
+E = TypeVar("E", bound=TranscriptEntry)
 
 
 @dataclass(eq=False, slots=True)
@@ -91,11 +93,13 @@ class RunState:
             self.fire_handoff(pending)
         self.entries.extend(snap.entries)
 
-    def append(self, entries: Sequence[TranscriptEntry]) -> None:
-        """Add entries to the run (its own entries and the transcript together)."""
-        entries = clean_entries(entries)  # the text policy (lovia._text)
-        self.transcript.extend(entries)
-        self.entries.extend(entries)
+    def append(self, entries: Sequence[E]) -> list[E]:
+        """Add entries to the run (its own entries and the transcript together); returns them as
+        stored, with the text policy (:mod:`lovia._text`) applied."""
+        cleaned = clean_entries(entries)
+        self.transcript.extend(cleaned)
+        self.entries.extend(cleaned)
+        return cleaned
 
     def begin_turn(self) -> None:
         """Count a new turn (the context sees its number)."""

@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._text import clean_entries
 from ..agent import Agent, as_agent
 from ..approvals import ApprovalChannel
 from ..events import ApprovalRequired, Event, ToolCallCompleted, ToolCallFailed, ToolCallStarted
@@ -284,8 +283,7 @@ class ToolPhase:
     async def _record(self, call: ToolCall, entry: ToolResultEntry, *, raw: Any) -> None:
         """Append one tool result, emit ``ToolCallCompleted`` and save."""
         self.state.call_finished(call.id)
-        (entry,) = clean_entries([entry])  # the event shows what is stored
-        self.state.append([entry])
+        (entry,) = self.state.append([entry])  # the event shows what is stored (text policy applied)
         await self.emit(completed_event(call, entry, raw))
         await self.save()
 

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._text import clean_entries
 from ..agent import Agent
 from ..events import Event, MessageCompleted
 from ..exceptions import ContextOverflowError, OutputValidationError
@@ -61,11 +60,15 @@ async def model_turn(
     options: RunOptions,
     emit: Callable[[Event], Awaitable[None]],
     save: Callable[[], Awaitable[None]],
+    *,
+    stream_deltas: bool = True,
 ) -> list[TranscriptEntry]:
-    """Build the view, call the model (once more after a reactive compaction), record the reply."""
+    """Build the view, call the model (once more after a reactive compaction), record the reply.
+
+    ``stream_deltas=False``: nobody listens, so text and reasoning deltas are not emitted."""
     view = await _view(state, active, options, emit, overflow=False, reported_window=None)
     try:
-        assembled = await _call(state, active, options, emit, view)
+        assembled = await _call(state, active, options, emit, view, stream_deltas)
     except ContextOverflowError as exc:
         logger.warning("context.overflow run_id=%s window=%s", state.run_id, exc.reported_window)
         result = await compact(
@@ -80,14 +83,14 @@ async def model_turn(
         )
         if not result.compacted:
             raise
-        assembled = await _call(state, active, options, emit, await inject(result.entries, active, state.ctx))
+        view = await inject(result.entries, active, state.ctx)
+        assembled = await _call(state, active, options, emit, view, stream_deltas)
     state.usage.add(assembled.usage)
     add_model_usage(state.model_usage, active.model_key, assembled.usage)
     if assembled.usage.input_tokens:
         state.head.last_input_tokens = assembled.usage.input_tokens
     state.finish_reason = assembled.finish_reason
-    entries = clean_entries(assembled.entries(turn=state.turns))  # the text policy (lovia._text)
-    state.append(entries)
+    entries = state.append(assembled.entries(turn=state.turns))  # cleaned by the text policy (lovia._text)
     await emit(MessageCompleted(entries=list(entries)))
     await save()
     if options.budget is not None:
@@ -123,6 +126,7 @@ async def _call(
     options: RunOptions,
     emit: Callable[[Event], Awaitable[None]],
     view: list[TranscriptEntry],
+    stream_deltas: bool,
 ) -> TurnAssembler:
     return await call_model(
         active.provider,
@@ -134,6 +138,7 @@ async def _call(
         emit=emit,
         tracer=options.tracer,
         turn=state.turns,
+        stream_deltas=stream_deltas,
     )
 
 

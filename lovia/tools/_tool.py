@@ -158,6 +158,8 @@ class Tool(Generic[T]):
 
 
 def _bind(fn: Callable[..., Any], sig: FunctionSignature) -> Invoke:
+    import contextvars
+
     is_async = inspect.iscoroutinefunction(fn)
 
     async def invoke(args: dict[str, Any], ctx: RunContext[Any]) -> Any:
@@ -166,8 +168,11 @@ def _bind(fn: Callable[..., Any], sig: FunctionSignature) -> Invoke:
             kwargs[sig.context_param] = ctx
         if is_async:
             return await fn(**kwargs)
-        # Sync tools run on a worker thread so the loop (and sibling calls) keep going.
-        return await asyncio.to_thread(functools.partial(fn, **kwargs))
+        # Sync tools run on a worker thread so the loop (and sibling calls) keep going; as with
+        # asyncio.to_thread, the thread sees a copy of the caller's context variables (one
+        # awaitable fewer than to_thread itself).
+        call = functools.partial(contextvars.copy_context().run, fn, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(None, call)
 
     return invoke
 

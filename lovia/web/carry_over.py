@@ -15,14 +15,63 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..exceptions import LoviaError
 from ..messages import user
 
 if TYPE_CHECKING:
-    from ..steering import InjectedContent
-    from .supervisor import RunController, RunSupervisor
+    from ..agent import Agent
+    from ..messages import Message
+    from ..steering import InjectedContent, Mailbox
+    from ..types import JsonObject
+    from .store import ChatIndex
+
+
+class RunController(Protocol):
+    """What a hand-over reads of the run that ended (the supervisor's controller)."""
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def discard(self) -> bool: ...
+    @property
+    def mailbox(self) -> Mailbox: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def client_context(self) -> JsonObject: ...
+    @property
+    def run_deps(self) -> Any: ...
+
+
+class RunSupervisor(Protocol):
+    """What a hand-over asks of the supervisor (declared here, so this module needs none of it)."""
+
+    @property
+    def closing(self) -> bool: ...
+    @property
+    def store(self) -> ChatIndex: ...
+    def lock(self, session_id: str) -> asyncio.Lock: ...
+    def get(self, session_id: str) -> RunController | None: ...
+    def resume_agent(self, name: str | None) -> Agent[Any]: ...
+    async def finalize_partial(self, session_id: str, run_id: str) -> Any: ...
+    async def start(
+        self,
+        *,
+        session_id: str,
+        agent: Agent[Any],
+        input: list[Message],
+        is_new: bool,
+        title_message: str | None,
+        source: str = ...,
+        client: JsonObject | None = ...,
+        run_deps: Any = ...,
+        chat_created_at: float | None = ...,
+    ) -> Any: ...
+
 
 __all__ = ["carry_over"]
 

@@ -1,17 +1,26 @@
-"""``lovia db status`` and ``lovia db upgrade``, run as real subprocesses on real files (0.9.119's included)."""
+"""``lovia db status`` and ``lovia db upgrade`` on real files (0.9.119's included).
+
+The commands run in this process through ``lovia.cli.main`` (what the console script calls), with
+their output captured; the entry point itself runs as a real subprocess in the first tests, and
+``test_db_commands_import_no_optional_dependency`` runs both commands in a fresh interpreter.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from lovia.cli import main
 from lovia.stores import SQLiteCheckpointer, SQLiteSession
 from lovia.stores.sqlite._schema import MIGRATIONS, latest_version
 from lovia.transcript import AssistantTextEntry, InputEntry
@@ -27,7 +36,23 @@ OLD_FILES = [
 ]
 
 
-def lovia_db(*args: str) -> subprocess.CompletedProcess[str]:
+@dataclass(frozen=True)
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def lovia_db(*args: str) -> Done:
+    """``lovia db ARGS`` in this process: its exit status and what it printed."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(["db", *args])
+    return Done(code, out.getvalue(), err.getvalue())
+
+
+def lovia_db_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``lovia db ARGS`` as a real child process, through the module's entry point."""
     return subprocess.run(
         [sys.executable, "-m", "lovia.cli", "db", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
@@ -57,9 +82,11 @@ async def _session_file(path: Path) -> None:
 
 
 def test_status_of_a_missing_file_is_not_found_and_creates_nothing(tmp_path):
-    done = lovia_db("status", str(tmp_path / "nope.db"))
-    assert done.returncode == 1 and "no database at" in done.stderr and "hint:" in done.stderr
-    assert list(tmp_path.iterdir()) == []
+    for run in (lovia_db_process, lovia_db):
+        done = run("status", str(tmp_path / "nope.db"))
+        assert done.returncode == 1 and "no database at" in done.stderr and "hint:" in done.stderr, run
+        assert done.stdout == "", run
+        assert list(tmp_path.iterdir()) == []
 
 
 def test_damaged_rows_are_reported_with_exit_status_1(tmp_path):
@@ -87,7 +114,7 @@ def test_a_file_from_a_newer_lovia_is_reported_too_new_and_not_upgraded(tmp_path
     assert f"session: version 99, latest {latest_version('session')}, too new" in done.stdout
     assert json.loads(lovia_db("status", "--json", str(path)).stdout)["stores"][0]["too_new"] is True
     before = path.read_bytes()
-    up = lovia_db("upgrade", str(path))
+    up = lovia_db_process("upgrade", str(path))  # the entry point's exit status for a refused upgrade
     assert up.returncode == 2 and "newer than this lovia" in up.stderr and "upgrade lovia" in up.stderr
     assert path.read_bytes() == before
 

@@ -8,11 +8,18 @@ migrates it and serves what a file migrated without any crash serves.
 
 Every store that migrates a SQLite file is here: session, checkpoint, the web chat index and the
 two memory indexes. To cover another, add it to ``STORES`` in ``_stores.py`` and its files to ``FILES``.
+
+Each child is a fresh interpreter, so the cost grows with files times steps. The default run sweeps
+every step of every store once, on the file marked ``SWEEP`` in ``FILES`` (one per store: the older
+file with the most steps, one of them in WAL mode); every other file is killed once, after its last
+step, when all of its changes are written but none committed. ``LOVIA_FULL_CRASH_SWEEP=1`` sweeps
+every step of every file (the whole cross product: a few times longer).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import subprocess
 import sys
@@ -28,20 +35,25 @@ from ._stores import STORES
 CHILD = Path(__file__).with_name("migration_child.py")
 OUR_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sqlite"
 
-# (store, source, wal): a frozen fixture of ours (``*.sql``) or a file lovia 0.9.119 wrote.
+FULL_SWEEP = os.environ.get("LOVIA_FULL_CRASH_SWEEP", "") not in ("", "0")
+SWEEP, LAST = "sweep", "last"
+"""Default trials of a file: a kill after every step and a failing last step, or one kill after the last step."""
+
+# (store, source, wal, trials): a frozen fixture of ours (``*.sql``) or a file lovia 0.9.119 wrote.
+# Each store has exactly one SWEEP file (checked below), so every step of every store is killed by default.
 FILES = [
-    ("session", "session_v1.sql", False),
-    ("session", "session_v1.sql", True),
-    ("checkpoint", "checkpoint_v1.sql", False),
-    ("checkpoint", "checkpoint_v3.sql", False),
-    ("session", "session.db", False),
-    ("session", "session_wal.db", True),
-    ("checkpoint", "runs.db", False),
-    ("checkpoint", "runs_wal.db", True),
-    ("chat", "chat_uv2.sql", False),
-    ("chat", "chat.db", False),
-    ("memory_archive", "memory/archive.db", False),
-    ("memory_vectors", "memory/vectors.db", False),
+    ("session", "session_v1.sql", False, LAST),
+    ("session", "session_v1.sql", True, LAST),
+    ("checkpoint", "checkpoint_v1.sql", False, LAST),
+    ("checkpoint", "checkpoint_v3.sql", False, LAST),
+    ("session", "session.db", False, LAST),
+    ("session", "session_wal.db", True, SWEEP),
+    ("checkpoint", "runs.db", False, SWEEP),
+    ("checkpoint", "runs_wal.db", True, LAST),
+    ("chat", "chat_uv2.sql", False, SWEEP),
+    ("chat", "chat.db", False, LAST),
+    ("memory_archive", "memory/archive.db", False, SWEEP),
+    ("memory_vectors", "memory/vectors.db", False, SWEEP),
 ]
 
 
@@ -86,21 +98,33 @@ def _child(store: str, path: Path, wal: bool, k: int, how: str) -> subprocess.Co
 
 def _cases() -> list[object]:
     return [
-        pytest.param(store, source, wal, id=f"{source}-{'wal' if wal else 'journal'}") for store, source, wal in FILES
+        pytest.param(store, source, wal, trials, id=f"{source}-{'wal' if wal else 'journal'}")
+        for store, source, wal, trials in FILES
     ]
 
 
+def _trials(steps: int, trials: str) -> list[tuple[int, str]]:
+    if trials == SWEEP or FULL_SWEEP:
+        return [(k, "kill") for k in range(1, steps + 1)] + [(steps, "raise")]
+    return [(steps, "kill")]
+
+
+def test_every_store_has_one_file_swept_at_every_step_by_default():
+    swept = sorted(store for store, _, _, trials in FILES if trials == SWEEP)
+    assert swept == sorted(STORES), "each store needs exactly one SWEEP file in FILES"
+    assert any(wal for _, _, wal, trials in FILES if trials == SWEEP), "one swept file is in WAL mode"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("store", "source", "wal"), _cases())
-async def test_killed_or_failing_at_any_step_leaves_the_file_as_it_was(tmp_path, store, source, wal):
+@pytest.mark.parametrize(("store", "source", "wal", "trials"), _cases())
+async def test_killed_or_failing_at_any_step_leaves_the_file_as_it_was(tmp_path, store, source, wal, trials):
     reference = _make(source, tmp_path, "reference.db")
     steps = _steps(store, reference)
     assert steps >= 2, "a file with several pending steps shows that they commit together"
     served = await STORES[store].serve(reference, wal)  # migrated without any crash
     assert served, "the reference serves nothing: comparing with it would prove nothing"
 
-    trials = [(k, "kill") for k in range(1, steps + 1)] + [(steps, "raise")]
-    for k, how in trials:
+    for k, how in _trials(steps, trials):
         path = _make(source, tmp_path, f"{how}-{k}.db")
         before_bytes, before_dump = path.read_bytes(), _dump(path)
 

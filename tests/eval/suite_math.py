@@ -12,6 +12,7 @@ from typing import Any
 from lovia import Agent, tool
 from lovia.eval import Case, contains, equals, llm_judge, max_turns, no_error, tool_called
 from lovia.testing import ScriptedProvider, ScriptedTurn, call, text
+from lovia.transcript import ToolResultEntry
 
 SUITE = "math"
 DELAY = float(os.environ.get("EVAL_DELAY", "0"))
@@ -25,17 +26,20 @@ def add(a: int, b: int) -> int:
 
 
 def _logged(name: str, turns: list[ScriptedTurn]) -> Any:
-    """A provider factory whose calls are appended to $EVAL_CALL_LOG (so tests can count them)."""
+    """A provider factory whose calls are appended to $EVAL_CALL_LOG (so tests can count them).
+
+    It answers by the transcript, as a model would: the n-th turn after n tool results, so a case
+    resumed from its checkpoint after its tool ran gets its final answer, not the first turn again.
+    """
 
     def make() -> ScriptedProvider:
-        queue = list(turns)
-
         def respond(entries: Any, tools: Any) -> ScriptedTurn:
             log = os.environ.get("EVAL_CALL_LOG")
             if log:
                 with open(log, "a", encoding="utf-8") as fh:
                     fh.write(name + "\n")
-            turn = queue.pop(0)
+            done = sum(1 for e in entries if isinstance(e, ToolResultEntry))
+            turn = turns[min(done, len(turns) - 1)]
             return ScriptedTurn(turn.deltas, delay=DELAY)
 
         return ScriptedProvider(respond)

@@ -18,6 +18,7 @@ on a span the sampler dropped) are not built.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -235,7 +236,7 @@ def _response_attributes(out: dict[str, Any], response: Any, capture: bool) -> N
             out[_OUTPUT_TEXT] = "".join(text) if isinstance(text, Sequence) else str(text)
 
 
-class _SpanBasics:
+class _SpanBasics(ABC):
     """What both span classes answer alike: their name, whether they capture content, their
     reference for a checkpoint, and the link from a resumed run to its first attempt.
 
@@ -259,12 +260,9 @@ class _SpanBasics:
         return self._kind.capture
 
     @property
+    @abstractmethod
     def context(self) -> SpanContext:
         """The OpenTelemetry span context (trace and span id)."""
-        raise NotImplementedError
-
-    def _link(self, context: SpanContext, attributes: dict[str, Any]) -> None:
-        raise NotImplementedError
 
     def trace_ref(self) -> dict[str, str]:
         """This span's trace and span id as hex text (what a checkpoint keeps of the first attempt)."""

@@ -9,7 +9,6 @@ import datetime as dt
 import importlib.util
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,6 +26,8 @@ from lovia.web.scheduler import (
 from lovia.web.store import ChatStore, PostgresChatStore, RunRow, ScheduleRow
 
 from .helpers import scripted_agent
+from .store.backends import run_row as _run
+from .store.backends import schedule_row as _sched
 
 _spec = importlib.util.spec_from_file_location("_lovia_pg_support", Path(__file__).parents[1] / "pg_support.py")
 assert _spec is not None and _spec.loader is not None
@@ -48,38 +49,6 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     yield pg
     await pg.close()
     _pg.drop_schema(schema)
-
-
-def _sched(sid: str = "s1", **kw: Any) -> ScheduleRow:
-    base: dict[str, Any] = {
-        "agent": None,
-        "input": "ping",
-        "session_id": None,
-        "trigger_kind": "every",
-        "trigger_expr": "60",
-        "next_fire": T0 + 60,
-        "active": True,
-        "last_session_id": None,
-        "created_at": T0,
-        "updated_at": T0,
-    }
-    base.update(kw)
-    return ScheduleRow(id=sid, **base)
-
-
-def _run(rid: str, **kw: Any) -> RunRow:
-    base: dict[str, Any] = {
-        "session_id": "chat1",
-        "agent": "bot",
-        "source": "user",
-        "status": "running",
-        "error": None,
-        "started_at": T0,
-        "finished_at": None,
-        "usage": None,
-    }
-    base.update(kw)
-    return RunRow(id=rid, **base)
 
 
 # --------------------------------------------------------------------------- rows

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from lovia.web.store import ChatStore, PostgresChatStore
+from lovia.web.store import ChatStore, PostgresChatStore, RunRow, ScheduleRow
 from tests.pg_support import DSN, UNREACHABLE, drop_schema, new_schema
 
 BACKENDS = [
@@ -88,3 +88,38 @@ async def open_backend(kind: str, tmp_path: Path, *, where: str | None = None) -
         await store.close()
         if kind == "postgres" and made:
             drop_schema(where)
+
+
+T0 = 1_800_000_000.0
+
+
+def schedule_row(sid: str = "s1", **kw: Any) -> ScheduleRow:
+    base: dict[str, Any] = {
+        "agent": None,
+        "input": "ping",
+        "session_id": None,
+        "trigger_kind": "every",
+        "trigger_expr": "60",
+        "next_fire": T0 + 60,
+        "active": True,
+        "last_session_id": None,
+        "created_at": T0,
+        "updated_at": T0,
+    }
+    base.update(kw)
+    return ScheduleRow(id=sid, **base)
+
+
+def run_row(rid: str, **kw: Any) -> RunRow:
+    base: dict[str, Any] = {
+        "session_id": "chat1",
+        "agent": "bot",
+        "source": "user",
+        "status": "running",
+        "error": None,
+        "started_at": T0,
+        "finished_at": None,
+        "usage": None,
+    }
+    base.update(kw)
+    return RunRow(id=rid, **base)

@@ -11,16 +11,17 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from lovia.exceptions import UserError
 from lovia.transcript import AssistantTextEntry, InputEntry
-from lovia.web.store import ChatIndex, ChatStore, RunRow, ScheduleRow, UploadRecord
+from lovia.web.store import ChatIndex, ChatStore, UploadRecord
 from lovia.web.store import runs as store_schedules
 
 from .backends import BACKENDS, Backend, open_backend
+from .backends import run_row as _run
+from .backends import schedule_row as _sched
 
 T0 = 1_800_000_000.0
 
@@ -34,38 +35,6 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 @pytest.fixture
 def store(backend: Backend) -> ChatStore:
     return backend.store
-
-
-def _sched(sid: str = "s1", **kw: Any) -> ScheduleRow:
-    base: dict[str, Any] = {
-        "agent": None,
-        "input": "ping",
-        "session_id": None,
-        "trigger_kind": "every",
-        "trigger_expr": "60",
-        "next_fire": T0 + 60,
-        "active": True,
-        "last_session_id": None,
-        "created_at": T0,
-        "updated_at": T0,
-    }
-    base.update(kw)
-    return ScheduleRow(id=sid, **base)
-
-
-def _run(rid: str, **kw: Any) -> RunRow:
-    base: dict[str, Any] = {
-        "session_id": "chat1",
-        "agent": "bot",
-        "source": "user",
-        "status": "running",
-        "error": None,
-        "started_at": T0,
-        "finished_at": None,
-        "usage": None,
-    }
-    base.update(kw)
-    return RunRow(id=rid, **base)
 
 
 # --------------------------------------------------------------------------- unknown chats and bad ids
